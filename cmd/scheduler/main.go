@@ -1,0 +1,18 @@
+// Command headroom-scheduler is the upstream kube-scheduler with Headroom's
+// plugins registered. Every flag, config file, health endpoint and leader
+// election option of kube-scheduler works unchanged.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}
