@@ -1,0 +1,114 @@
+package oomkill
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+)
+
+// Incoming is a pod under assessment, prepared once per scheduling cycle.
+// Its containers' adj depends on the node's capacity and the worst case of
+// an unlimited container on the node's allocatable, so the per-node figures
+// are derived on first use for each node shape (capacity, allocatable,
+// estimate) and kept: a cluster has few shapes, and Assess is then free of
+// allocation. It is safe for concurrent use.
+type Incoming struct {
+	pod      *corev1.Pod
+	qos      corev1.PodQOSClass
+	refs     []ref
+	requests []int64
+	limits   []int64
+	podLimit int64
+
+	mu    sync.RWMutex
+	plans map[shape]*plan
+}
+
+// shape is what the per-node figures of an incoming pod depend on.
+type shape struct {
+	capacity, allocatable int64
+	est                   Estimate
+}
+
+// plan holds an incoming pod's containers on one node shape, in kill order.
+type plan struct {
+	idx      []int // index into Incoming.refs
+	adj      []int
+	worst    []int64
+	points   []int64
+	podWorst int64
+}
+
+// NewIncoming prepares pod for assessment. The pod must not change while the
+// Incoming is in use.
+func NewIncoming(pod *corev1.Pod) *Incoming {
+	in := &Incoming{pod: pod, plans: map[shape]*plan{}}
+	if pod == nil {
+		return in
+	}
+	in.qos = v1qos.GetPodQOS(pod)
+	in.refs = refsOf(pod, nil)
+	in.requests = make([]int64, len(in.refs))
+	in.limits = make([]int64, len(in.refs))
+	for k, r := range in.refs {
+		c := r.of(pod)
+		in.requests[k] = memoryOf(c.Resources.Requests)
+		in.limits[k] = memoryOf(c.Resources.Limits)
+	}
+	in.podLimit = podMemoryLimit(pod)
+	return in
+}
+
+// Pod returns the pod.
+func (in *Incoming) Pod() *corev1.Pod { return in.pod }
+
+// QOS returns the pod's QoS class.
+func (in *Incoming) QOS() corev1.PodQOSClass { return in.qos }
+
+func (in *Incoming) planFor(n *Node) *plan {
+	key := shape{capacity: n.capacity, allocatable: n.allocatable, est: n.est}
+	in.mu.RLock()
+	p := in.plans[key]
+	in.mu.RUnlock()
+	if p != nil {
+		return p
+	}
+	p = in.newPlan(key)
+	in.mu.Lock()
+	if q := in.plans[key]; q != nil {
+		p = q
+	} else {
+		in.plans[key] = p
+	}
+	in.mu.Unlock()
+	return p
+}
+
+func (in *Incoming) newPlan(s shape) *plan {
+	k := len(in.refs)
+	p := &plan{idx: make([]int, k), adj: make([]int, k), worst: make([]int64, k), points: make([]int64, k)}
+	adj := make([]int, k)
+	kubeletAdjs(withQOS(in.pod, in.qos), in.refs, s.capacity, adj)
+	worst := make([]int64, k)
+	for j := range k {
+		p.idx[j] = j
+		worst[j], _ = s.est.worst(in.requests[j], in.limits[j], in.podLimit, s.allocatable)
+		p.podWorst = addSat(p.podWorst, worst[j])
+	}
+	// The same order NewNode gives the containers of one pod.
+	slices.SortStableFunc(p.idx, func(a, b int) int {
+		return cmp.Or(
+			cmp.Compare(badness(worst[b], adj[b], s.capacity), badness(worst[a], adj[a], s.capacity)),
+			cmp.Compare(in.refs[a].of(in.pod).Name, in.refs[b].of(in.pod).Name),
+		)
+	})
+	for j, i := range p.idx {
+		p.adj[j] = adj[i]
+		p.worst[j] = worst[i]
+		p.points[j] = badness(worst[i], adj[i], s.capacity)
+	}
+	return p
+}

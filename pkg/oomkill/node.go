@@ -1,0 +1,263 @@
+package oomkill
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+)
+
+// ErrUnknownMemory is returned (wrapped) by NewNode for a node whose memory
+// capacity is missing or not positive, or whose allocatable memory is missing
+// or negative: its OOM state is unknown, not safe.
+var ErrUnknownMemory = errors.New("memory capacity or allocatable unknown")
+
+// Victim is one container in a node's kill order.
+type Victim struct {
+	Namespace string
+	Pod       string
+	PodUID    types.UID
+	Container string
+	// Sidecar marks a restartable init container.
+	Sidecar bool
+	// Incoming marks a container of the pod under assessment (ExplainWith).
+	Incoming bool
+	QOS      corev1.PodQOSClass
+	// Adj is the oom_score_adj the kubelet gives the container.
+	Adj int
+	// Request is the container's memory request in bytes.
+	Request int64
+	// Worst is the container's worst-case memory in bytes: its limit, or the
+	// Estimate when it has none (Estimated).
+	Worst     int64
+	Estimated bool
+	// Points is the kernel's badness in bytes: Worst + Adj × capacity / 1000.
+	Points int64
+	// AtRisk marks a container the killer takes to cover the shortfall.
+	AtRisk bool
+}
+
+// Node is the OOM kill model of one node with the pods it holds. It is
+// immutable after NewNode and safe for concurrent use.
+type Node struct {
+	name        string
+	capacity    int64
+	allocatable int64
+	est         Estimate
+	victims     []Victim // kill order, first to die first
+	points      []int64  // victims[i].Points, for binary search
+	prefix      []int64  // prefix[i] = Σ Worst of victims[:i], saturating
+	shortfall   int64
+	killed      int // victims[:killed] die covering the shortfall
+}
+
+// NewNode builds the model of node holding pods. Capacity is the node's
+// memory capacity (the kubelet derives oom_score_adj from machine memory),
+// allocatable its allocatable memory (what pods may use before the node is
+// short). Pods in a terminal phase, and pods without containers, are ignored.
+func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate) (*Node, error) {
+	if node == nil {
+		return nil, fmt.Errorf("nil node: %w", ErrUnknownMemory)
+	}
+	capQ, ok := node.Status.Capacity[corev1.ResourceMemory]
+	if !ok || capQ.Sign() <= 0 {
+		return nil, fmt.Errorf("node %s: memory capacity missing or not positive: %w", node.Name, ErrUnknownMemory)
+	}
+	allocQ, ok := node.Status.Allocatable[corev1.ResourceMemory]
+	if !ok || allocQ.Sign() < 0 {
+		return nil, fmt.Errorf("node %s: allocatable memory missing or negative: %w", node.Name, ErrUnknownMemory)
+	}
+	n := &Node{name: node.Name, capacity: bytesOf(capQ), allocatable: bytesOf(allocQ), est: est}
+
+	size := 0
+	for _, pod := range pods {
+		if pod != nil {
+			size += len(pod.Spec.Containers) + len(pod.Spec.InitContainers)
+		}
+	}
+	n.victims = make([]Victim, 0, size)
+	var refs []ref
+	var adjs []int
+	for _, pod := range pods {
+		if pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		refs = refsOf(pod, refs)
+		if len(refs) == 0 {
+			continue
+		}
+		adjs = slices.Grow(adjs[:0], len(refs))[:len(refs)]
+		class := v1qos.GetPodQOS(pod)
+		kubeletAdjs(withQOS(pod, class), refs, n.capacity, adjs)
+		podLimit := podMemoryLimit(pod)
+		for k, r := range refs {
+			c := r.of(pod)
+			request := memoryOf(c.Resources.Requests)
+			worst, estimated := est.worst(request, memoryOf(c.Resources.Limits), podLimit, n.allocatable)
+			n.victims = append(n.victims, Victim{
+				Namespace: pod.Namespace,
+				Pod:       pod.Name,
+				PodUID:    pod.UID,
+				Container: c.Name,
+				Sidecar:   r.init,
+				QOS:       class,
+				Adj:       adjs[k],
+				Request:   request,
+				Worst:     worst,
+				Estimated: estimated,
+				Points:    badness(worst, adjs[k], n.capacity),
+			})
+		}
+	}
+
+	// Highest badness dies first; equal badness falls back to names so the
+	// order does not depend on the order pods were listed in. Indices are
+	// sorted rather than the (large) victims themselves.
+	idx := make([]int, len(n.victims))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(i, j int) int {
+		a, b := &n.victims[i], &n.victims[j]
+		return cmp.Or(
+			cmp.Compare(b.Points, a.Points),
+			cmp.Compare(a.Namespace, b.Namespace),
+			cmp.Compare(a.Pod, b.Pod),
+			cmp.Compare(a.Container, b.Container),
+			cmp.Compare(a.PodUID, b.PodUID),
+			cmp.Compare(i, j),
+		)
+	})
+	sorted := make([]Victim, len(idx))
+	for k, i := range idx {
+		sorted[k] = n.victims[i]
+	}
+	n.victims = sorted
+
+	n.points = make([]int64, len(n.victims))
+	n.prefix = make([]int64, len(n.victims)+1)
+	for i := range n.victims {
+		n.points[i] = n.victims[i].Points
+		n.prefix[i+1] = addSat(n.prefix[i], n.victims[i].Worst)
+	}
+	n.shortfall = subFloor(n.TotalWorst(), n.allocatable)
+	n.killed = n.reach(0, len(n.victims), n.shortfall, 0)
+	for i := range n.killed {
+		n.victims[i].AtRisk = true
+	}
+	return n, nil
+}
+
+// withQOS returns pod, or a shallow copy of it carrying its QoS class in
+// status, so that the kubelet's function reads the class instead of
+// recomputing it for every container. Pods from the API server carry it.
+func withQOS(pod *corev1.Pod, class corev1.PodQOSClass) *corev1.Pod {
+	if pod.Status.QOSClass != "" {
+		return pod
+	}
+	cp := *pod
+	cp.Status.QOSClass = class
+	return &cp
+}
+
+// podMemoryLimit returns the pod-level memory limit in bytes; 0 when unset.
+func podMemoryLimit(pod *corev1.Pod) int64 {
+	if pod.Spec.Resources == nil {
+		return 0
+	}
+	return memoryOf(pod.Spec.Resources.Limits)
+}
+
+// reach returns the smallest t in [lo, hi] with prefix[t] + extra ≥ target,
+// or hi when there is none. prefix is non-decreasing.
+func (n *Node) reach(lo, hi int, target, extra int64) int {
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if addSat(n.prefix[mid], extra) >= target {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// ahead returns the number of containers with badness strictly above p: a
+// container of badness p placed there goes before every existing container
+// of equal badness.
+func (n *Node) ahead(p int64) int {
+	lo, hi := 0, len(n.points)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if n.points[mid] > p {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Capacity returns the node's memory capacity in bytes.
+func (n *Node) Capacity() int64 { return n.capacity }
+
+// Allocatable returns the node's allocatable memory in bytes.
+func (n *Node) Allocatable() int64 { return n.allocatable }
+
+// Estimate returns the no-limit estimate the model was built with.
+func (n *Node) Estimate() Estimate { return n.est }
+
+// TotalWorst returns the worst-case memory of all containers, in bytes.
+func (n *Node) TotalWorst() int64 { return n.prefix[len(n.victims)] }
+
+// Shortfall returns max(0, TotalWorst − Allocatable), in bytes.
+func (n *Node) Shortfall() int64 { return n.shortfall }
+
+// AtRiskBytes returns the worst-case memory of the containers at risk.
+func (n *Node) AtRiskBytes() int64 { return n.prefix[n.killed] }
+
+// KillOrder returns a copy of the kill order, first to die first.
+func (n *Node) KillOrder() []Victim { return slices.Clone(n.victims) }
+
+// PodWorst returns the worst-case memory the model counts for pod on this
+// node, in bytes; 0 when the model does not hold the pod (not on the node, or
+// terminal).
+func (n *Node) PodWorst(pod *corev1.Pod) int64 {
+	var sum int64
+	for i := range n.victims {
+		if samePod(&n.victims[i], pod) {
+			sum = addSat(sum, n.victims[i].Worst)
+		}
+	}
+	return sum
+}
+
+// ShortfallWithout returns the shortfall the node would have without pods,
+// e.g. after evicting them. Pods the model does not hold change nothing.
+func (n *Node) ShortfallWithout(pods ...*corev1.Pod) int64 {
+	var kept int64
+	for i := range n.victims {
+		if !slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return samePod(&n.victims[i], p) }) {
+			kept = addSat(kept, n.victims[i].Worst)
+		}
+	}
+	return subFloor(kept, n.allocatable)
+}
+
+// samePod matches by UID, or by namespace and name when either UID is unset.
+func samePod(v *Victim, pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	if v.PodUID != "" && pod.UID != "" {
+		return v.PodUID == pod.UID
+	}
+	return v.Namespace == pod.Namespace && v.Pod == pod.Name
+}
