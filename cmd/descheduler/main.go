@@ -1,16 +1,15 @@
 // Command headroom-descheduler is the upstream descheduler with Headroom's
-// plugin registered.
+// plugins registered. Flags, policy files and modes are upstream's.
 package main
 
 import (
 	"os"
 
 	"k8s.io/component-base/cli"
-	"sigs.k8s.io/descheduler/cmd/descheduler/app"
+
+	"github.com/headroom-k8s/headroom/cmd/descheduler/app"
 )
 
 func main() {
-	cmd := app.NewDeschedulerCommand(os.Stdout)
-	cmd.AddCommand(app.NewVersionCommand())
-	os.Exit(cli.Run(cmd))
+	os.Exit(cli.Run(app.NewCommand(os.Stdout)))
 }

@@ -1,0 +1,41 @@
+# Headroom. `make run` brings up the demo, `make test` runs every test.
+SHELL := /bin/bash
+NODES ?= 10
+GO_TEST_FLAGS ?= -count=1 -timeout 60m
+
+.PHONY: all build tools test unit integration bench fuzz run down verify generate clean
+
+all: build
+
+build: ## headroom-scheduler, headroom-descheduler, headroom-pid-reporter into bin/
+	hack/build.sh
+
+tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators into bin/
+	hack/build-tools.sh
+
+test: tools build ## every unit and integration test (the CI command)
+	go test $(GO_TEST_FLAGS) ./...
+
+unit: ## unit tests only
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/)
+
+integration: tools build ## integration tests against a real control plane
+	go test $(GO_TEST_FLAGS) -v ./test/...
+
+bench: ## micro-benchmarks (allocations reported)
+	hack/bench.sh
+
+run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler, a Deployment
+	NODES=$(NODES) hack/local-up.sh
+
+down: ## stop the demo cluster
+	hack/local-down.sh
+
+verify: tools ## gofmt, vet, go mod tidy, generated code up to date
+	hack/verify.sh
+
+generate: tools ## deepcopy, conversion and defaulting code
+	hack/update-codegen.sh
+
+clean:
+	rm -rf bin .local

@@ -1,0 +1,47 @@
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodePIDsArgs configures the NodePIDs plugin.
+type NodePIDsArgs struct {
+	metav1.TypeMeta
+
+	// DefaultPodPIDs is the number of PIDs assumed for a pod without the
+	// headroom.dev/pids annotation.
+	DefaultPodPIDs int64
+	// MinFreePIDs is the absolute floor of PIDs a node must keep free after
+	// placing a pod.
+	MinFreePIDs int64
+	// MinFreePercent is the floor as a percentage of the node's allocatable
+	// PIDs; the larger of the two floors applies.
+	MinFreePercent int64
+	// MaxSampleAge is how old a node's PID sample may be before the node's
+	// PID headroom counts as unknown. Zero means samples never go stale.
+	MaxSampleAge metav1.Duration
+	// UnknownNodeScore is the score, in [0, 100], of a node whose PID
+	// headroom is unknown (no, malformed or stale annotations).
+	UnknownNodeScore int64
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// OOMRiskArgs configures the OOMRisk plugin.
+type OOMRiskArgs struct {
+	metav1.TypeMeta
+
+	// OwnRiskWeight weighs the incoming pod's own risk of being killed.
+	OwnRiskWeight int64
+	// CollateralWeight weighs the memory of existing pods the placement newly
+	// puts at risk, relative to the incoming pod's worst case.
+	CollateralWeight int64
+	// NoLimitRequestPercent estimates the worst case of a container without
+	// a memory limit as this percentage of its memory request...
+	NoLimitRequestPercent int64
+	// NoLimitAllocatablePermille ...or as this share (per mille) of the
+	// node's allocatable memory, whichever is larger.
+	NoLimitAllocatablePermille int64
+}

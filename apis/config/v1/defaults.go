@@ -1,0 +1,50 @@
+package v1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of NodePIDsArgs.
+const (
+	DefaultPodPIDs          int64 = 100
+	DefaultMinFreePIDs      int64 = 512
+	DefaultMinFreePercent   int64 = 5
+	DefaultMaxSampleAge           = 10 * time.Minute
+	DefaultUnknownNodeScore int64 = 50
+)
+
+// Defaults of OOMRiskArgs.
+const (
+	DefaultOwnRiskWeight              int64 = 3
+	DefaultCollateralWeight           int64 = 1
+	DefaultNoLimitRequestPercent      int64 = 200
+	DefaultNoLimitAllocatablePermille int64 = 100
+)
+
+
+func setDefault(p **int64, v int64) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+// SetDefaults_NodePIDsArgs fills unset NodePIDsArgs fields.
+func SetDefaults_NodePIDsArgs(obj *NodePIDsArgs) {
+	setDefault(&obj.DefaultPodPIDs, DefaultPodPIDs)
+	setDefault(&obj.MinFreePIDs, DefaultMinFreePIDs)
+	setDefault(&obj.MinFreePercent, DefaultMinFreePercent)
+	setDefault(&obj.UnknownNodeScore, DefaultUnknownNodeScore)
+	if obj.MaxSampleAge == nil {
+		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+	}
+}
+
+// SetDefaults_OOMRiskArgs fills unset OOMRiskArgs fields.
+func SetDefaults_OOMRiskArgs(obj *OOMRiskArgs) {
+	setDefault(&obj.OwnRiskWeight, DefaultOwnRiskWeight)
+	setDefault(&obj.CollateralWeight, DefaultCollateralWeight)
+	setDefault(&obj.NoLimitRequestPercent, DefaultNoLimitRequestPercent)
+	setDefault(&obj.NoLimitAllocatablePermille, DefaultNoLimitAllocatablePermille)
+}

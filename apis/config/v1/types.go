@@ -1,0 +1,49 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodePIDsArgs configures the NodePIDs plugin.
+type NodePIDsArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DefaultPodPIDs is the number of PIDs assumed for a pod without the
+	// headroom.dev/pids annotation. Default 100.
+	DefaultPodPIDs *int64 `json:"defaultPodPIDs,omitempty"`
+	// MinFreePIDs is the absolute floor of PIDs a node must keep free after
+	// placing a pod. Default 512.
+	MinFreePIDs *int64 `json:"minFreePIDs,omitempty"`
+	// MinFreePercent is the floor as a percentage of the node's allocatable
+	// PIDs; the larger of the two floors applies. Default 5.
+	MinFreePercent *int64 `json:"minFreePercent,omitempty"`
+	// MaxSampleAge is how old a node's PID sample may be before the node's
+	// PID headroom counts as unknown; "0s" means never. Default 10m, twice
+	// headroom-pid-reporter's default maximum write interval.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+	// UnknownNodeScore is the score, in [0, 100], of a node whose PID
+	// headroom is unknown. Default 50 (neutral).
+	UnknownNodeScore *int64 `json:"unknownNodeScore,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// OOMRiskArgs configures the OOMRisk plugin.
+type OOMRiskArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// OwnRiskWeight weighs the incoming pod's own risk of being killed.
+	// Default 3.
+	OwnRiskWeight *int64 `json:"ownRiskWeight,omitempty"`
+	// CollateralWeight weighs the memory of existing pods the placement newly
+	// puts at risk, relative to the incoming pod's worst case. Default 1.
+	CollateralWeight *int64 `json:"collateralWeight,omitempty"`
+	// NoLimitRequestPercent estimates the worst case of a container without
+	// a memory limit as this percentage of its memory request. Default 200.
+	NoLimitRequestPercent *int64 `json:"noLimitRequestPercent,omitempty"`
+	// NoLimitAllocatablePermille estimates it as this share (per mille) of
+	// the node's allocatable memory; the larger estimate applies. Default 100.
+	NoLimitAllocatablePermille *int64 `json:"noLimitAllocatablePermille,omitempty"`
+}

@@ -1,0 +1,46 @@
+// Package app builds the headroom-descheduler command: the upstream
+// descheduler command with Headroom's plugins added to its registry.
+package app
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+	deschedulerapp "sigs.k8s.io/descheduler/cmd/descheduler/app"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+)
+
+// Plugin is an out-of-tree plugin for the descheduler's registry.
+type Plugin struct {
+	Name string
+	pluginregistry.PluginUtilities
+}
+
+// NewCommand returns the upstream descheduler command with plugins
+// registered. The upstream PreRunE replaces pluginregistry.PluginRegistry
+// with a fresh registry of the in-tree plugins, so anything registered
+// before it runs is lost: plugins are registered right after it, before the
+// policy file is read.
+func NewCommand(out io.Writer, plugins ...Plugin) *cobra.Command {
+	cmd := deschedulerapp.NewDeschedulerCommand(out)
+	upstreamPreRunE := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if upstreamPreRunE != nil {
+			if err := upstreamPreRunE(c, args); err != nil {
+				return err
+			}
+		}
+		Register(pluginregistry.PluginRegistry, plugins...)
+		return nil
+	}
+	cmd.Use = "headroom-descheduler"
+	cmd.AddCommand(deschedulerapp.NewVersionCommand())
+	return cmd
+}
+
+// Register adds plugins to registry.
+func Register(registry pluginregistry.Registry, plugins ...Plugin) {
+	for _, p := range plugins {
+		pluginregistry.Register(p.Name, p.PluginBuilder, p.PluginType, p.PluginArgInstance, p.PluginArgValidator, p.PluginArgDefaulter, registry)
+	}
+}

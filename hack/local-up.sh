@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Brings up the demo on this machine: builds what is missing, starts a local
+# control plane with NODES kwok nodes (default 10), headroom-scheduler as the
+# secondary scheduler "headroom-scheduler", applies the demo Deployment and
+# prints where its pods landed. The cluster keeps running: hack/local-down.sh
+# (make down) stops it.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$HEADROOM_ROOT"
+hack/build-tools.sh
+hack/build.sh
+go build -o "$BIN_DIR/localup" ./hack/localup
+exec "$BIN_DIR/localup" -nodes "${NODES:-10}" -dir "${LOCAL_DIR:-$HEADROOM_ROOT/.local}" "$@"

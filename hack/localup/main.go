@@ -1,0 +1,172 @@
+// Command localup brings up Headroom's demo: a local control plane (etcd,
+// kube-apiserver, kube-controller-manager, kwok) with simulated nodes,
+// headroom-scheduler as the secondary scheduler "headroom-scheduler", and a
+// demo Deployment that uses it. The processes keep running after it exits;
+// `localup -down` stops them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+func main() {
+	var (
+		nodes    = flag.Int("nodes", 10, "number of simulated (kwok) nodes")
+		dir      = flag.String("dir", ".local", "directory for the cluster's data, logs and kubeconfig")
+		schedCfg = flag.String("scheduler-config", "manifests/scheduler/scheduler-config.yaml", "KubeSchedulerConfiguration for headroom-scheduler")
+		demo     = flag.String("demo", "manifests/samples/demo-deployment.yaml", "Deployment to apply")
+		down     = flag.Bool("down", false, "stop a cluster started before in -dir and remove its data")
+	)
+	flag.Parse()
+	if err := run(*nodes, *dir, *schedCfg, *demo, *down); err != nil {
+		fmt.Fprintln(os.Stderr, "localup:", err)
+		os.Exit(1)
+	}
+}
+
+func run(nodes int, dir, schedCfg, demo string, down bool) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if down {
+		if err := controlplane.StopDetached(dir); err != nil {
+			return err
+		}
+		fmt.Println("stopped the cluster in", dir)
+		return os.RemoveAll(dir)
+	}
+	if nodes < 1 {
+		return fmt.Errorf("-nodes must be at least 1, got %d", nodes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver.pid")); err == nil {
+		return fmt.Errorf("a cluster already runs in %s: stop it first (make down)", dir)
+	}
+	os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager and kwok in", dir)
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, ControllerManager: true, Kwok: true, Detached: true})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("creating %d kwok nodes\n", nodes)
+	now := time.Now().UTC()
+	for i := 0; i < nodes; i++ {
+		if _, err := cp.CreateNode(ctx, fmt.Sprintf("kwok-node-%d", i), nodeResources(), nodeAnnotations(i, now)); err != nil {
+			return err
+		}
+	}
+	cfg, err := os.ReadFile(schedCfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println("starting headroom-scheduler (schedulerName: headroom-scheduler)")
+	if _, err := cp.StartScheduler(ctx, cfg, "--v=2"); err != nil {
+		return err
+	}
+	dep, err := applyDeployment(ctx, cp, demo)
+	if err != nil {
+		return err
+	}
+	if err := printPlacement(ctx, cp, dep); err != nil {
+		return err
+	}
+	fmt.Printf(`
+The cluster keeps running.
+  export KUBECONFIG=%s
+  kubectl get pods -o wide          (kubectl is in bin/)
+  logs: %s/*.log
+Stop it with: make down
+`, cp.KubeconfigPath, dir)
+	return nil
+}
+
+func nodeResources() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("8"),
+		corev1.ResourceMemory: resource.MustParse("32Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+}
+
+// nodeAnnotations gives node i the PID figures headroom-pid-reporter would
+// write; every third node is nearly out of PIDs, so the demo shows NodePIDs
+// steering pods away from it.
+func nodeAnnotations(i int, now time.Time) map[string]string {
+	used := 4000 + 1000*i
+	if i%3 == 2 {
+		used = 31000
+	}
+	return map[string]string{
+		pidstats.AnnotationCapacity:  "32768",
+		pidstats.AnnotationReserved:  "1000",
+		pidstats.AnnotationUsed:      strconv.Itoa(used),
+		pidstats.AnnotationSampledAt: now.Format(time.RFC3339),
+	}
+}
+
+func applyDeployment(ctx context.Context, cp *controlplane.ControlPlane, path string) (*appsv1.Deployment, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var dep appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &dep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if dep.Namespace == "" {
+		dep.Namespace = metav1.NamespaceDefault
+	}
+	fmt.Printf("applying Deployment %s/%s (%s)\n", dep.Namespace, dep.Name, path)
+	return cp.Client.AppsV1().Deployments(dep.Namespace).Create(ctx, &dep, metav1.CreateOptions{})
+}
+
+func printPlacement(ctx context.Context, cp *controlplane.ControlPlane, dep *appsv1.Deployment) error {
+	want := int(*dep.Spec.Replicas)
+	selector := metav1.FormatLabelSelector(dep.Spec.Selector)
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := cp.Client.CoreV1().Pods(dep.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		bound := 0
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		pods = list.Items
+		return bound >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d pods of %s to be bound: %w", want, dep.Name, err)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Spec.NodeName < pods[j].Spec.NodeName })
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nPOD\tNODE\tSCHEDULER\tPHASE")
+	for _, p := range pods {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, p.Spec.SchedulerName, p.Status.Phase)
+	}
+	return w.Flush()
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The checks a reviewer runs first: formatting, vet, tidy modules and
+# generated code that matches its sources.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$HEADROOM_ROOT"
+fail=0
+
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [[ -n $unformatted ]]; then echo "gofmt needed:"; echo "$unformatted"; fail=1; fi
+
+go vet ./... || fail=1
+
+for dir in . hack/tools; do
+  (cd "$dir" && go mod tidy &&
+    if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
+done
+
+hack/update-codegen.sh >/dev/null
+if ! git diff --quiet -- '*zz_generated*'; then
+  echo "generated code is out of date: run make generate"; git diff --stat -- '*zz_generated*'; fail=1
+fi
+exit $fail

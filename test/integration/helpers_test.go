@@ -1,0 +1,68 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// repoFile reads a file of the repository, e.g. a shipped manifest, so tests
+// exercise what operators use.
+func repoFile(t *testing.T, rel string) []byte {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func resources(cpu, memory, pods string) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+		corev1.ResourceMemory: resource.MustParse(memory),
+		corev1.ResourcePods:   resource.MustParse(pods),
+	}
+}
+
+func newPod(name, schedulerName string, annotations map[string]string, requests, limits corev1.ResourceList) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulerName,
+			Containers: []corev1.Container{{
+				Name:      "app",
+				Image:     "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			}},
+		},
+	}
+}
+
+// waitBound waits until the pod is bound and returns its node.
+func waitBound(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	var node string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		node = p.Spec.NodeName
+		return node != "", nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s not bound: %v", ns, name, err)
+	}
+	return node
+}
