@@ -11,11 +11,18 @@ import (
 var SchemeGroupVersion = schema.GroupVersion{Group: schedconfig.GroupName, Version: runtime.APIVersionInternal}
 
 var (
-	// SchemeBuilder registers the internal args types.
-	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme adds the internal args types to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
+	// The args extend the kube-scheduler's own scheme builder: upstream builds
+	// the scheme that converts pluginConfig args from that builder, so types
+	// registered anywhere else are unknown to it.
+	localSchemeBuilder = &schedconfig.SchemeBuilder
+	// AddToScheme adds the internal types of the kube-scheduler config group,
+	// Headroom's args included, to a scheme.
+	AddToScheme = localSchemeBuilder.AddToScheme
 )
+
+func init() {
+	localSchemeBuilder.Register(addKnownTypes)
+}
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,

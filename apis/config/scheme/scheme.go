@@ -17,7 +17,9 @@ func init() {
 	AddToScheme(schedscheme.Scheme)
 }
 
-// AddToScheme adds the internal and v1 args types to scheme.
+// AddToScheme adds the internal and v1 args types to scheme. The
+// kube-scheduler's scheme was built before Headroom's packages registered
+// into its builders, so it needs them added once more.
 func AddToScheme(scheme *runtime.Scheme) {
 	utilruntime.Must(config.AddToScheme(scheme))
 	utilruntime.Must(configv1.AddToScheme(scheme))

@@ -23,7 +23,6 @@ const (
 	DefaultNoLimitAllocatablePermille int64 = 100
 )
 
-
 func setDefault(p **int64, v int64) {
 	if *p == nil {
 		*p = &v

@@ -3,7 +3,7 @@ package v1
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	schedconfigv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
+	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 )
 
 // SchemeGroupVersion is kubescheduler.config.k8s.io/v1, the version of
@@ -11,17 +11,17 @@ import (
 var SchemeGroupVersion = schema.GroupVersion{Group: schedconfigv1.GroupName, Version: "v1"}
 
 var (
-	// SchemeBuilder registers the v1 args types, conversions and defaults.
-	SchemeBuilder      = runtime.NewSchemeBuilder(addKnownTypes)
-	localSchemeBuilder = &SchemeBuilder
-	// AddToScheme adds the v1 args types to a scheme.
+	// As for the internal types, the v1 args extend the kube-scheduler's v1
+	// scheme builder, which upstream's pluginConfig conversion is built from.
+	// The generated conversion functions register through it in their init.
+	localSchemeBuilder = &schedconfigv1.SchemeBuilder
+	// AddToScheme adds the v1 types of the kube-scheduler config group,
+	// Headroom's args included, to a scheme.
 	AddToScheme = localSchemeBuilder.AddToScheme
 )
 
 func init() {
-	// The generated conversion and defaulting functions register themselves
-	// through localSchemeBuilder in their init.
-	localSchemeBuilder.Register(RegisterDefaults)
+	localSchemeBuilder.Register(addKnownTypes, RegisterDefaults)
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
