@@ -1,0 +1,81 @@
+// Command headroom-pid-reporter publishes its node's PID capacity,
+// reservation and use as headroom.dev/pid-* Node annotations. See README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/headroom-k8s/headroom/pkg/pidreporter"
+)
+
+func main() {
+	if err := run(); err != nil {
+		klog.ErrorS(err, "headroom-pid-reporter failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run() error {
+	opts := pidreporter.NewOptions(os.Getenv("NODE_NAME"))
+	fs := pflag.NewFlagSet("headroom-pid-reporter", pflag.ExitOnError)
+	opts.AddFlags(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	cfg, err := opts.Config(fs)
+	if err != nil {
+		return err
+	}
+
+	restCfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg.UserAgent = pidreporter.FieldManager
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	r, err := pidreporter.New(client, cfg)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "reservedPIDs", cfg.ReservedPIDs,
+		"interval", cfg.Interval, "maxInterval", cfg.MaxInterval, "hysteresisPIDs", cfg.HysteresisPIDs,
+		"hysteresisPercent", cfg.HysteresisPercent, "once", opts.Once)
+	if opts.Once {
+		return r.Once(ctx)
+	}
+	return r.Run(ctx)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and no in-cluster configuration: %w", err)
+		}
+		return c, nil
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}

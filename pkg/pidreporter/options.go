@@ -1,0 +1,87 @@
+package pidreporter
+
+import (
+	"errors"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options are the command-line settings of headroom-pid-reporter.
+type Options struct {
+	NodeName          string
+	Kubeconfig        string
+	ProcRoot          string
+	ReservedPIDs      int64
+	KubeletConfig     string
+	Interval          time.Duration
+	MaxInterval       time.Duration
+	HysteresisPIDs    int64
+	HysteresisPercent float64
+	RequestTimeout    time.Duration
+	Once              bool
+}
+
+// NewOptions returns the defaults; nodeName is normally $NODE_NAME, set from
+// spec.nodeName through the downward API.
+func NewOptions(nodeName string) *Options {
+	d := DefaultConfig()
+	return &Options{
+		NodeName:          nodeName,
+		ProcRoot:          d.ProcRoot,
+		Interval:          d.Interval,
+		MaxInterval:       d.MaxInterval,
+		HysteresisPIDs:    d.HysteresisPIDs,
+		HysteresisPercent: d.HysteresisPercent,
+		RequestTimeout:    d.RequestTimeout,
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Node whose annotations to write (default $NODE_NAME)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; in-cluster configuration when empty")
+	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "where the host's /proc is mounted")
+	fs.Int64Var(&o.ReservedPIDs, "reserved-pids", o.ReservedPIDs,
+		"PIDs reserved for the system and the kubelet (systemReserved.pid + kubeReserved.pid); excludes --kubelet-config")
+	fs.StringVar(&o.KubeletConfig, "kubelet-config", o.KubeletConfig,
+		"KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) to take systemReserved.pid + kubeReserved.pid from; excludes --reserved-pids")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "how often to sample /proc")
+	fs.DurationVar(&o.MaxInterval, "max-interval", o.MaxInterval,
+		"longest time between writes even when nothing changed (forced writes come up to 10% early, never late)")
+	fs.Int64Var(&o.HysteresisPIDs, "hysteresis-pids", o.HysteresisPIDs,
+		"write when used PIDs moved by more than max(this, --hysteresis-percent of allocatable) since the last write")
+	fs.Float64Var(&o.HysteresisPercent, "hysteresis-percent", o.HysteresisPercent,
+		"hysteresis as a percentage of allocatable PIDs; see --hysteresis-pids")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
+	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit")
+}
+
+// Config resolves the options into a valid Config. fs tells whether
+// --reserved-pids was given explicitly (its zero default is a valid value).
+func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
+	reservedSet := fs != nil && fs.Changed("reserved-pids")
+	if reservedSet && o.KubeletConfig != "" {
+		return Config{}, errors.New("--reserved-pids and --kubelet-config are mutually exclusive: give one source of the reservation")
+	}
+	cfg := DefaultConfig()
+	cfg.NodeName = o.NodeName
+	cfg.ProcRoot = o.ProcRoot
+	cfg.ReservedPIDs = o.ReservedPIDs
+	cfg.Interval = o.Interval
+	cfg.MaxInterval = o.MaxInterval
+	cfg.HysteresisPIDs = o.HysteresisPIDs
+	cfg.HysteresisPercent = o.HysteresisPercent
+	cfg.RequestTimeout = o.RequestTimeout
+	if o.KubeletConfig != "" {
+		n, err := ReservedFromKubeletConfigFile(o.KubeletConfig)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.ReservedPIDs = n
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}

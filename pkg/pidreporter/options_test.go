@@ -1,0 +1,98 @@
+package pidreporter
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func parse(t *testing.T, nodeEnv string, args ...string) (Config, *Options, error) {
+	t.Helper()
+	o := NewOptions(nodeEnv)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.Config(fs)
+	return cfg, o, err
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	cfg, o, err := parse(t, "from-env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeName != "from-env" || cfg.ProcRoot != "/proc" || cfg.ReservedPIDs != 0 ||
+		cfg.Interval != 10*time.Second || cfg.MaxInterval != 5*time.Minute ||
+		cfg.HysteresisPIDs != 500 || cfg.HysteresisPercent != 2 || cfg.MaxIntervalJitter != 0.1 ||
+		cfg.RequestTimeout != 10*time.Second || o.Once || o.Kubeconfig != "" {
+		t.Errorf("defaults: %+v, once %v", cfg, o.Once)
+	}
+	if cfg.Backoff != DefaultBackoff() {
+		t.Errorf("backoff %+v", cfg.Backoff)
+	}
+}
+
+func TestOptionsFlags(t *testing.T) {
+	cfg, o, err := parse(t, "from-env", "--node-name=n2", "--proc-root=/host/proc", "--reserved-pids=1500",
+		"--interval=30s", "--max-interval=10m", "--hysteresis-pids=100", "--hysteresis-percent=0.5",
+		"--request-timeout=3s", "--once", "--kubeconfig=/tmp/kc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeName != "n2" || cfg.ProcRoot != "/host/proc" || cfg.ReservedPIDs != 1500 ||
+		cfg.Interval != 30*time.Second || cfg.MaxInterval != 10*time.Minute ||
+		cfg.HysteresisPIDs != 100 || cfg.HysteresisPercent != 0.5 || cfg.RequestTimeout != 3*time.Second ||
+		!o.Once || o.Kubeconfig != "/tmp/kc" {
+		t.Errorf("parsed: %+v %+v", cfg, o)
+	}
+}
+
+func TestOptionsReservedSources(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubelet.yaml")
+	if err := os.WriteFile(kc, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+systemReserved:
+  pid: "1000"
+kubeReserved:
+  pid: "24"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := parse(t, "n", "--kubelet-config="+kc)
+	if err != nil || cfg.ReservedPIDs != 1024 {
+		t.Errorf("from kubelet config: %d, %v", cfg.ReservedPIDs, err)
+	}
+	// Even an explicit 0 conflicts: the user gave two sources.
+	for _, flagValue := range []string{"--reserved-pids=0", "--reserved-pids=10"} {
+		if _, _, err := parse(t, "n", flagValue, "--kubelet-config="+kc); err == nil || !strings.Contains(err.Error(), "mutually exclusive") {
+			t.Errorf("%s with --kubelet-config: err = %v", flagValue, err)
+		}
+	}
+	if _, _, err := parse(t, "n", "--kubelet-config="+kc+".missing"); err == nil || !strings.Contains(err.Error(), ".missing") {
+		t.Errorf("missing kubelet config: err = %v", err)
+	}
+}
+
+func TestOptionsInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		env       string
+		args      []string
+		wantErrIn string
+	}{
+		{"", nil, "NODE_NAME"},
+		{"n", []string{"--reserved-pids=-1"}, "negative"},
+		{"n", []string{"--interval=0"}, "interval"},
+		{"n", []string{"--interval=1m", "--max-interval=30s"}, "max interval"},
+		{"n", []string{"--hysteresis-percent=150"}, "percent"},
+	} {
+		if _, _, err := parse(t, tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.wantErrIn) {
+			t.Errorf("%q %v: err = %v, want one containing %q", tc.env, tc.args, err, tc.wantErrIn)
+		}
+	}
+}

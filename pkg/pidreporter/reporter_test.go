@@ -1,0 +1,568 @@
+package pidreporter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeProc is a /proc whose numbers the test sets.
+type fakeProc struct {
+	sample ProcSample
+	err    error
+	reads  int
+}
+
+func (f *fakeProc) read(string) (ProcSample, error) {
+	f.reads++
+	return f.sample, f.err
+}
+
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	client *fake.Clientset
+	clock  *testingclock.FakeClock
+	proc   *fakeProc
+	r      *Reporter
+	// patchErrs fail the next patches, one each, before they reach the tracker.
+	patchErrs []error
+}
+
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.NodeName = "node-1"
+	cfg.ReservedPIDs = 1000
+	cfg.MaxIntervalJitter = 0
+	cfg.Backoff = wait.Backoff{Duration: 10 * time.Second, Factor: 2, Steps: math.MaxInt32, Cap: time.Minute}
+	return cfg
+}
+
+func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
+	t.Helper()
+	if node == nil {
+		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, Annotations: map[string]string{"keep": "me"}}}
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	h := &harness{
+		t:      t,
+		ctx:    ctx,
+		client: fake.NewClientset(node),
+		clock:  testingclock.NewFakeClock(t0),
+		proc:   &fakeProc{sample: ProcSample{PIDMax: 32768, ThreadsMax: 192729, Capacity: 32768, Used: 5000}},
+	}
+	h.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if len(h.patchErrs) == 0 {
+			return false, nil, nil
+		}
+		err := h.patchErrs[0]
+		h.patchErrs = h.patchErrs[1:]
+		return true, nil, err
+	})
+	r, err := New(h.client, cfg, WithClock(h.clock), WithProcReader(h.proc.read), WithRand(func() float64 { return 0.5 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = r
+	return h
+}
+
+func (h *harness) patches() []k8stesting.PatchAction {
+	var out []k8stesting.PatchAction
+	for _, a := range h.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && a.GetVerb() == "patch" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (h *harness) node() *corev1.Node {
+	h.t.Helper()
+	n, err := h.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "node-1")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n.(*corev1.Node)
+}
+
+// tick advances the clock by d and runs one tick.
+func (h *harness) tick(d time.Duration) error {
+	h.clock.Step(d)
+	return h.r.Tick(h.ctx)
+}
+
+func (h *harness) wantPatches(n int) {
+	h.t.Helper()
+	if got := len(h.patches()); got != n {
+		h.t.Fatalf("%d patch requests so far, want %d", got, n)
+	}
+}
+
+func (h *harness) wantUsed(used string) {
+	h.t.Helper()
+	if got := h.node().Annotations[pidstats.AnnotationUsed]; got != used {
+		h.t.Fatalf("node's %s = %q, want %q", pidstats.AnnotationUsed, got, used)
+	}
+}
+
+func TestTickWritesAllFourAnnotationsInOnePatch(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	patches := h.patches()
+	if len(patches) != 1 {
+		t.Fatalf("want 1 patch, got %d (actions %v)", len(patches), h.client.Actions())
+	}
+	p := patches[0]
+	if p.GetName() != "node-1" || p.GetPatchType() != types.MergePatchType {
+		t.Errorf("patch of %q with type %s", p.GetName(), p.GetPatchType())
+	}
+	var body struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		pidstats.AnnotationCapacity:  "32768",
+		pidstats.AnnotationReserved:  "1000",
+		pidstats.AnnotationUsed:      "5000",
+		pidstats.AnnotationSampledAt: "2026-05-01T12:00:00Z",
+	}
+	if len(body.Metadata.Annotations) != len(want) {
+		t.Errorf("patch annotations %v, want exactly %v", body.Metadata.Annotations, want)
+	}
+	for k, v := range want {
+		if body.Metadata.Annotations[k] != v {
+			t.Errorf("patch %s = %q, want %q", k, body.Metadata.Annotations[k], v)
+		}
+	}
+	// The merge patch leaves the node's other annotations alone, and what it
+	// wrote is what the scheduler and descheduler will read.
+	ann := h.node().Annotations
+	if ann["keep"] != "me" {
+		t.Errorf("unrelated annotation lost: %v", ann)
+	}
+	s, err := pidstats.ParseNode(ann, t0.Add(time.Second), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Capacity != 32768 || s.Reserved != 1000 || s.Used != 5000 || !s.SampledAt.Equal(t0) || s.Free() != 26768 {
+		t.Errorf("node stats %+v (free %d)", s, s.Free())
+	}
+}
+
+func TestTickHysteresisAndMaxInterval(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(1)
+
+	// Threshold: max(500, 2% of 31768) = 636.
+	for _, used := range []int64{5100, 4500, 5636, 4364} {
+		h.proc.sample.Used = used
+		if err := h.tick(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.wantPatches(1)
+	h.wantUsed("5000")
+
+	h.proc.sample.Used = 5637
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(2)
+	h.wantUsed("5637")
+	lastWrite := h.clock.Now()
+
+	// Steady: the next write comes when the max interval has passed since
+	// the sample last written, not before (with jitter disabled).
+	h.proc.sample.Used = 5640
+	for h.clock.Now().Add(10 * time.Second).Before(lastWrite.Add(5 * time.Minute)) {
+		if err := h.tick(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.wantPatches(2)
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(3)
+	h.wantUsed("5640")
+	if got := h.node().Annotations[pidstats.AnnotationSampledAt]; got != lastWrite.Add(5*time.Minute).Format(time.RFC3339) {
+		t.Errorf("sampled-at %s, want %s", got, lastWrite.Add(5*time.Minute))
+	}
+}
+
+func TestTickWritesWhenCapacityOrReservedChange(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.proc.sample.Capacity = 65536
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(2)
+	if got := h.node().Annotations[pidstats.AnnotationCapacity]; got != "65536" {
+		t.Errorf("capacity annotation %q", got)
+	}
+
+	// A restarted agent with a new reservation writes even though it finds
+	// fresh annotations on the node.
+	cfg := testConfig()
+	cfg.ReservedPIDs = 2000
+	h2 := newHarness(t, cfg, h.node())
+	h2.clock.SetTime(h.clock.Now().Add(10 * time.Second))
+	h2.proc.sample.Capacity = 65536
+	if err := h2.r.adopt(h2.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.r.Tick(h2.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2.wantPatches(1)
+	if got := h2.node().Annotations[pidstats.AnnotationReserved]; got != "2000" {
+		t.Errorf("reserved annotation %q", got)
+	}
+}
+
+func TestTickBacksOffOnAPIErrorsAndRetries(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	h.patchErrs = []error{
+		apierrors.NewServiceUnavailable("etcd is sad"),
+		apierrors.NewTooManyRequests("slow down", 1),
+	}
+	// t0: first attempt fails; the next attempt waits 10 s.
+	err := h.r.Tick(h.ctx)
+	if err == nil || !strings.Contains(err.Error(), "etcd is sad") || !strings.Contains(err.Error(), "next attempt in 10s") {
+		t.Fatalf("err = %v", err)
+	}
+	h.wantPatches(1)
+	// t0+10s: second attempt fails; the next waits 20 s.
+	if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "failure 2 in a row, next attempt in 20s") {
+		t.Fatalf("err = %v", err)
+	}
+	h.wantPatches(2)
+	// t0+20s: backing off, no request, although a write is due.
+	h.proc.sample.Used = 5100
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(2)
+	// t0+30s: the retry succeeds with the newest sample, not the first one.
+	h.proc.sample.Used = 5200
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(3)
+	h.wantUsed("5200")
+	if got := h.node().Annotations[pidstats.AnnotationSampledAt]; got != "2026-05-01T12:00:30Z" {
+		t.Errorf("sampled-at %s", got)
+	}
+	// Success resets the backoff: the next failure waits 10 s again.
+	h.patchErrs = []error{errors.New("connection refused")}
+	h.proc.sample.Used = 9000
+	if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "failure 1 in a row, next attempt in 10s") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(5)
+	h.wantUsed("9000")
+}
+
+func TestDefaultBackoffIsJitteredAndCapped(t *testing.T) {
+	cfg := testConfig()
+	cfg.Backoff = DefaultBackoff()
+	h := newHarness(t, cfg, nil)
+	h.patchErrs = make([]error, 100)
+	for i := range h.patchErrs {
+		h.patchErrs[i] = apierrors.NewServiceUnavailable("down")
+	}
+	var delays []time.Duration
+	for range 12 {
+		before := len(h.patches())
+		if err := h.r.Tick(h.ctx); err == nil {
+			t.Fatal("want error")
+		}
+		if len(h.patches()) != before+1 {
+			t.Fatal("no attempt although the backoff had passed")
+		}
+		delays = append(delays, h.r.retryAt.Sub(h.clock.Now()))
+		h.clock.SetTime(h.r.retryAt)
+	}
+	base := 10 * time.Second
+	for i, d := range delays {
+		if d < base || d > base+base/2 {
+			t.Errorf("delay %d = %s, want within [%s, %s]", i, d, base, base+base/2)
+		}
+		base = min(2*base, 5*time.Minute)
+	}
+}
+
+func TestTickKeepsLastGoodSampleOnProcErrors(t *testing.T) {
+	t.Run("nothing to write before the first good sample", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.proc.err = errors.New("/host/proc/loadavg: garbage")
+		if err := h.r.Tick(h.ctx); err == nil || !strings.Contains(err.Error(), "garbage") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(0)
+	})
+	t.Run("a written sample is not rewritten", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.proc.err = errors.New("garbage")
+		h.proc.sample = ProcSample{}
+		for range 60 { // 10 minutes, well past the max interval
+			if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "keeping the last good sample") {
+				t.Fatalf("err = %v", err)
+			}
+		}
+		h.wantPatches(1)
+		h.wantUsed("5000")
+		// The annotation ages, so readers see the reporter is not keeping up.
+		if _, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), 6*time.Minute); !pidstats.IsStale(err) {
+			t.Errorf("want stale annotations, got %v", err)
+		}
+	})
+	t.Run("a sample not yet written is written on retry", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.patchErrs = []error{errors.New("connection refused")}
+		if err := h.r.Tick(h.ctx); err == nil {
+			t.Fatal("want error")
+		}
+		h.proc.err = errors.New("garbage")
+		h.proc.sample = ProcSample{Capacity: -1, Used: -1}
+		err := h.tick(10 * time.Second)
+		if err == nil || !strings.Contains(err.Error(), "garbage") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(2)
+		h.wantUsed("5000")
+		if got := h.node().Annotations[pidstats.AnnotationSampledAt]; got != t0.Format(time.RFC3339) {
+			t.Errorf("sampled-at %s, want the time of the good sample %s", got, t0)
+		}
+	})
+}
+
+func TestSampleClampsToCapacity(t *testing.T) {
+	cfg := testConfig()
+	cfg.ReservedPIDs = 50000
+	h := newHarness(t, cfg, nil)
+	h.proc.sample = ProcSample{PIDMax: 32768, ThreadsMax: 40000, Capacity: 32768, Used: 33000}
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pidstats.ParseNode(h.node().Annotations, t0, 0)
+	if err != nil {
+		t.Fatalf("published stats do not parse: %v", err)
+	}
+	if s.Reserved != 32768 || s.Used != 32768 || s.Free() != 0 {
+		t.Errorf("stats %+v, want reserved and used clamped to capacity", s)
+	}
+}
+
+func TestMaxIntervalJitterOnlyPullsWritesEarlier(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxIntervalJitter = 0.1
+	h := newHarness(t, cfg, nil) // rand returns 0.5: due 5% early
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(285 * time.Second); !h.r.dueAt.Equal(want) {
+		t.Errorf("due at %s, want %s", h.r.dueAt, want)
+	}
+	h.r.rand = func() float64 { return 0.999999 }
+	if due := h.r.nextDue(t0); due.Before(t0.Add(270*time.Second)) || due.After(t0.Add(5*time.Minute)) {
+		t.Errorf("due at %s outside [270s, 300s]", due)
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	fresh := pidstats.NodeStats{Capacity: 32768, Reserved: 1000, Used: 5200, SampledAt: t0.Add(-time.Minute)}
+	node := func(ann map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: ann}}
+	}
+	t.Run("matching fresh annotations are adopted", func(t *testing.T) {
+		h := newHarness(t, testConfig(), node(fresh.Annotations()))
+		if err := h.r.adopt(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.r.Tick(h.ctx); err != nil { // used 5000: within hysteresis of 5200
+			t.Fatal(err)
+		}
+		h.wantPatches(0)
+		// The forced write is due max-interval after the adopted sample.
+		h.clock.SetTime(t0.Add(4 * time.Minute))
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(1)
+	})
+	t.Run("stale annotations are not adopted", func(t *testing.T) {
+		old := fresh
+		old.SampledAt = t0.Add(-time.Hour)
+		h := newHarness(t, testConfig(), node(old.Annotations()))
+		if err := h.r.adopt(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(1)
+	})
+	t.Run("invalid annotations are overwritten", func(t *testing.T) {
+		h := newHarness(t, testConfig(), node(map[string]string{pidstats.AnnotationUsed: "many"}))
+		if err := h.r.adopt(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(1)
+		h.wantUsed("5000")
+	})
+	t.Run("unknown node is fatal", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.NodeName = "no-such-node"
+		h := newHarness(t, cfg, node(nil)) // the cluster has node-1 only
+		if err := h.r.Run(h.ctx); err == nil || !strings.Contains(err.Error(), `node "no-such-node" not found`) {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(0)
+	})
+	t.Run("API errors are not fatal", func(t *testing.T) {
+		h := newHarness(t, testConfig(), node(fresh.Annotations()))
+		h.client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewServiceUnavailable("down")
+		})
+		if err := h.r.adopt(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(1)
+	})
+}
+
+func TestOnce(t *testing.T) {
+	t.Run("writes even when nothing changed", func(t *testing.T) {
+		fresh := pidstats.NodeStats{Capacity: 32768, Reserved: 1000, Used: 5000, SampledAt: t0.Add(-time.Second)}
+		h := newHarness(t, testConfig(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: fresh.Annotations()}})
+		if err := h.r.Once(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(1)
+		if got := h.node().Annotations[pidstats.AnnotationSampledAt]; got != t0.Format(time.RFC3339) {
+			t.Errorf("sampled-at %s", got)
+		}
+	})
+	t.Run("proc error", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.proc.err = errors.New("no loadavg")
+		if err := h.r.Once(h.ctx); err == nil {
+			t.Fatal("want error")
+		}
+		h.wantPatches(0)
+	})
+	t.Run("API error", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.patchErrs = []error{apierrors.NewForbidden(corev1.Resource("nodes"), "node-1", errors.New("RBAC"))}
+		if err := h.r.Once(h.ctx); !apierrors.IsForbidden(err) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestRunWritesAndStops(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.r.Run(ctx) }()
+	// Run ticks at once, without waiting for the first interval.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.patches()) == 0 || !h.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run neither wrote nor waited on its ticker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	h.wantPatches(1)
+	h.wantUsed("5000")
+}
+
+func TestConfigValidate(t *testing.T) {
+	mod := func(f func(*Config)) Config { c := testConfig(); f(&c); return c }
+	tests := []struct {
+		cfg       Config
+		wantErrIn string
+	}{
+		{testConfig(), ""},
+		{mod(func(c *Config) { c.NodeName = "" }), "NODE_NAME"},
+		{mod(func(c *Config) { c.ProcRoot = "" }), "proc root"},
+		{mod(func(c *Config) { c.ReservedPIDs = -1 }), "reserved"},
+		{mod(func(c *Config) { c.Interval = 0 }), "interval"},
+		{mod(func(c *Config) { c.MaxInterval = time.Second }), "max interval"},
+		{mod(func(c *Config) { c.HysteresisPIDs = -1 }), "hysteresis PIDs"},
+		{mod(func(c *Config) { c.HysteresisPercent = 101 }), "hysteresis percent"},
+		{mod(func(c *Config) { c.HysteresisPercent = math.NaN() }), "hysteresis percent"},
+		{mod(func(c *Config) { c.MaxIntervalJitter = 1 }), "jitter"},
+		{mod(func(c *Config) { c.Backoff.Duration = 0 }), "backoff"},
+		{mod(func(c *Config) { c.RequestTimeout = 0 }), "request timeout"},
+	}
+	for _, tc := range tests {
+		err := tc.cfg.Validate()
+		if tc.wantErrIn == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.cfg, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErrIn) {
+			t.Errorf("err = %v, want one containing %q", err, tc.wantErrIn)
+		}
+	}
+	if _, err := New(fake.NewClientset(), mod(func(c *Config) { c.NodeName = "" })); err == nil {
+		t.Error("New accepted an invalid config")
+	}
+}

@@ -1,0 +1,240 @@
+// Package pidstats is the node PID model shared by the NodePIDs scheduler
+// plugin, the RelieveNodePressure descheduler plugin and the
+// headroom-pid-reporter agent that writes it.
+//
+// A node's PID headroom travels as four Node annotations written by the
+// reporter; a pod may declare how many PIDs it expects to use with one Pod
+// annotation. Allocatable PIDs = capacity − reserved, exactly as the kubelet
+// computes node allocatable for the "pid" resource.
+package pidstats
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Annotation keys. They are fixed by the project contract.
+const (
+	// AnnotationCapacity is min(kernel.pid_max, kernel.threads-max) on the node.
+	AnnotationCapacity = "headroom.dev/pid-capacity"
+	// AnnotationReserved is systemReserved.pid + kubeReserved.pid; absent means 0.
+	AnnotationReserved = "headroom.dev/pid-reserved"
+	// AnnotationUsed is the number of tasks (threads) on the node when sampled.
+	AnnotationUsed = "headroom.dev/pid-used"
+	// AnnotationSampledAt is the RFC 3339 time of the sample.
+	AnnotationSampledAt = "headroom.dev/pid-sampled-at"
+	// AnnotationPodPIDs is set on a Pod: the most PIDs it expects to use.
+	AnnotationPodPIDs = "headroom.dev/pids"
+)
+
+// ClockSkewAllowance is how far in the future a sample time may lie before
+// it is rejected: the reporter's clock and the reader's clock are different
+// machines' clocks.
+const ClockSkewAllowance = time.Minute
+
+// ErrNoStats means the node carries none of the capacity, used and
+// sampled-at annotations: its PID headroom is unknown, and it is neither
+// filtered nor favoured for it.
+var ErrNoStats = errors.New("node has no PID annotations")
+
+// InvalidError reports an annotation that cannot be used: malformed, out of
+// range, or missing while others are present. Key names the annotation, Value is its raw value ("" when the
+// annotation is missing while others are present).
+type InvalidError struct {
+	Key    string
+	Value  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("annotation %s=%q: %s", e.Key, e.Value, e.Reason)
+}
+
+// StaleError reports a well-formed sample older than the caller's maxAge.
+// ParseNode returns the parsed stats alongside it, so a caller may still
+// look at them, but the default is to treat a stale node as unknown.
+type StaleError struct {
+	Age    time.Duration
+	MaxAge time.Duration
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("PID sample is %s old, older than the limit of %s", e.Age, e.MaxAge)
+}
+
+// IsUnknown reports whether err (from ParseNode) means the node's PID
+// headroom is unknown: missing, invalid or stale annotations. It is true for
+// every non-nil error ParseNode returns.
+func IsUnknown(err error) bool {
+	return IsNoStats(err) || IsInvalid(err) || IsStale(err)
+}
+
+// IsNoStats reports whether err is, or wraps, ErrNoStats.
+func IsNoStats(err error) bool { return errors.Is(err, ErrNoStats) }
+
+// IsInvalid reports whether err is, or wraps, an *InvalidError.
+func IsInvalid(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie)
+}
+
+// IsStale reports whether err is, or wraps, a *StaleError.
+func IsStale(err error) bool {
+	var se *StaleError
+	return errors.As(err, &se)
+}
+
+// NodeStats is one PID sample of a node.
+type NodeStats struct {
+	Capacity  int64
+	Reserved  int64
+	Used      int64
+	SampledAt time.Time
+}
+
+// Allocatable is Capacity − Reserved, never negative. Like the kubelet, a
+// reservation larger than the capacity leaves nothing allocatable.
+func (s NodeStats) Allocatable() int64 {
+	reserved := max(s.Reserved, 0)
+	if s.Capacity <= reserved {
+		return 0
+	}
+	// Both operands are non-negative here, so this cannot overflow.
+	return s.Capacity - reserved
+}
+
+// Free is Allocatable − Used, never negative. To account for pods placed
+// since the sample, set Used to EstimateUsed(...) first.
+func (s NodeStats) Free() int64 {
+	alloc := s.Allocatable()
+	used := max(s.Used, 0)
+	if used >= alloc {
+		return 0
+	}
+	return alloc - used
+}
+
+// Validate checks the relations ParseNode guarantees: no negative values,
+// reserved and used not above capacity. The reporter calls it before it
+// writes, so it never publishes stats its readers would reject.
+func (s NodeStats) Validate() error {
+	switch {
+	case s.Capacity < 0:
+		return &InvalidError{Key: AnnotationCapacity, Value: strconv.FormatInt(s.Capacity, 10), Reason: "must not be negative"}
+	case s.Reserved < 0:
+		return &InvalidError{Key: AnnotationReserved, Value: strconv.FormatInt(s.Reserved, 10), Reason: "must not be negative"}
+	case s.Used < 0:
+		return &InvalidError{Key: AnnotationUsed, Value: strconv.FormatInt(s.Used, 10), Reason: "must not be negative"}
+	case s.Reserved > s.Capacity:
+		return &InvalidError{Key: AnnotationReserved, Value: strconv.FormatInt(s.Reserved, 10),
+			Reason: fmt.Sprintf("exceeds %s %d", AnnotationCapacity, s.Capacity)}
+	case s.Used > s.Capacity:
+		return &InvalidError{Key: AnnotationUsed, Value: strconv.FormatInt(s.Used, 10),
+			Reason: fmt.Sprintf("exceeds %s %d", AnnotationCapacity, s.Capacity)}
+	}
+	return nil
+}
+
+// Annotations encodes s as the four node annotations, the inverse of
+// ParseNode. The time is written in UTC with second resolution, the same
+// resolution as pod conditions, which PlacedAfterSample compares it with.
+func (s NodeStats) Annotations() map[string]string {
+	return map[string]string{
+		AnnotationCapacity:  strconv.FormatInt(s.Capacity, 10),
+		AnnotationReserved:  strconv.FormatInt(s.Reserved, 10),
+		AnnotationUsed:      strconv.FormatInt(s.Used, 10),
+		AnnotationSampledAt: s.SampledAt.UTC().Format(time.RFC3339),
+	}
+}
+
+// ParseNode reads a node's PID annotations. It never panics; the outcomes:
+//
+//   - none of capacity, used and sampled-at present: ErrNoStats (reserved
+//     alone does not make a sample);
+//   - some but not all of them present, a value that is not a base-10
+//     64-bit integer, a negative value, reserved or used above capacity, a
+//     time that is not RFC 3339, or a time more than ClockSkewAllowance after
+//     now: an *InvalidError naming the annotation, and zero NodeStats;
+//   - maxAge > 0 and the sample older than maxAge: the parsed NodeStats and a
+//     *StaleError (maxAge <= 0 means no limit);
+//   - otherwise the stats and nil.
+//
+// An absent reserved annotation counts as 0.
+func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duration) (NodeStats, error) {
+	capStr, hasCap := annotations[AnnotationCapacity]
+	usedStr, hasUsed := annotations[AnnotationUsed]
+	atStr, hasAt := annotations[AnnotationSampledAt]
+	if !hasCap && !hasUsed && !hasAt {
+		return NodeStats{}, ErrNoStats
+	}
+	for _, k := range []struct {
+		key     string
+		present bool
+	}{{AnnotationCapacity, hasCap}, {AnnotationUsed, hasUsed}, {AnnotationSampledAt, hasAt}} {
+		if !k.present {
+			return NodeStats{}, &InvalidError{Key: k.key, Reason: "missing while other PID annotations are present"}
+		}
+	}
+
+	var s NodeStats
+	var err error
+	if s.Capacity, err = parseCount(AnnotationCapacity, capStr); err != nil {
+		return NodeStats{}, err
+	}
+	if resStr, ok := annotations[AnnotationReserved]; ok {
+		if s.Reserved, err = parseCount(AnnotationReserved, resStr); err != nil {
+			return NodeStats{}, err
+		}
+	}
+	if s.Used, err = parseCount(AnnotationUsed, usedStr); err != nil {
+		return NodeStats{}, err
+	}
+	if err := s.Validate(); err != nil {
+		var ie *InvalidError
+		if errors.As(err, &ie) {
+			ie.Value = annotations[ie.Key] // as written, e.g. "+7" rather than "7"
+		}
+		return NodeStats{}, err
+	}
+	s.SampledAt, err = time.Parse(time.RFC3339, atStr)
+	if err != nil {
+		return NodeStats{}, &InvalidError{Key: AnnotationSampledAt, Value: atStr, Reason: "not an RFC 3339 time"}
+	}
+	if s.SampledAt.After(now.Add(ClockSkewAllowance)) {
+		return NodeStats{}, &InvalidError{Key: AnnotationSampledAt, Value: atStr,
+			Reason: fmt.Sprintf("more than %s in the future", ClockSkewAllowance)}
+	}
+	// time.Time.Sub saturates, so a sample from year 1 cannot overflow.
+	if age := now.Sub(s.SampledAt); maxAge > 0 && age > maxAge {
+		return s, &StaleError{Age: age, MaxAge: maxAge}
+	}
+	return s, nil
+}
+
+func parseCount(key, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		reason := "not a base-10 integer"
+		if errors.Is(err, strconv.ErrRange) {
+			reason = "out of the 64-bit integer range"
+		}
+		return 0, &InvalidError{Key: key, Value: v, Reason: reason}
+	}
+	if n < 0 {
+		return 0, &InvalidError{Key: key, Value: v, Reason: "must not be negative"}
+	}
+	return n, nil
+}
+
+// SaturatingAdd returns a + b for non-negative operands, clamped at
+// math.MaxInt64 instead of wrapping around. Negative operands count as 0.
+func SaturatingAdd(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -1,0 +1,93 @@
+package pidstats
+
+import (
+	"fmt"
+	"iter"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PodPIDs returns the PIDs a pod declares in its headroom.dev/pids
+// annotation, or defaultPIDs when it has none. A malformed or negative value
+// yields defaultPIDs and an error naming the pod, the key and the value, so
+// the caller can warn (log, Event) and carry on. A negative defaultPIDs
+// counts as 0, so the result is never negative.
+func PodPIDs(pod *corev1.Pod, defaultPIDs int64) (int64, error) {
+	defaultPIDs = max(defaultPIDs, 0)
+	if pod == nil {
+		return defaultPIDs, nil
+	}
+	v, ok := pod.Annotations[AnnotationPodPIDs]
+	if !ok {
+		return defaultPIDs, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return defaultPIDs, fmt.Errorf("pod %s/%s: annotation %s=%q is not a non-negative base-10 integer; using the default of %d PIDs",
+			pod.Namespace, pod.Name, AnnotationPodPIDs, v, defaultPIDs)
+	}
+	return n, nil
+}
+
+// PlacedAfterSample reports whether the pod may be missing from a node
+// sample taken at sampledAt: it has no PodScheduled=True condition yet (the
+// scheduler's assumed pods, not bound yet), or that condition's
+// LastTransitionTime is not before sampledAt truncated to the second.
+// Conditions carry 1 s resolution, so a pod bound in the same second as the
+// sample counts as placed after it.
+func PlacedAfterSample(pod *corev1.Pod, sampledAt time.Time) bool {
+	if pod == nil {
+		return false
+	}
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return !c.LastTransitionTime.Time.Before(sampledAt.Truncate(time.Second))
+		}
+	}
+	return true
+}
+
+// PodContribution is what one pod of the node adds to the node's reported
+// use: its PodPIDs when it was placed after the sample and is not terminal,
+// otherwise 0. It does not allocate unless the annotation is malformed, in
+// which case the default is used and the PodPIDs error is returned for the
+// caller to report. Sum contributions with SaturatingAdd.
+func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (int64, error) {
+	if pod == nil || isTerminal(pod) || !PlacedAfterSample(pod, sampledAt) {
+		return 0, nil
+	}
+	return PodPIDs(pod, defaultPIDs)
+}
+
+// EstimateUsed is the node's current PID use as best known: the reported
+// Used plus the PIDs of the node's pods placed after the sample, so a burst
+// scheduled within one reporting interval does not all land on one node.
+// Terminal pods never count; malformed pod annotations count as
+// defaultPIDs. The sum saturates at math.MaxInt64.
+func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 {
+	used := max(stats.Used, 0)
+	for _, p := range pods {
+		c, _ := PodContribution(p, stats.SampledAt, defaultPIDs)
+		used = SaturatingAdd(used, c)
+	}
+	return used
+}
+
+// EstimateUsedSeq is EstimateUsed over an iterator, for callers that hold
+// the node's pods in another form (the scheduler's NodeInfo) and should not
+// build a slice per call.
+func EstimateUsedSeq(stats NodeStats, pods iter.Seq[*corev1.Pod], defaultPIDs int64) int64 {
+	used := max(stats.Used, 0)
+	for p := range pods {
+		c, _ := PodContribution(p, stats.SampledAt, defaultPIDs)
+		used = SaturatingAdd(used, c)
+	}
+	return used
+}
+
+func isTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
