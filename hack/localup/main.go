@@ -165,8 +165,26 @@ func printPlacement(ctx context.Context, cp *controlplane.ControlPlane, dep *app
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Spec.NodeName < pods[j].Spec.NodeName })
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "\nPOD\tNODE\tSCHEDULER\tPHASE")
+	perNode := map[string]int{}
 	for _, p := range pods {
+		perNode[p.Spec.NodeName]++
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, p.Spec.SchedulerName, p.Status.Phase)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nNODE\tPID ALLOCATABLE\tPID USED (reported)\tDEMO PODS")
+	for _, n := range nodes.Items {
+		stats, err := pidstats.ParseNode(n.Annotations, time.Now(), 0)
+		if err != nil {
+			fmt.Fprintf(w, "%s\t%s\t\t%d\n", n.Name, err, perNode[n.Name])
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", n.Name, stats.Allocatable(), stats.Used, perNode[n.Name])
 	}
 	return w.Flush()
 }
