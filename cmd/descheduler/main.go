@@ -8,8 +8,11 @@ import (
 	"k8s.io/component-base/cli"
 
 	"github.com/headroom-k8s/headroom/cmd/descheduler/app"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewCommand(os.Stdout)))
+	os.Exit(cli.Run(app.NewCommand(os.Stdout,
+		app.Plugin{Name: relievenodepressure.PluginName, PluginUtilities: relievenodepressure.Utilities()},
+	)))
 }

@@ -1,0 +1,140 @@
+package relievenodepressure
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// pressure is a node's trigger figures at the start of a cycle and as
+// projected after the evictions made so far. A nil trigger was not assessed:
+// disabled, or the node's figures are unknown.
+type pressure struct {
+	pids *pidPressure
+	oom  *oomPressure
+}
+
+type pidPressure struct {
+	allocatable, start, used int64
+	threshold, target        int64
+	defaultPodPIDs           int64
+}
+
+type oomPressure struct {
+	model             *oomkill.Node
+	start, shortfall  int64
+	threshold, target int64
+	evicted           []*v1.Pod
+}
+
+// assessPIDs returns the PID figures of node with pods on it, or nil and why
+// they are unknown.
+func assessPIDs(t *PIDsTrigger, node *v1.Node, pods []*v1.Pod, now time.Time) (*pidPressure, error) {
+	stats, err := pidstats.ParseNode(node.Annotations, now, t.MaxSampleAge.Duration)
+	if err != nil {
+		return nil, err
+	}
+	if stats.Allocatable() == 0 {
+		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", stats.Capacity, stats.Reserved)
+	}
+	// Counted as the scheduler counts it: the sample plus pods placed since.
+	used := pidstats.EstimateUsed(stats, pods, *t.DefaultPodPIDs)
+	return &pidPressure{
+		allocatable: stats.Allocatable(), start: used, used: used,
+		threshold: *t.ThresholdPercent, target: *t.TargetPercent, defaultPodPIDs: *t.DefaultPodPIDs,
+	}, nil
+}
+
+// assessOOM returns the memory-shortfall figures of node, or nil and why they
+// are unknown.
+func assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPressure, error) {
+	est := oomkill.Estimate{
+		RequestMultiplierPercent:      *t.NoLimitRequestPercent,
+		FractionOfAllocatablePermille: *t.NoLimitAllocatablePermille,
+	}
+	model, err := oomkill.NewNode(node, pods, est)
+	if err != nil {
+		return nil, err
+	}
+	if model.Allocatable() == 0 {
+		return nil, fmt.Errorf("no allocatable memory")
+	}
+	return &oomPressure{
+		model: model, start: model.Shortfall(), shortfall: model.Shortfall(),
+		threshold: *t.ThresholdPercent, target: *t.TargetPercent,
+	}, nil
+}
+
+// triggered reports whether the figure was above its threshold at the start.
+func (p *pidPressure) triggered() bool {
+	return p != nil && exceeds(p.start, p.allocatable, p.threshold)
+}
+
+// pending reports whether the node still needs relief from this trigger:
+// triggered, and projected above target.
+func (p *pidPressure) pending() bool {
+	return p.triggered() && exceeds(p.used, p.allocatable, p.target)
+}
+
+func (p *oomPressure) triggered() bool {
+	return p != nil && exceeds(p.start, p.model.Allocatable(), p.threshold)
+}
+
+func (p *oomPressure) pending() bool {
+	return p.triggered() && exceeds(p.shortfall, p.model.Allocatable(), p.target)
+}
+
+func (s *pressure) triggered() bool { return s.pids.triggered() || s.oom.triggered() }
+func (s *pressure) pending() bool   { return s.pids.pending() || s.oom.pending() }
+
+// shortfallWithout is the projected shortfall once pod is evicted too.
+func (p *oomPressure) shortfallWithout(pod *v1.Pod) int64 {
+	return p.model.ShortfallWithout(append(p.evicted[:len(p.evicted):len(p.evicted)], pod)...)
+}
+
+// keysAndValues renders the projected figures for a log line; prefix tells
+// apart the figures before and after an eviction.
+func (s *pressure) keysAndValues(prefix string) []any {
+	var kv []any
+	if p := s.pids; p != nil {
+		kv = append(kv, prefix+"PIDsUsed", fmt.Sprintf("%d/%d (%s)", p.used, p.allocatable, percent(p.used, p.allocatable)))
+	}
+	if p := s.oom; p != nil {
+		kv = append(kv, prefix+"OOMShortfall", fmt.Sprintf("%d/%d bytes (%s)", p.shortfall, p.model.Allocatable(),
+			percent(p.shortfall, p.model.Allocatable())))
+	}
+	return kv
+}
+
+// thresholdsAndTargets renders the configuration of the triggers that fired.
+func (s *pressure) thresholdsAndTargets() []any {
+	var kv []any
+	if s.pids.triggered() {
+		kv = append(kv, "pidsThresholdPercent", s.pids.threshold, "pidsTargetPercent", s.pids.target)
+	}
+	if s.oom.triggered() {
+		kv = append(kv, "oomThresholdPercent", s.oom.threshold, "oomTargetPercent", s.oom.target)
+	}
+	return kv
+}
+
+// exceeds reports whether part/whole > pct/100, exactly, without overflow,
+// for non-negative operands (negative ones count as 0).
+func exceeds(part, whole, pct int64) bool {
+	hi1, lo1 := bits.Mul64(uint64(max(part, 0)), 100)
+	hi2, lo2 := bits.Mul64(uint64(max(pct, 0)), uint64(max(whole, 0)))
+	return hi1 > hi2 || hi1 == hi2 && lo1 > lo2
+}
+
+// percent renders part/whole for people, with one decimal.
+func percent(part, whole int64) string {
+	if whole <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", float64(part)*100/float64(whole))
+}

@@ -1,0 +1,233 @@
+package relievenodepressure
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clientgotesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	frameworktesting "sigs.k8s.io/descheduler/pkg/framework/testing"
+	"sigs.k8s.io/descheduler/test"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// now is the clock of every unit test.
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// pidNode is a ready node with room for any test pod whose PID sample, a
+// minute old, reports used of capacity PIDs.
+func pidNode(name string, capacity, used int64) *v1.Node {
+	return test.BuildTestNode(name, 64000, 64<<30, 110, func(n *v1.Node) {
+		n.Annotations = pidstats.NodeStats{Capacity: capacity, Used: used, SampledAt: now.Add(-time.Minute)}.Annotations()
+	})
+}
+
+// spareNode is a ready node without PID annotations, where evicted pods fit.
+func spareNode(name string) *v1.Node {
+	return test.BuildTestNode(name, 64000, 64<<30, 110, nil)
+}
+
+type podOption func(*v1.Pod)
+
+// testPod is a Running pod on node, Ready for 2h, scheduled before any
+// sample, controlled by ReplicaSet "rs".
+func testPod(name, node string, opts ...podOption) *v1.Pod {
+	pod := test.BuildTestPod(name, 100, 0, node, nil)
+	pod.Spec.Containers[0].Name = "app"
+	pod.CreationTimestamp = metav1.NewTime(now.Add(-3 * time.Hour))
+	pod.Status.Phase = v1.PodRunning
+	pod.Status.Conditions = []v1.PodCondition{
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
+		{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))},
+	}
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", Ready: true}}
+	ownedBy("rs")(pod)
+	for _, o := range opts {
+		o(pod)
+	}
+	return pod
+}
+
+func ownedBy(rs string) podOption {
+	return func(p *v1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(rs + "-uid"), Controller: ptr.To(true),
+		}}
+	}
+}
+
+func annotate(key, value string) podOption {
+	return func(p *v1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[key] = value
+	}
+}
+
+func pids(n int64) podOption { return annotate(pidstats.AnnotationPodPIDs, fmt.Sprint(n)) }
+func priority(v string) podOption {
+	return annotate("controller.alpha.kubernetes.io/delete-priority", v)
+}
+func deletionCost(v string) podOption {
+	return annotate("controller.kubernetes.io/pod-deletion-cost", v)
+}
+
+func inNamespace(ns string) podOption { return func(p *v1.Pod) { p.Namespace = ns } }
+
+func withLabels(kv ...string) podOption {
+	return func(p *v1.Pod) {
+		p.Labels = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			p.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func notReady(p *v1.Pod) {
+	p.Status.Conditions[1].Status = v1.ConditionFalse
+	p.Status.ContainerStatuses[0].Ready = false
+}
+
+func pending(p *v1.Pod) {
+	notReady(p)
+	p.Status.Phase = v1.PodPending
+}
+
+func readyFor(d time.Duration) podOption {
+	return func(p *v1.Pod) { p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(now.Add(-d)) }
+}
+
+func restarts(n int32) podOption {
+	return func(p *v1.Pod) { p.Status.ContainerStatuses[0].RestartCount = n }
+}
+
+func noOwner(p *v1.Pod) { p.OwnerReferences = nil }
+
+func systemCritical(p *v1.Pod) {
+	p.Spec.PriorityClassName = "system-node-critical"
+	p.Spec.Priority = ptr.To[int32](2000001000)
+}
+
+// memoryLimit makes the pod Burstable with a memory limit of limit bytes.
+func memoryLimit(limit int64) podOption {
+	return func(p *v1.Pod) {
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceMemory] = *resource.NewQuantity(limit/4, resource.BinarySI)
+		p.Spec.Containers[0].Resources.Limits[v1.ResourceMemory] = *resource.NewQuantity(limit, resource.BinarySI)
+	}
+}
+
+// env is a descheduler framework handle on a fake clientset, with the real
+// DefaultEvictor and PodEvictor, as upstream's plugin tests build it.
+type env struct {
+	client   *fake.Clientset
+	evictor  *evictions.PodEvictor
+	plugin   *RelieveNodePressure
+	warnings *events.FakeRecorder
+
+	mu      sync.Mutex
+	evicted []string          // pod names in the order their evictions were requested
+	reasons map[string]string // the eviction's reason annotation, by pod name
+}
+
+type setup struct {
+	args        RelieveNodePressureArgs
+	evictions   *evictions.Options
+	evictorArgs defaultevictor.DefaultEvictorArgs
+	// refuse makes the API server refuse these pods' evictions with 429, as
+	// a PodDisruptionBudget does.
+	refuse []string
+}
+
+func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	e := &env{client: fake.NewClientset(objs...), reasons: map[string]string{}, warnings: events.NewFakeRecorder(100)}
+	e.client.PrependReactor("create", "pods", func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := action.(clientgotesting.CreateAction).GetObject().(*policyv1.Eviction)
+		for _, name := range s.refuse {
+			if ev.Name == name {
+				return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			}
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.evicted = append(e.evicted, ev.Name)
+		e.reasons[ev.Name] = ev.Annotations["reason"]
+		return false, nil, nil
+	})
+	if s.evictions == nil {
+		s.evictions = evictions.NewOptions()
+	}
+	handle, podEvictor, err := frameworktesting.InitFrameworkHandle(ctx, e.client, s.evictions, s.evictorArgs, nil)
+	if err != nil {
+		t.Fatalf("framework handle: %v", err)
+	}
+	e.evictor = podEvictor
+	p, err := newPlugin(ctx, &s.args, handle, e.warnings)
+	if err != nil {
+		t.Fatalf("newPlugin: %v", err)
+	}
+	p.now = func() time.Time { return now }
+	e.plugin = p
+	return e
+}
+
+// run runs one Deschedule over nodes and returns the evicted pods' names in
+// the order the plugin requested their evictions.
+func (e *env) run(t *testing.T, nodes ...*v1.Node) []string {
+	t.Helper()
+	if st := e.plugin.Deschedule(context.Background(), nodes); st != nil && st.Err != nil {
+		t.Fatalf("Deschedule: %v", st.Err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.evicted...)
+}
+
+// warningEvents drains the plugin's Warning Events.
+func (e *env) warningEvents() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.warnings.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func objects(nodes []*v1.Node, pods []*v1.Pod) []runtime.Object {
+	var objs []runtime.Object
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	return objs
+}
+
+func equal(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }

@@ -1,0 +1,183 @@
+package relievenodepressure
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/features"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	"sigs.k8s.io/descheduler/test"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+const (
+	samplePolicy  = "../../manifests/samples/relievenodepressure-policy.yaml"
+	shippedPolicy = "../../manifests/descheduler/policy.yaml"
+)
+
+// useRegistry sets up the descheduler's global plugin registry as
+// headroom-descheduler does: the in-tree plugins plus this one. Policy
+// decoding reads the global registry.
+func useRegistry() {
+	pluginregistry.PluginRegistry = pluginregistry.NewRegistry()
+	descheduler.RegisterDefaultPlugins(pluginregistry.PluginRegistry)
+	u := Utilities()
+	pluginregistry.Register(PluginName, u.PluginBuilder, u.PluginType, u.PluginArgInstance, u.PluginArgValidator, u.PluginArgDefaulter, pluginregistry.PluginRegistry)
+}
+
+func loadPolicy(t *testing.T, path string) (*api.DeschedulerPolicy, error) {
+	t.Helper()
+	useRegistry()
+	return descheduler.LoadPolicyConfig(path, fake.NewClientset(), pluginregistry.PluginRegistry)
+}
+
+func pluginArgs[T any](t *testing.T, policy *api.DeschedulerPolicy, name string) T {
+	t.Helper()
+	for _, pc := range policy.Profiles[0].PluginConfigs {
+		if pc.Name == name {
+			args, ok := pc.Args.(T)
+			if !ok {
+				t.Fatalf("args of %s are %T", name, pc.Args)
+			}
+			return args
+		}
+	}
+	t.Fatalf("policy has no pluginConfig for %s", name)
+	panic("unreachable")
+}
+
+func TestShippedPolicyIsTheSample(t *testing.T) {
+	sample, err := os.ReadFile(samplePolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile(shippedPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sample, shipped) {
+		t.Fatalf("%s differs from %s: copy the sample over it", shippedPolicy, samplePolicy)
+	}
+}
+
+func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
+	policy, err := loadPolicy(t, samplePolicy)
+	if err != nil {
+		t.Fatalf("LoadPolicyConfig: %v", err)
+	}
+	got := pluginArgs[*RelieveNodePressureArgs](t, policy, PluginName)
+	want := &RelieveNodePressureArgs{Namespaces: &api.Namespaces{Exclude: []string{"kube-system", "headroom-system"}}}
+	SetDefaults_RelieveNodePressureArgs(want)
+	if !equalArgs(got, want) {
+		t.Fatalf("sample decodes to\n%s\nwant the defaults\n%s", dump(got), dump(want))
+	}
+	if ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName); !ev.NodeFit {
+		t.Fatal("the sample's DefaultEvictor does not check nodeFit")
+	}
+	if n := policy.MaxNoOfPodsToEvictPerNode; n == nil || *n != 5 {
+		t.Fatalf("maxNoOfPodsToEvictPerNode = %v, want 5", n)
+	}
+}
+
+func TestPolicyErrorsNameTheField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	policy := `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: p
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RelieveNodePressure
+    args:
+      pids: {thresholdPercent: 80, targetPercent: 85}
+  plugins:
+    deschedule:
+      enabled: [RelieveNodePressure]
+`
+	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadPolicy(t, path)
+	if err == nil || !strings.Contains(err.Error(), "pids.targetPercent") {
+		t.Fatalf("LoadPolicyConfig = %v, want an error naming pids.targetPercent", err)
+	}
+}
+
+// TestDryRunEvictsNothing runs the descheduler's own loop in --dry-run mode
+// with the sample policy: the plugin decides as in a real run, but the
+// cluster's client sees no eviction, deletion or Event.
+func TestDryRunEvictsNothing(t *testing.T) {
+	policy, err := loadPolicy(t, samplePolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The descheduler runs on the real clock: a fresh sample.
+	n1 := test.BuildTestNode("n1", 64000, 64<<30, 110, func(n *v1.Node) {
+		n.Annotations = pidstats.NodeStats{Capacity: 10000, Used: 9700, SampledAt: time.Now()}.Annotations()
+	})
+	n2 := spareNode("n2")
+	pods := hotNodePods("n1", 5)
+	pods = append(pods, testPod("malformed", "n1", pids(300), priority("soon")))
+	client := fake.NewClientset(objects([]*v1.Node{n1, n2}, pods)...)
+
+	rs, err := options.NewDeschedulerServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Client = client
+	rs.EventClient = client
+	rs.DryRun = true
+	rs.DefaultFeatureGates = features.DefaultMutableFeatureGate
+
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer cancel()
+	if err := descheduler.RunDeschedulerStrategies(ctx, rs, policy, "v1"); err != nil {
+		t.Fatalf("RunDeschedulerStrategies: %v", err)
+	}
+
+	for _, a := range client.Actions() {
+		verb, res, sub := a.GetVerb(), a.GetResource().Resource, a.GetSubresource()
+		if sub == "eviction" || verb == "delete" || res == "events" || (verb == "create" && res == "pods") {
+			t.Errorf("dry run reached the cluster: %s %s/%s", verb, res, sub)
+		}
+	}
+	// The plugin still decided, in delete order: three pods bring 97 % to 88 %.
+	var decided []string
+	for _, entry := range logger.GetSink().(ktesting.Underlier).GetBuffer().Data() {
+		if entry.Message == "Evicted pod to relieve node" {
+			decided = append(decided, kv(entry.WithKVList, "pod"))
+		}
+	}
+	if want := []string{"default/n1-a", "default/n1-b", "default/n1-c"}; !equal(decided, want) {
+		t.Fatalf("dry run decided %v, want %v", decided, want)
+	}
+	if _, err := client.CoreV1().Pods("default").Get(ctx, "n1-a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("dry run removed a pod from the cluster: %v", err)
+	}
+}
+
+func kv(list []any, key string) string {
+	for i := 0; i+1 < len(list); i += 2 {
+		if list[i] == key {
+			return fmt.Sprint(list[i+1])
+		}
+	}
+	return ""
+}

@@ -1,0 +1,73 @@
+package relievenodepressure
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/descheduler/pkg/api"
+)
+
+// +k8s:deepcopy-gen=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// RelieveNodePressureArgs configures the RelieveNodePressure plugin. When
+// neither trigger is given, both are enabled with their defaults; give one
+// to use only that one.
+type RelieveNodePressureArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// PIDs is the PID trigger; nil disables it (unless OOM is nil too).
+	PIDs *PIDsTrigger `json:"pids,omitempty"`
+	// OOM is the memory-shortfall trigger; nil disables it (unless PIDs is
+	// nil too).
+	OOM *OOMTrigger `json:"oom,omitempty"`
+	// DeletePriorityAnnotation is the pod annotation whose int32 value ranks
+	// a pod before every ReplicaSet rule, higher first. Default
+	// controller.alpha.kubernetes.io/delete-priority.
+	DeletePriorityAnnotation string `json:"deletePriorityAnnotation,omitempty"`
+	// Namespaces limits the victims to, or excludes them from, namespaces;
+	// at most one of include and exclude.
+	Namespaces *api.Namespaces `json:"namespaces,omitempty"`
+	// LabelSelector limits the victims to pods it matches.
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// +k8s:deepcopy-gen=true
+
+// PIDsTrigger relieves a node whose PID use, as a percentage of its
+// allocatable PIDs, is above ThresholdPercent, until it is projected at or
+// below TargetPercent. Use is the node's reported use plus the PIDs of pods
+// placed after the sample, exactly as the NodePIDs scheduler plugin counts it.
+type PIDsTrigger struct {
+	// ThresholdPercent, in [1, 100]; default 95.
+	ThresholdPercent *int64 `json:"thresholdPercent,omitempty"`
+	// TargetPercent, in [0, ThresholdPercent); default ThresholdPercent − 5.
+	TargetPercent *int64 `json:"targetPercent,omitempty"`
+	// DefaultPodPIDs is the PIDs counted for a pod without a valid
+	// headroom.dev/pids annotation, both for pods placed after the sample
+	// and as the PIDs an eviction frees; default 100 (NodePIDs' default).
+	DefaultPodPIDs *int64 `json:"defaultPodPIDs,omitempty"`
+	// MaxSampleAge is how old a node's PID sample may be before the node's
+	// PID use counts as unknown and the trigger leaves it alone; default 10m
+	// (NodePIDs' default); 0 means samples never go stale.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+}
+
+// +k8s:deepcopy-gen=true
+
+// OOMTrigger relieves a node whose worst-case memory shortfall (the sum of
+// its containers' worst-case memory beyond its allocatable memory, as the
+// OOMRisk scheduler plugin models it) is above ThresholdPercent of its
+// allocatable memory, until it is projected at or below TargetPercent.
+type OOMTrigger struct {
+	// ThresholdPercent, at least 1; default 20.
+	ThresholdPercent *int64 `json:"thresholdPercent,omitempty"`
+	// TargetPercent, in [0, ThresholdPercent); default ThresholdPercent − 5.
+	TargetPercent *int64 `json:"targetPercent,omitempty"`
+	// NoLimitRequestPercent estimates the worst case of a container without
+	// a memory limit as this percentage of its request (at least 100)...
+	// default 200, as OOMRisk.
+	NoLimitRequestPercent *int64 `json:"noLimitRequestPercent,omitempty"`
+	// NoLimitAllocatablePermille ...or as this share, per mille, of the
+	// node's allocatable memory, whichever is larger; in [0, 1000]; default
+	// 100, as OOMRisk.
+	NoLimitAllocatablePermille *int64 `json:"noLimitAllocatablePermille,omitempty"`
+}

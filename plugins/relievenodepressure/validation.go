@@ -1,0 +1,87 @@
+package relievenodepressure
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ValidateRelieveNodePressureArgs validates a *RelieveNodePressureArgs. The
+// descheduler validates plugin args before it defaults them, so this checks
+// the args as they will be after SetDefaults_RelieveNodePressureArgs; each
+// error names its field, e.g. pids.targetPercent.
+func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
+	in, ok := obj.(*RelieveNodePressureArgs)
+	if !ok {
+		return fmt.Errorf("want args of type RelieveNodePressureArgs, got %T", obj)
+	}
+	args := in.DeepCopy()
+	SetDefaults_RelieveNodePressureArgs(args)
+
+	var errs field.ErrorList
+	if p := args.PIDs; p != nil {
+		path := field.NewPath("pids")
+		errs = append(errs, validateThresholds(path, *p.ThresholdPercent, *p.TargetPercent, 100)...)
+		if *p.DefaultPodPIDs < 0 {
+			errs = append(errs, field.Invalid(path.Child("defaultPodPIDs"), *p.DefaultPodPIDs, "must not be negative"))
+		}
+		if p.MaxSampleAge.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), p.MaxSampleAge.Duration.String(), "must not be negative"))
+		}
+	}
+	if o := args.OOM; o != nil {
+		path := field.NewPath("oom")
+		// A shortfall can exceed the allocatable memory, so the OOM
+		// threshold has no upper bound.
+		errs = append(errs, validateThresholds(path, *o.ThresholdPercent, *o.TargetPercent, 0)...)
+		if *o.NoLimitRequestPercent < 100 {
+			errs = append(errs, field.Invalid(path.Child("noLimitRequestPercent"), *o.NoLimitRequestPercent,
+				"must be at least 100: a container is entitled to its request"))
+		}
+		if v := *o.NoLimitAllocatablePermille; v < 0 || v > 1000 {
+			errs = append(errs, field.Invalid(path.Child("noLimitAllocatablePermille"), v, "must be within [0, 1000]"))
+		}
+	}
+
+	keyPath := field.NewPath("deletePriorityAnnotation")
+	for _, msg := range utilvalidation.IsQualifiedName(strings.ToLower(args.DeletePriorityAnnotation)) {
+		errs = append(errs, field.Invalid(keyPath, args.DeletePriorityAnnotation, msg))
+	}
+	if ns := args.Namespaces; ns != nil && len(ns.Include) > 0 && len(ns.Exclude) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("namespaces"), fmt.Sprintf("include %v, exclude %v", ns.Include, ns.Exclude),
+			"only one of include and exclude may be set"))
+	}
+	if args.LabelSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(args.LabelSelector); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("labelSelector"), args.LabelSelector.String(), err.Error()))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s args: %w", PluginName, errs.ToAggregate())
+}
+
+// validateThresholds checks 1 ≤ threshold (≤ upper when upper > 0) and
+// 0 ≤ target < threshold.
+func validateThresholds(path *field.Path, threshold, target, upper int64) field.ErrorList {
+	var errs field.ErrorList
+	thresholdPath, targetPath := path.Child("thresholdPercent"), path.Child("targetPercent")
+	switch {
+	case threshold < 1:
+		errs = append(errs, field.Invalid(thresholdPath, threshold, "must be at least 1"))
+	case upper > 0 && threshold > upper:
+		errs = append(errs, field.Invalid(thresholdPath, threshold, fmt.Sprintf("must be at most %d", upper)))
+	}
+	switch {
+	case target < 0:
+		errs = append(errs, field.Invalid(targetPath, target, "must not be negative"))
+	case target >= threshold:
+		errs = append(errs, field.Invalid(targetPath, target, fmt.Sprintf("must be below %s (%d)", thresholdPath, threshold)))
+	}
+	return errs
+}
