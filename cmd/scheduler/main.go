@@ -11,8 +11,13 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
+	"github.com/headroom-k8s/headroom/plugins/nodepids"
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewSchedulerCommand()))
+	os.Exit(cli.Run(app.NewSchedulerCommand(
+		app.WithPlugin(nodepids.Name, nodepids.New),
+	)))
 }

@@ -207,11 +207,21 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 		return NodeStats{}, &InvalidError{Key: AnnotationSampledAt, Value: atStr,
 			Reason: fmt.Sprintf("more than %s in the future", ClockSkewAllowance)}
 	}
-	// time.Time.Sub saturates, so a sample from year 1 cannot overflow.
-	if age := now.Sub(s.SampledAt); maxAge > 0 && age > maxAge {
-		return s, &StaleError{Age: age, MaxAge: maxAge}
+	if err := s.CheckAge(now, maxAge); err != nil {
+		return s, err
 	}
 	return s, nil
+}
+
+// CheckAge returns a *StaleError when maxAge > 0 and s was sampled more than
+// maxAge before now, nil otherwise: ParseNode's staleness rule, for callers
+// that keep parsed stats and judge their age each time they use them.
+func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
+	// time.Time.Sub saturates, so a sample from year 1 cannot overflow.
+	if age := now.Sub(s.SampledAt); maxAge > 0 && age > maxAge {
+		return &StaleError{Age: age, MaxAge: maxAge}
+	}
+	return nil
 }
 
 func parseCount(key, v string) (int64, error) {

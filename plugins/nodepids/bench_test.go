@@ -1,0 +1,112 @@
+package nodepids
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// benchNode is a node with the given number of pods: all but a tenth were
+// in the sample, the rest were placed after it (bound or assumed).
+func benchNode(pods int) fwk.NodeInfo {
+	sample := now.Add(-time.Minute)
+	node := pidNode("n", 4194304, 1000, 50000, sample)
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	for i := range pods {
+		p := pod(fmt.Sprintf("p%d", i), "200")
+		switch {
+		case i%10 == 0:
+			ni.AddPod(assumed(p, "n"))
+		case i%10 == 1:
+			ni.AddPod(boundAt(p, "n", sample.Add(time.Second)))
+		default:
+			ni.AddPod(boundAt(p, "n", sample.Add(-time.Hour)))
+		}
+	}
+	return ni
+}
+
+// BenchmarkFilter measures Filter for one node. "hit" is the common case:
+// the node has not changed since another pod's cycle. "miss" parses the
+// annotations and walks the node's pods again, as after every change of the
+// node or its pods.
+func BenchmarkFilter(b *testing.B) {
+	for _, pods := range []int{0, 110} {
+		for _, hit := range []bool{true, false} {
+			b.Run(fmt.Sprintf("pods=%d/cache-hit=%v", pods, hit), func(b *testing.B) {
+				tp := newPlugin(b, defaultArgs(), nil, nil)
+				ni := benchNode(pods)
+				p := pod("incoming", "300")
+				state := framework.NewCycleState()
+				ctx := b.Context()
+				if _, s := tp.PreFilter(ctx, state, p, nil); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if !hit {
+						tp.cache.entries.Clear()
+					}
+					if s := tp.Filter(ctx, state, p, ni); !s.IsSuccess() {
+						b.Fatal(s)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkScore measures Score for one node, as BenchmarkFilter.
+func BenchmarkScore(b *testing.B) {
+	for _, pods := range []int{0, 110} {
+		for _, hit := range []bool{true, false} {
+			b.Run(fmt.Sprintf("pods=%d/cache-hit=%v", pods, hit), func(b *testing.B) {
+				tp := newPlugin(b, defaultArgs(), nil, nil)
+				ni := benchNode(pods)
+				p := pod("incoming", "300")
+				state := framework.NewCycleState()
+				ctx := b.Context()
+				if s := tp.PreScore(ctx, state, p, []fwk.NodeInfo{ni}); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if !hit {
+						tp.cache.entries.Clear()
+					}
+					if _, s := tp.Score(ctx, state, p, ni); !s.IsSuccess() {
+						b.Fatal(s)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkNormalizeScore measures NormalizeScore over 5000 nodes.
+func BenchmarkNormalizeScore(b *testing.B) {
+	tp := newPlugin(b, defaultArgs(), nil, nil)
+	scores := make(fwk.NodeScoreList, 5000)
+	raw := make([]int64, len(scores))
+	for i := range raw {
+		raw[i] = int64(i*7919) % 4000000
+		if i%50 == 0 {
+			raw[i] = unknownRaw
+		}
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range scores {
+			scores[i].Score = raw[i]
+		}
+		tp.NormalizeScore(ctx, nil, (*corev1.Pod)(nil), scores)
+	}
+}

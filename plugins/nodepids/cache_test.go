@@ -1,0 +1,140 @@
+package nodepids
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+func TestCacheFollowsGeneration(t *testing.T) {
+	sample := now.Add(-time.Minute)
+	node := pidNode("n", 32768, 0, 20000, sample)
+	tp := newPlugin(t, defaultArgs(), []*corev1.Node{node}, nil)
+	_, ctx := ktesting.NewTestContext(t)
+	ni := nodeInfo(node)
+
+	first := tp.cache.get(ctx, ni, now)
+	if again := tp.cache.get(ctx, ni, now); again != first {
+		t.Fatal("same generation: the entry should be reused")
+	}
+	if first.estimatedUsed != 20000 {
+		t.Fatalf("estimated use %d, want the reported 20000", first.estimatedUsed)
+	}
+
+	// A pod placed on the node: new generation, same Node object.
+	ni.AddPod(assumed(pod("p", "700"), "n"))
+	second := tp.cache.get(ctx, ni, now)
+	if second == first || second.estimatedUsed != 20700 {
+		t.Fatalf("after a pod was added: entry reused %v, estimate %d; want a new entry with 20700", second == first, second.estimatedUsed)
+	}
+
+	// A new Node object (the reporter wrote a sample).
+	ni.SetNode(pidNode("n", 32768, 0, 10000, now))
+	third := tp.cache.get(ctx, ni, now)
+	// The pod is assumed, not bound: it counts on top of any sample.
+	if third.stats.Used != 10000 || third.estimatedUsed != 10700 {
+		t.Fatalf("after a new sample: reported %d, estimated %d; want 10000 and 10700", third.stats.Used, third.estimatedUsed)
+	}
+	if tp.cache.len() != 1 {
+		t.Fatalf("cache holds %d entries for one node", tp.cache.len())
+	}
+}
+
+// An invalid node annotation is logged at V(2) once per Node object, not
+// once per pod and node.
+func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
+	bad := annotatedNode("n", pidstats.AnnotationCapacity, "32768", pidstats.AnnotationUsed, "-1",
+		pidstats.AnnotationSampledAt, now.Format(time.RFC3339))
+	tp := newPlugin(t, defaultArgs(), []*corev1.Node{bad}, nil)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(t.Context(), logger)
+	count := func() int {
+		return strings.Count(logger.GetSink().(ktesting.Underlier).GetBuffer().String(), "Node has an invalid PID annotation")
+	}
+
+	ni := nodeInfo(bad)
+	for _, name := range []string{"a", "b", "c"} {
+		state := framework.NewCycleState()
+		p := pod(name, "")
+		if _, s := tp.PreFilter(ctx, state, p, nil); !s.IsSuccess() {
+			t.Fatal(s)
+		}
+		if s := tp.Filter(ctx, state, p, ni); !s.IsSuccess() {
+			t.Fatalf("Filter = %v on a node with unknown headroom", s)
+		}
+		ni.AddPod(assumed(pod("placed-"+name, ""), "n"))
+	}
+	if got := count(); got != 1 {
+		t.Fatalf("logged %d times for one Node object and three pods, want 1", got)
+	}
+	if buf := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); !strings.Contains(buf, pidstats.AnnotationUsed) {
+		t.Errorf("log does not name the annotation: %s", buf)
+	}
+	ni.SetNode(bad.DeepCopy())
+	tp.cache.get(ctx, ni, now)
+	if got := count(); got != 2 {
+		t.Fatalf("logged %d times after the Node object changed, want 2", got)
+	}
+}
+
+func TestCachePrunesDeletedNodes(t *testing.T) {
+	nodes := []*corev1.Node{pidNode("a", 32768, 0, 1, now), pidNode("b", 32768, 0, 1, now), pidNode("c", 32768, 0, 1, now)}
+	tp := newPlugin(t, defaultArgs(), nodes[:1], nil) // the snapshot holds only a
+	_, ctx := ktesting.NewTestContext(t)
+	for _, n := range nodes {
+		tp.cache.get(ctx, nodeInfo(n), now)
+	}
+	if tp.cache.len() != 3 {
+		t.Fatalf("cache holds %d entries, want 3", tp.cache.len())
+	}
+	tp.filter(t, pod("p", ""), nodeInfo(nodes[0]))
+	if tp.cache.len() != 1 {
+		t.Fatalf("after PreFilter the cache holds %d entries, want 1", tp.cache.len())
+	}
+	if _, ok := tp.cache.entries.Load("a"); !ok {
+		t.Fatal("the node still in the snapshot was pruned")
+	}
+}
+
+// Filter and Score run in parallel over nodes, and a node's entry may be
+// replaced while another cycle reads it; run with -race.
+func TestCacheConcurrentUse(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 8 {
+		nodes = append(nodes, pidNode(fmt.Sprintf("n%d", i), 32768, 0, int64(1000*i), now.Add(-time.Minute)))
+	}
+	tp := newPlugin(t, defaultArgs(), nodes, nil)
+	_, ctx := ktesting.NewTestContext(t)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				ni := nodeInfo(nodes[(w+i)%len(nodes)], assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x"))
+				state := framework.NewCycleState()
+				p := pod("incoming", "")
+				tp.PreFilter(ctx, state, p, nil)
+				if s := tp.Filter(ctx, state, p, ni); !s.IsSuccess() {
+					t.Errorf("Filter on %s: %v", ni.Node().Name, s)
+					return
+				}
+				if _, s := tp.Score(ctx, state, p, ni); !s.IsSuccess() {
+					t.Errorf("Score on %s: %v", ni.Node().Name, s)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if tp.cache.len() != len(nodes) {
+		t.Fatalf("cache holds %d entries for %d nodes", tp.cache.len(), len(nodes))
+	}
+}

@@ -1,0 +1,286 @@
+// Package nodepids is Headroom's NodePIDs scheduler plugin. It keeps pods
+// off nodes that are short of process IDs and prefers nodes with more free
+// PIDs. Kubernetes keeps no PID account in the scheduler (Node allocatable has
+// no pids), so the figures come from the headroom.dev/pid-* annotations that
+// headroom-pid-reporter writes, read and estimated by pkg/pidstats. See
+// README.md for the model and its arguments.
+package nodepids
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	"github.com/headroom-k8s/headroom/apis/config"
+	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
+	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
+const Name = "NodePIDs"
+
+const (
+	// ErrReasonTooFewPIDs is Filter's reason. It names no node and no number
+	// so that the scheduler can aggregate it across nodes in the pod's
+	// FailedScheduling event: "0/5 nodes are available: 2 node(s) had too
+	// few free PIDs, ...".
+	ErrReasonTooFewPIDs = "node(s) had too few free PIDs"
+	// EventReasonInvalidPIDs is the reason of the Warning Event on a pod
+	// whose headroom.dev/pids annotation is malformed.
+	EventReasonInvalidPIDs = "InvalidPIDsAnnotation"
+
+	preFilterStateKey fwk.StateKey = "PreFilter" + Name
+	preScoreStateKey  fwk.StateKey = "PreScore" + Name
+	podPIDsSignerName              = "headroom.dev/NodePIDs.PodPIDs"
+)
+
+// NodePIDs is a PreFilter, Filter, PreScore and Score plugin.
+type NodePIDs struct {
+	handle         fwk.Handle
+	strategy       strategy
+	defaultPodPIDs int64
+	maxSampleAge   time.Duration
+	unknownScore   int64
+	cache          *nodeCache
+	clock          clock.PassiveClock
+	// nodeLister lets the pod-deletion queueing hint look at the pod's node;
+	// nil when the handle has no informer factory.
+	nodeLister corelisters.NodeLister
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &NodePIDs{}
+	_ fwk.FilterPlugin      = &NodePIDs{}
+	_ fwk.PreScorePlugin    = &NodePIDs{}
+	_ fwk.ScorePlugin       = &NodePIDs{}
+	_ fwk.ScoreExtensions   = &NodePIDs{}
+	_ fwk.EnqueueExtensions = &NodePIDs{}
+	_ fwk.SignPlugin        = &NodePIDs{}
+)
+
+// New builds the plugin from its args, which the kube-scheduler's scheme has
+// decoded and defaulted into the internal *config.NodePIDsArgs. Nil args mean
+// the defaults.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := argsOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := validation.ValidateNodePIDsArgs(field.NewPath("NodePIDsArgs"), args); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl := &NodePIDs{
+		handle:         h,
+		strategy:       strategy{minFreePIDs: args.MinFreePIDs, minFreePercent: args.MinFreePercent},
+		defaultPodPIDs: args.DefaultPodPIDs,
+		maxSampleAge:   args.MaxSampleAge.Duration,
+		unknownScore:   args.UnknownNodeScore,
+		cache:          &nodeCache{defaultPodPIDs: args.DefaultPodPIDs},
+		clock:          clock.RealClock{},
+	}
+	if h != nil && h.SharedInformerFactory() != nil {
+		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+	}
+	return pl, nil
+}
+
+func argsOf(obj runtime.Object) (*config.NodePIDsArgs, error) {
+	switch a := obj.(type) {
+	case *config.NodePIDsArgs:
+		if a != nil {
+			return a, nil
+		}
+	case nil: // the defaults, below
+	default:
+		return nil, fmt.Errorf("%s: want args of type NodePIDsArgs, got %T", Name, obj)
+	}
+	var v1args configv1.NodePIDsArgs
+	configv1.SetObjectDefaults_NodePIDsArgs(&v1args)
+	args := &config.NodePIDsArgs{}
+	if err := configv1.Convert_v1_NodePIDsArgs_To_config_NodePIDsArgs(&v1args, args, nil); err != nil {
+		return nil, fmt.Errorf("%s: default args: %w", Name, err)
+	}
+	return args, nil
+}
+
+// Name returns the plugin's name.
+func (pl *NodePIDs) Name() string { return Name }
+
+// podState is the incoming pod's PIDs, worked out once per cycle, and the
+// cycle's time, against which the age of every node's sample is judged.
+type podState struct {
+	pids int64
+	now  time.Time
+}
+
+// Clone returns the state itself: it is never modified.
+func (s *podState) Clone() fwk.StateData { return s }
+
+// newPodState reads the pod's headroom.dev/pids annotation. A malformed
+// value counts as DefaultPodPIDs: the pod is scheduled, and its owner is
+// told with a log line and a Warning Event on the pod.
+func (pl *NodePIDs) newPodState(ctx context.Context, pod *corev1.Pod) *podState {
+	pids, err := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
+	if err != nil {
+		// Structured logging has no warning level; Info at V(0) is its warning.
+		klog.FromContext(ctx).Info("Malformed PIDs annotation on pod, using the default", "pod", klog.KObj(pod), "err", err)
+		if pl.handle != nil && pl.handle.EventRecorder() != nil {
+			pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, EventReasonInvalidPIDs, "Scheduling", "%s", err)
+		}
+	}
+	return &podState{pids: pids, now: pl.clock.Now()}
+}
+
+// stateOf returns the state PreFilter or PreScore wrote under key, or works
+// it out afresh (without warning again) when that extension point did not
+// run.
+func (pl *NodePIDs) stateOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *podState {
+	if state != nil {
+		if d, err := state.Read(key); err == nil {
+			if s, ok := d.(*podState); ok {
+				return s
+			}
+		}
+	}
+	pids, _ := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
+	return &podState{pids: pids, now: pl.clock.Now()}
+}
+
+// PreFilter works out the pod's PIDs once for the cycle.
+func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(preFilterStateKey, pl.newPodState(ctx, pod))
+	pl.pruneCache()
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: Filter reads the pods of the NodeInfo it
+// is given, so nominated pods and preemption victims need no extra state.
+func (pl *NodePIDs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func (pl *NodePIDs) pruneCache() {
+	if pl.handle == nil {
+		return
+	}
+	if lister := pl.handle.SnapshotSharedLister(); lister != nil {
+		pl.cache.prune(lister.NodeInfos())
+	}
+}
+
+// known returns the node's cache entry and nil when its PID headroom is
+// known at now, or the reason it is not (no, invalid or stale annotations).
+func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, error) {
+	e := pl.cache.get(ctx, ni, now)
+	if e.parseErr != nil {
+		return e, e.parseErr
+	}
+	return e, e.stats.CheckAge(now, pl.maxSampleAge)
+}
+
+// Filter rejects a node whose estimated free PIDs, less the pod's, would
+// fall below the floor. A node whose PID headroom is unknown passes.
+func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	node := ni.Node()
+	if node == nil {
+		return fwk.AsStatus(errors.New("node not found"))
+	}
+	s := pl.stateOf(state, preFilterStateKey, pod)
+	e, err := pl.known(ctx, ni, s.now)
+	if err != nil {
+		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+			v.Info("Node's PID headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", err)
+		}
+		return nil
+	}
+	est := e.estimated()
+	free, alloc := est.Free(), est.Allocatable()
+	if pl.strategy.fits(free, alloc, s.pids) {
+		return nil
+	}
+	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		v.Info("Node has too few free PIDs for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
+			"podPIDs", s.pids, "estimatedFree", free, "floor", pl.strategy.floor(alloc), "allocatable", alloc,
+			"reportedUsed", e.stats.Used, "estimatedUsed", e.estimatedUsed, "sampledAt", e.stats.SampledAt)
+	}
+	return fwk.NewStatus(fwk.Unschedulable, ErrReasonTooFewPIDs)
+}
+
+// PreScore carries the pod's PIDs to Score (working them out here when
+// PreFilter is not enabled), and skips scoring when no candidate node has
+// known PID headroom: all of them would get UnknownNodeScore.
+func (pl *NodePIDs) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	var s *podState
+	if d, err := state.Read(preFilterStateKey); err == nil {
+		s, _ = d.(*podState)
+	}
+	if s == nil {
+		s = pl.newPodState(ctx, pod)
+		pl.pruneCache()
+	}
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		if _, err := pl.known(ctx, ni, s.now); err == nil {
+			state.Write(preScoreStateKey, s)
+			return nil
+		}
+	}
+	return fwk.NewStatus(fwk.Skip)
+}
+
+// Score returns the node's estimated free PIDs after placing the pod;
+// NormalizeScore turns them into [0, MaxNodeScore].
+func (pl *NodePIDs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	node := ni.Node()
+	if node == nil {
+		return 0, fwk.AsStatus(errors.New("node not found"))
+	}
+	s := pl.stateOf(state, preScoreStateKey, pod)
+	e, err := pl.known(ctx, ni, s.now)
+	if err != nil {
+		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+			v.Info("Node's PID headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", err, "score", pl.unknownScore)
+		}
+		return unknownRaw, nil
+	}
+	return freeAfter(e.estimated().Free(), s.pids), nil
+}
+
+// ScoreExtensions returns the plugin itself: raw scores are PID counts.
+func (pl *NodePIDs) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore scales the free PIDs after placement so that the node with
+// the most scores MaxNodeScore and the others in proportion; nodes with
+// unknown PID headroom get UnknownNodeScore.
+func (pl *NodePIDs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	var best int64
+	for i := range scores {
+		best = max(best, scores[i].Score)
+	}
+	for i := range scores {
+		if scores[i].Score == unknownRaw {
+			scores[i].Score = pl.unknownScore
+		} else {
+			scores[i].Score = scale(scores[i].Score, best)
+		}
+	}
+	return nil
+}
+
+// SignPod lets the scheduler's opportunistic batching reuse results for pods
+// that need the same number of PIDs; a profile with an enabled plugin that
+// cannot sign pods loses batching altogether.
+func (pl *NodePIDs) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	pids, _ := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
+	return []fwk.SignFragment{{Key: podPIDsSignerName, Value: pids}}, nil
+}
