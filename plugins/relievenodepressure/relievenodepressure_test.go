@@ -31,12 +31,19 @@ func TestEvictsInDeleteOrderUntilTarget(t *testing.T) {
 		testPod("prioritised", "n1", pids(300), deletionCost("100"), priority("3")),
 		testPod("cheap", "n1", pids(300), deletionCost("-5")),
 	}
+	order := []string{"prioritised", "pending", "not-ready", "cheap", "ready-briefly", "restarting", "ready-long"}
+
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, n2}, pods)...)
-	got := e.run(t, n1, n2)
-	// Full order: prioritised, pending, not-ready, cheap, ready-briefly,
-	// restarting, ready-long. 9700 − 3×300 = 8800 ≤ 9000: three suffice.
-	if want := []string{"prioritised", "pending", "not-ready"}; !equal(got, want) {
+	// 9700 − 3×300 = 8800 ≤ 9000: the first three suffice.
+	if got, want := e.run(t, n1, n2), order[:3]; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
+	}
+
+	// With a target of 0 every pod goes, showing the whole order.
+	e = newEnv(t, setup{args: RelieveNodePressureArgs{PIDs: &PIDsTrigger{TargetPercent: ptr.To[int64](0)}}},
+		objects([]*v1.Node{n1, n2}, pods)...)
+	if got := e.run(t, n1, n2); !equal(got, order) {
+		t.Fatalf("evicted %v, want the whole order %v", got, order)
 	}
 }
 
