@@ -14,10 +14,14 @@ import (
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
+	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewSchedulerCommand(
+	command := app.NewSchedulerCommand(
 		app.WithPlugin(nodepids.Name, nodepids.New),
-	)))
+		app.WithPlugin(oomrisk.Name, oomrisk.New),
+	)
+	command.AddCommand(oomrisk.NewExplainCommand())
+	os.Exit(cli.Run(command))
 }

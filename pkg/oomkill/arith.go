@@ -79,3 +79,16 @@ func badness(worst int64, adj int, capacity int64) int64 {
 	}
 	return worst + shift // worst ≥ 0 and shift ≥ -MaxInt64: no overflow
 }
+
+// PPM returns part/whole in parts per million, clamped to [0, 1e6], without
+// overflow for any byte counts. A positive part of a zero whole counts as
+// all of it.
+func PPM(part, whole int64) int64 {
+	if part <= 0 {
+		return 0
+	}
+	if whole <= 0 || part >= whole {
+		return 1_000_000
+	}
+	return mulDiv(part, 1_000_000, whole)
+}

@@ -73,9 +73,10 @@
 // generation), and calls Node.Assess: O(k·log n) for k incoming containers,
 // by binary search over the precomputed kill order and its prefix sums, and
 // free of allocation once the Incoming has seen a node of the same capacity,
-// allocatable and estimate. The descheduler reads Node.KillOrder,
-// Node.AtRiskBytes and Node.ShortfallWithout. Node.Explain and
-// Node.ExplainWith render the order for people.
+// allocatable and estimate; Incoming.WorstOn is the pod's worst case there,
+// and PPM relates byte counts without overflow. The descheduler reads
+// Node.KillOrder, Node.AtRiskBytes and Node.ShortfallWithout. Node.Explain
+// and Node.ExplainWith render the order for people.
 //
 // # Worked example
 //

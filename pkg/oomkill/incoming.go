@@ -112,3 +112,13 @@ func (in *Incoming) newPlan(s shape) *plan {
 	}
 	return p
 }
+
+// WorstOn returns the pod's worst-case memory on n in bytes: what Assess
+// adds to the node's total. Scorers relate collateral to it. Like Assess, it
+// allocates nothing once in has seen a node of the same shape.
+func (in *Incoming) WorstOn(n *Node) int64 {
+	if in == nil || len(in.refs) == 0 {
+		return 0
+	}
+	return in.planFor(n).podWorst
+}

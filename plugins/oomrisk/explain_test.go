@@ -1,0 +1,203 @@
+package oomrisk
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// workedExampleCluster is the cluster of the README's worked example (and of
+// pkg/oomkill's): worker-1 with 16Gi of memory, 15Gi allocatable, holding
+// web (Burstable, 1Gi request, 8Gi limit), batch (BestEffort) and db
+// (Guaranteed, 4Gi); a pod on another node and a finished pod on worker-1
+// must not count.
+func workedExampleCluster() *fake.Clientset {
+	mem := resource.MustParse
+	container := func(req, lim corev1.ResourceList) []corev1.Container {
+		return []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}
+	}
+	p := func(name, nodeName string, phase corev1.PodPhase, containers []corev1.Container) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+			Spec:       corev1.PodSpec{NodeName: nodeName, Containers: containers},
+			Status:     corev1.PodStatus{Phase: phase},
+		}
+	}
+	guaranteed := corev1.ResourceList{corev1.ResourceCPU: mem("1"), corev1.ResourceMemory: mem("4Gi")}
+	return fake.NewClientset(
+		&corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "worker-1"},
+			Status: corev1.NodeStatus{
+				Capacity:    corev1.ResourceList{corev1.ResourceMemory: mem("16Gi")},
+				Allocatable: corev1.ResourceList{corev1.ResourceMemory: mem("15Gi")},
+			},
+		},
+		p("web", "worker-1", corev1.PodRunning, container(
+			corev1.ResourceList{corev1.ResourceMemory: mem("1Gi")},
+			corev1.ResourceList{corev1.ResourceMemory: mem("8Gi")})),
+		p("batch", "worker-1", corev1.PodRunning, container(nil, nil)),
+		p("db", "worker-1", corev1.PodRunning, container(guaranteed, guaranteed)),
+		p("done", "worker-1", corev1.PodSucceeded, container(nil, corev1.ResourceList{corev1.ResourceMemory: mem("64Gi")})),
+		p("elsewhere", "worker-2", corev1.PodRunning, container(nil, corev1.ResourceList{corev1.ResourceMemory: mem("64Gi")})),
+	)
+}
+
+// runExplain runs explain-oom with args against client.
+func runExplain(t *testing.T, client kubernetes.Interface, args ...string) (string, error) {
+	t.Helper()
+	cmd := newExplainCommand(func(string) (kubernetes.Interface, error) { return client, nil })
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readmeBlock returns the fenced block that follows the marker comment
+// <!-- name --> in the README.
+func readmeBlock(t *testing.T, name string) string {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("(?s)<!-- " + regexp.QuoteMeta(name) + " -->\n```[a-z]*\n(.*?)```\n")
+	m := re.FindSubmatch(readme)
+	if m == nil {
+		t.Fatalf("README.md has no block marked %q", name)
+	}
+	return string(m[1])
+}
+
+// TestREADMEWorkedExample runs the command line the README shows, with the
+// pod file it shows, on the cluster it describes, and compares the output
+// with the README's: the doc cannot drift from the code.
+func TestREADMEWorkedExample(t *testing.T) {
+	podFile := writeFile(t, "api.yaml", readmeBlock(t, "worked-example-pod"))
+	block := readmeBlock(t, "worked-example-output")
+	commandLine, want, ok := strings.Cut(block, "\n")
+	if !ok {
+		t.Fatal("worked example output has no command line")
+	}
+	args := strings.Fields(strings.TrimPrefix(commandLine, "$ headroom-scheduler explain-oom"))
+	for i := range args {
+		if args[i] == "api.yaml" {
+			args[i] = podFile
+		}
+	}
+	if len(args) == 0 || args[len(args)-1] != podFile {
+		t.Fatalf("command line %q does not end in --pod-file api.yaml", commandLine)
+	}
+	got, err := runExplain(t, workedExampleCluster(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("explain-oom prints\n%s\nREADME.md shows\n%s", got, want)
+	}
+}
+
+// TestExplainReadOnly checks that explain-oom only gets the node and lists
+// the pods bound to it.
+func TestExplainReadOnly(t *testing.T) {
+	client := workedExampleCluster()
+	client.ClearActions()
+	out, err := runExplain(t, client, "--node", "worker-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"node worker-1: capacity 16Gi, allocatable 15Gi", "default/web", "default/batch", "default/db"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, absent := range []string{"elsewhere", "done", "incoming", "score"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("output mentions %q:\n%s", absent, out)
+		}
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
+		if l, ok := a.(k8stesting.ListAction); ok {
+			if sel := l.GetListRestrictions().Fields.String(); sel != "spec.nodeName=worker-1" {
+				t.Errorf("pods listed with field selector %q", sel)
+			}
+		}
+	}
+	if got := strings.Join(verbs, ", "); got != "get nodes, list pods" {
+		t.Errorf("API calls: %s; want get nodes, list pods", got)
+	}
+}
+
+func TestExplainGuaranteedPod(t *testing.T) {
+	podFile := writeFile(t, "pod.json", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cache"},
+ "spec": {"containers": [{"name": "app", "image": "app", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}]}}`)
+	out, err := runExplain(t, workedExampleCluster(), "--node", "worker-1", "--pod-file", podFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"with default/cache (Guaranteed)", "OOMRisk skips Guaranteed pods"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestExplainWeightsFromFlags(t *testing.T) {
+	podFile := writeFile(t, "api.yaml", readmeBlock(t, "worked-example-pod"))
+	// Own risk only: api itself is safe on worker-1.
+	out, err := runExplain(t, workedExampleCluster(), "--node", "worker-1", "--pod-file", podFile, "--collateral-weight", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "score 100 of 100: cost 0 ppm = (3 × own risk 0 + 0 × collateral 1000000) / 3") {
+		t.Errorf("unexpected score line:\n%s", out)
+	}
+}
+
+func TestExplainErrors(t *testing.T) {
+	notAPod := writeFile(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no node flag", nil, `required flag(s) "node" not set`},
+		{"unknown node", []string{"--node", "worker-9"}, `"worker-9" not found`},
+		{"invalid weight", []string{"--node", "worker-1", "--own-risk-weight", "1001"}, "ownRiskWeight"},
+		{"both weights 0", []string{"--node", "worker-1", "--own-risk-weight", "0", "--collateral-weight", "0"}, "must not both be 0"},
+		{"not a pod", []string{"--node", "worker-1", "--pod-file", notAPod}, "want a Pod"},
+		{"missing pod file", []string{"--node", "worker-1", "--pod-file", filepath.Join(t.TempDir(), "nope.yaml")}, "no such file"},
+		{"arguments", []string{"--node", "worker-1", "extra"}, "unknown command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runExplain(t, workedExampleCluster(), tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+// Package oomrisk is Headroom's OOMRisk scheduler plugin. It scores nodes by
+// what a placement does to the node's risk of a node-level OOM kill: how much
+// of the incoming pod the kernel's OOM killer would take, and how much memory
+// of pods already there the placement newly puts in its way. The model is
+// pkg/oomkill; the README describes it with a worked example.
+package oomrisk
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/pkg/oomkill"
+)
+
+// Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
+const Name = "OOMRisk"
+
+const preScoreStateKey fwk.StateKey = "PreScore" + Name
+
+// neutralScore is the score of a node whose memory is unknown: neither
+// favoured nor avoided.
+const neutralScore = (fwk.MaxNodeScore + fwk.MinNodeScore) / 2
+
+// OOMRisk is a PreScore and Score plugin.
+type OOMRisk struct {
+	handle   fwk.Handle
+	strategy strategy
+	cache    *nodeCache
+}
+
+var (
+	_ fwk.PreScorePlugin = &OOMRisk{}
+	_ fwk.ScorePlugin    = &OOMRisk{}
+	_ fwk.SignPlugin     = &OOMRisk{}
+)
+
+// New builds the plugin from its args, which the kube-scheduler's scheme has
+// decoded and defaulted into the internal *config.OOMRiskArgs.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, ok := obj.(*config.OOMRiskArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: want args of type OOMRiskArgs, got %T", Name, obj)
+	}
+	if err := validation.ValidateOOMRiskArgs(field.NewPath("OOMRiskArgs"), args); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return &OOMRisk{
+		handle:   h,
+		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
+		cache:    newNodeCache(estimateOf(args)),
+	}, nil
+}
+
+func estimateOf(args *config.OOMRiskArgs) oomkill.Estimate {
+	return oomkill.Estimate{
+		RequestMultiplierPercent:      args.NoLimitRequestPercent,
+		FractionOfAllocatablePermille: args.NoLimitAllocatablePermille,
+	}
+}
+
+// Name returns the plugin's name.
+func (pl *OOMRisk) Name() string { return Name }
+
+// preScoreState carries the incoming pod, prepared once per cycle, to Score.
+type preScoreState struct {
+	in *oomkill.Incoming
+}
+
+// Clone returns the state itself: it is read-only, and Incoming is safe for
+// concurrent use.
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// PreScore prepares the pod for Score, or skips scoring for a Guaranteed pod.
+//
+// A Guaranteed pod gets oom_score_adj −997, which puts it behind every
+// Burstable and BestEffort container in the kill order, and its worst case
+// equals its request, which NodeResourcesFit already fits into allocatable.
+// Its own risk is nil wherever the others can cover a shortfall, and it adds
+// no memory beyond its request: its score would be the same on every node,
+// so there is nothing to rank.
+func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	in := oomkill.NewIncoming(pod)
+	if in.QOS() == corev1.PodQOSGuaranteed {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(preScoreStateKey, &preScoreState{in: in})
+	if pl.handle != nil && pl.handle.SnapshotSharedLister() != nil {
+		pl.cache.prune(pl.handle.SnapshotSharedLister().NodeInfos())
+	}
+	return nil
+}
+
+// Score scores the node by the cost of the placement's OOM risk: MaxNodeScore
+// when it puts nothing at risk, less the weighted share at risk.
+func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	in := incoming(state, pod)
+	if in.QOS() == corev1.PodQOSGuaranteed {
+		return fwk.MaxNodeScore, nil // as PreScore's Skip: the same everywhere
+	}
+	if ni.Node() == nil {
+		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
+	}
+	logger := klog.FromContext(ctx)
+	n, err := pl.cache.get(ni)
+	if err != nil {
+		if v := logger.V(4); v.Enabled() {
+			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", err, "score", neutralScore)
+		}
+		return neutralScore, nil
+	}
+	a := n.Assess(in)
+	score, cost := pl.strategy.score(a, in.WorstOn(n))
+	if v := logger.V(4); v.Enabled() {
+		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
+			"shortfallBefore", a.ShortfallBefore, "shortfallAfter", a.ShortfallAfter,
+			"rank", a.Rank, "riskPPM", a.RiskPPM, "collateralBytes", a.CollateralBytes,
+			"costPPM", cost, "score", score)
+	}
+	return score, nil
+}
+
+// incoming returns the pod prepared by PreScore, or prepares it when Score
+// is called without PreScore.
+func incoming(state fwk.CycleState, pod *corev1.Pod) *oomkill.Incoming {
+	if data, err := state.Read(preScoreStateKey); err == nil {
+		if s, ok := data.(*preScoreState); ok && s.in.Pod() == pod {
+			return s.in
+		}
+	}
+	return oomkill.NewIncoming(pod)
+}
+
+// ScoreExtensions returns nil: scores are absolute (a node that risks nothing
+// scores MaxNodeScore however the others fare), so there is nothing to
+// normalize.
+func (pl *OOMRisk) ScoreExtensions() fwk.ScoreExtensions { return nil }
