@@ -22,6 +22,7 @@ func main() {
 		app.WithPlugin(nodepids.Name, nodepids.New),
 		app.WithPlugin(oomrisk.Name, oomrisk.New),
 	)
+	command.Use = "headroom-scheduler"
 	command.AddCommand(oomrisk.NewExplainCommand())
 	os.Exit(cli.Run(command))
 }

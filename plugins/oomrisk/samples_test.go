@@ -85,7 +85,7 @@ func has(m map[string]int32, name string) bool {
 }
 
 func TestCombinedSample(t *testing.T) {
-	p := loadSample(t, "headroom-scheduler-config.yaml")
+	p := loadSample(t, "../scheduler/scheduler-config.yaml")
 	if p.SchedulerName != "headroom-scheduler" {
 		t.Errorf("schedulerName %q", p.SchedulerName)
 	}

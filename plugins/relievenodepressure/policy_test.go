@@ -1,7 +1,6 @@
 package relievenodepressure
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -29,10 +28,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
-const (
-	samplePolicy  = "../../manifests/samples/relievenodepressure-policy.yaml"
-	shippedPolicy = "../../manifests/descheduler/policy.yaml"
-)
+const shippedPolicy = "../../manifests/descheduler/policy.yaml"
 
 // useRegistry sets up the descheduler's global plugin registry as
 // headroom-descheduler does: the in-tree plugins plus this one. Policy
@@ -65,22 +61,8 @@ func pluginArgs[T any](t *testing.T, policy *api.DeschedulerPolicy, name string)
 	panic("unreachable")
 }
 
-func TestShippedPolicyIsTheSample(t *testing.T) {
-	sample, err := os.ReadFile(samplePolicy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, err := os.ReadFile(shippedPolicy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(sample, shipped) {
-		t.Fatalf("%s differs from %s: copy the sample over it", shippedPolicy, samplePolicy)
-	}
-}
-
 func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
-	policy, err := loadPolicy(t, samplePolicy)
+	policy, err := loadPolicy(t, shippedPolicy)
 	if err != nil {
 		t.Fatalf("LoadPolicyConfig: %v", err)
 	}
@@ -126,7 +108,7 @@ profiles:
 // with the sample policy: the plugin decides as in a real run, but the
 // cluster's client sees no eviction, deletion or Event.
 func TestDryRunEvictsNothing(t *testing.T) {
-	policy, err := loadPolicy(t, samplePolicy)
+	policy, err := loadPolicy(t, shippedPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +221,7 @@ func TestREADMEExampleIsTheSample(t *testing.T) {
 		t.Fatal("README's Example policy has no yaml block")
 	}
 	block, _, _ = strings.Cut(block, "```")
-	sample, err := os.ReadFile(samplePolicy)
+	sample, err := os.ReadFile(shippedPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +233,6 @@ func TestREADMEExampleIsTheSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !apiequality.Semantic.DeepEqual(fromREADME, fromSample) {
-		t.Fatalf("README's example policy differs from %s:\n%s", samplePolicy, block)
+		t.Fatalf("README's example policy differs from %s:\n%s", shippedPolicy, block)
 	}
 }

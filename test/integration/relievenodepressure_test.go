@@ -136,7 +136,7 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 	}
 
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policy, repoFile(t, "manifests/samples/relievenodepressure-policy.yaml"), 0o644); err != nil {
+	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := cp.StartProcess("headroom-descheduler",
