@@ -22,8 +22,16 @@ unit: ## unit tests only
 integration: tools build ## integration tests against a real control plane
 	go test $(GO_TEST_FLAGS) -v ./test/...
 
-bench: ## micro-benchmarks (allocations reported)
+bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh
+
+FUZZTIME ?= 30s
+fuzz: ## every fuzz test, FUZZTIME each
+	@for pkg in $$(go list ./pkg/... ./plugins/...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo ">> $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler, a Deployment
 	NODES=$(NODES) hack/local-up.sh

@@ -7,13 +7,11 @@ cd "$HEADROOM_ROOT"
 "$HEADROOM_ROOT/hack/build-tools.sh" >/dev/null
 
 header=hack/boilerplate.go.txt
-deepcopy=(./apis/config ./apis/config/v1 ./plugins/relievenodepressure)
-existing=()
-for p in "${deepcopy[@]}"; do [[ -d $p ]] && existing+=("$p"); done
-
-"$BIN_DIR/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go "${existing[@]}"
+"$BIN_DIR/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go \
+  ./apis/config ./apis/config/v1 ./plugins/relievenodepressure
 "$BIN_DIR/conversion-gen" --go-header-file "$header" --output-file zz_generated.conversion.go \
   --extra-peer-dirs k8s.io/apimachinery/pkg/apis/meta/v1 ./apis/config/v1
 "$BIN_DIR/defaulter-gen" --go-header-file "$header" --output-file zz_generated.defaults.go ./apis/config/v1
-[[ -d plugins/relievenodepressure ]] && "$BIN_DIR/defaulter-gen" --go-header-file "$header" --output-file zz_generated.defaults.go ./plugins/relievenodepressure
+# The descheduler calls plugins' defaulters itself (PluginArgDefaulter), so
+# RelieveNodePressureArgs needs deepcopy only.
 echo "generated code updated"

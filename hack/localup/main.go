@@ -113,7 +113,7 @@ func nodeResources() corev1.ResourceList {
 // write; every third node is nearly out of PIDs, so the demo shows NodePIDs
 // steering pods away from it.
 func nodeAnnotations(i int, now time.Time) map[string]string {
-	used := 4000 + 1000*i
+	used := 4000 + 1000*(i%25)
 	if i%3 == 2 {
 		used = 31000
 	}

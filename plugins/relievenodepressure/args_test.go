@@ -18,11 +18,17 @@ func TestDefaults(t *testing.T) {
 		in   RelieveNodePressureArgs
 		want RelieveNodePressureArgs
 	}{{
-		name: "no trigger given: both, with defaults",
+		name: "no trigger given: the PID trigger alone, with defaults",
 		in:   RelieveNodePressureArgs{},
 		want: RelieveNodePressureArgs{
 			PIDs: &PIDsTrigger{ThresholdPercent: ptr.To[int64](95), TargetPercent: ptr.To[int64](90),
 				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute}},
+			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+		},
+	}, {
+		name: "an empty oom given: the OOM trigger alone, with defaults",
+		in:   RelieveNodePressureArgs{OOM: &OOMTrigger{}},
+		want: RelieveNodePressureArgs{
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](20), TargetPercent: ptr.To[int64](15),
 				NoLimitRequestPercent: ptr.To[int64](200), NoLimitAllocatablePermille: ptr.To[int64](100)},
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",

@@ -34,9 +34,12 @@ var (
 // signature.
 func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 	args := obj.(*RelieveNodePressureArgs)
+	// Only the PID trigger is on unless oom is given: the OOM figure counts
+	// every container without a memory limit at an estimate, so on a cluster
+	// of unlimited pods it can sit above any fixed threshold on most nodes,
+	// and an operator should choose to evict for it.
 	if args.PIDs == nil && args.OOM == nil {
 		args.PIDs = &PIDsTrigger{}
-		args.OOM = &OOMTrigger{}
 	}
 	if p := args.PIDs; p != nil {
 		setDefault(&p.ThresholdPercent, DefaultPIDsThresholdPercent)

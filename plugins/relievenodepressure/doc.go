@@ -5,6 +5,4 @@
 // below a target, taking them in the order the ReplicaSet controller deletes
 // pods on scale-down, with a delete-priority annotation ranked first
 // (pkg/deleteorder). See README.md.
-//
-// +k8s:defaulter-gen=TypeMeta
 package relievenodepressure

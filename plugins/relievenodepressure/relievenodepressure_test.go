@@ -263,7 +263,12 @@ func TestOOMTriggerEvictsUntilShortfallIsUnderTarget(t *testing.T) {
 	for i, name := range []string{"m1", "m2", "m3", "m4", "m5"} {
 		pods = append(pods, testPod(name, "n1", pids(0), memoryLimit(3<<30), restarts(int32(5-i))))
 	}
+	// By default only the PID trigger runs: this node, at 50 % PIDs, stays.
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, n2}, pods)...)
+	if got := e.run(t, n1, n2); len(got) != 0 {
+		t.Fatalf("without oom in the args, evicted %v for memory", got)
+	}
+	e = newEnv(t, setup{args: RelieveNodePressureArgs{OOM: &OOMTrigger{}}}, objects([]*v1.Node{n1, n2}, pods)...)
 	if got, want := e.run(t, n1, n2), []string{"m1", "m2"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
 	}

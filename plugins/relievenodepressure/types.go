@@ -9,8 +9,8 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // RelieveNodePressureArgs configures the RelieveNodePressure plugin. When
-// neither trigger is given, both are enabled with their defaults; give one
-// to use only that one.
+// neither trigger is given, the PID trigger is enabled with its defaults; the
+// OOM trigger runs only when given.
 type RelieveNodePressureArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
