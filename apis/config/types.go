@@ -4,6 +4,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// UnknownNodeScoreMeanOfKnown, as NodePIDsArgs.UnknownNodeScore, scores a
+// node with unknown PID headroom at the mean score of the nodes whose
+// headroom is known in the same cycle: neither favoured nor penalised
+// against them, whatever the spread of their free PIDs.
+const UnknownNodeScoreMeanOfKnown int64 = -1
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // NodePIDsArgs configures the NodePIDs plugin.
@@ -23,7 +29,8 @@ type NodePIDsArgs struct {
 	// PID headroom counts as unknown. Zero means samples never go stale.
 	MaxSampleAge metav1.Duration
 	// UnknownNodeScore is the score, in [0, 100], of a node whose PID
-	// headroom is unknown (no, malformed or stale annotations).
+	// headroom is unknown (no, malformed or stale annotations), or
+	// UnknownNodeScoreMeanOfKnown.
 	UnknownNodeScore int64
 }
 

@@ -28,7 +28,7 @@ import (
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // defaultArgs are the v1 defaults: DefaultPodPIDs 100, MinFreePIDs 512,
-// MinFreePercent 5, MaxSampleAge 10m, UnknownNodeScore 50.
+// MinFreePercent 5, MaxSampleAge 10m, UnknownNodeScore -1 (mean of known).
 func defaultArgs() *config.NodePIDsArgs {
 	return &config.NodePIDsArgs{
 		DefaultPodPIDs:   configv1.DefaultPodPIDs,

@@ -261,17 +261,31 @@ func (pl *NodePIDs) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
 // NormalizeScore scales the free PIDs after placement so that the node with
 // the most scores MaxNodeScore and the others in proportion; nodes with
-// unknown PID headroom get UnknownNodeScore.
+// unknown PID headroom get UnknownNodeScore, by default the mean of the
+// known nodes' scores.
 func (pl *NodePIDs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
 	var best int64
 	for i := range scores {
 		best = max(best, scores[i].Score)
 	}
+	var sum, known int64
+	for i := range scores {
+		if scores[i].Score != unknownRaw {
+			scores[i].Score = scale(scores[i].Score, best)
+			sum += scores[i].Score // at most MaxNodeScore per node: no overflow
+			known++
+		}
+	}
+	unknown := pl.unknownScore
+	if unknown == config.UnknownNodeScoreMeanOfKnown {
+		unknown = fwk.MaxNodeScore / 2 // no known node: PreScore skips, but stay defined
+		if known > 0 {
+			unknown = sum / known
+		}
+	}
 	for i := range scores {
 		if scores[i].Score == unknownRaw {
-			scores[i].Score = pl.unknownScore
-		} else {
-			scores[i].Score = scale(scores[i].Score, best)
+			scores[i].Score = unknown
 		}
 	}
 	return nil

@@ -151,8 +151,9 @@ func TestScore(t *testing.T) {
 	t.Run("more free PIDs score higher, unknown nodes neutral", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
 		got := tp.scores(t, pod("x", ""), nodeInfo(a), nodeInfo(b), nodeInfo(c), nodeInfo(unknown), nodeInfo(stale), nodeInfo(invalid))
-		// Free after placement 19900, 9900, 4900: ⌊100·free/19900⌋.
-		want := map[string]int64{"a": 100, "b": 49, "c": 24, "unknown": 50, "stale": 50, "invalid": 50}
+		// Free after placement 19900, 9900, 4900: ⌊100·free/19900⌋; unknown
+		// nodes get the known nodes' mean, ⌊(100+49+24)/3⌋.
+		want := map[string]int64{"a": 100, "b": 49, "c": 24, "unknown": 57, "stale": 57, "invalid": 57}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("scores = %v, want %v", got, want)
 		}
@@ -351,7 +352,7 @@ func TestNew(t *testing.T) {
 			t.Fatalf("New = %v, want an error naming NodePIDsArgs.minFreePercent", err)
 		}
 		args = defaultArgs()
-		args.UnknownNodeScore = -1
+		args.UnknownNodeScore = -2
 		if _, err := New(ctx, args, nil); err == nil || !strings.Contains(err.Error(), "NodePIDsArgs.unknownNodeScore") {
 			t.Fatalf("New = %v, want an error naming NodePIDsArgs.unknownNodeScore", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/headroom-k8s/headroom/apis/config"
 )
 
 // Defaults of NodePIDsArgs.
@@ -12,7 +14,7 @@ const (
 	DefaultMinFreePIDs      int64 = 512
 	DefaultMinFreePercent   int64 = 5
 	DefaultMaxSampleAge           = 10 * time.Minute
-	DefaultUnknownNodeScore int64 = 50
+	DefaultUnknownNodeScore       = config.UnknownNodeScoreMeanOfKnown
 )
 
 // Defaults of OOMRiskArgs.

@@ -24,7 +24,9 @@ type NodePIDsArgs struct {
 	// headroom-pid-reporter's default maximum write interval.
 	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
 	// UnknownNodeScore is the score, in [0, 100], of a node whose PID
-	// headroom is unknown. Default 50 (neutral).
+	// headroom is unknown, or -1 for the mean score of the nodes whose
+	// headroom is known, so that unknown nodes are neither favoured nor
+	// penalised. Default -1.
 	UnknownNodeScore *int64 `json:"unknownNodeScore,omitempty"`
 }
 

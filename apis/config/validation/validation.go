@@ -19,7 +19,7 @@ func ValidateNodePIDsArgs(path *field.Path, args *config.NodePIDsArgs) error {
 	errs = append(errs, inRange(path.Child("defaultPodPIDs"), args.DefaultPodPIDs, 0, maxPIDs)...)
 	errs = append(errs, inRange(path.Child("minFreePIDs"), args.MinFreePIDs, 0, maxPIDs)...)
 	errs = append(errs, inRange(path.Child("minFreePercent"), args.MinFreePercent, 0, 100)...)
-	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, 0, 100)...)
+	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, config.UnknownNodeScoreMeanOfKnown, 100)...)
 	if args.MaxSampleAge.Duration < 0 {
 		errs = append(errs, field.Invalid(path.Child("maxSampleAge"), args.MaxSampleAge.Duration.String(), "must not be negative"))
 	}
