@@ -10,25 +10,32 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
-// benchNode is a node with the given number of pods: all but a tenth were
-// in the sample, the rest were placed after it (bound or assumed).
-func benchNode(pods int) fwk.NodeInfo {
+// benchNode is the scheduling snapshot's NodeInfo of a node with the given
+// number of pods: all but a tenth were in the sample, the rest were placed
+// after it (bound or assumed). Production Filter and Score see the
+// snapshot's own NodeInfos, the ones NodePIDs caches.
+func benchNode(b *testing.B, pods int) (testPlugin, fwk.NodeInfo) {
 	sample := now.Add(-time.Minute)
 	node := pidNode("n", 4194304, 1000, 50000, sample)
-	ni := framework.NewNodeInfo()
-	ni.SetNode(node)
+	var placed []*corev1.Pod
 	for i := range pods {
 		p := pod(fmt.Sprintf("p%d", i), "200")
 		switch {
 		case i%10 == 0:
-			ni.AddPod(assumed(p, "n"))
+			p = assumed(p, "n")
 		case i%10 == 1:
-			ni.AddPod(boundAt(p, "n", sample.Add(time.Second)))
+			p = boundAt(p, "n", sample.Add(time.Second))
 		default:
-			ni.AddPod(boundAt(p, "n", sample.Add(-time.Hour)))
+			p = boundAt(p, "n", sample.Add(-time.Hour))
 		}
+		placed = append(placed, p)
 	}
-	return ni
+	tp := newPlugin(b, defaultArgs(), []*corev1.Node{node}, placed)
+	ni, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tp, ni
 }
 
 // BenchmarkFilter measures Filter for one node. "hit" is the common case:
@@ -39,8 +46,7 @@ func BenchmarkFilter(b *testing.B) {
 	for _, pods := range []int{0, 110} {
 		for _, hit := range []bool{true, false} {
 			b.Run(fmt.Sprintf("pods=%d/cache-hit=%v", pods, hit), func(b *testing.B) {
-				tp := newPlugin(b, defaultArgs(), nil, nil)
-				ni := benchNode(pods)
+				tp, ni := benchNode(b, pods)
 				p := pod("incoming", "300")
 				state := framework.NewCycleState()
 				ctx := b.Context()
@@ -67,8 +73,7 @@ func BenchmarkScore(b *testing.B) {
 	for _, pods := range []int{0, 110} {
 		for _, hit := range []bool{true, false} {
 			b.Run(fmt.Sprintf("pods=%d/cache-hit=%v", pods, hit), func(b *testing.B) {
-				tp := newPlugin(b, defaultArgs(), nil, nil)
-				ni := benchNode(pods)
+				tp, ni := benchNode(b, pods)
 				p := pod("incoming", "300")
 				state := framework.NewCycleState()
 				ctx := b.Context()

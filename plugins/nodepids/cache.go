@@ -49,8 +49,12 @@ type nodeCache struct {
 
 // get returns the entry for ni, computing it on a miss. now is only used by
 // ParseNode's clock-skew check; the age of a sample is judged by the caller
-// at each use, since it changes without the generation changing.
-func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time) *nodeEntry {
+// at each use, since it changes without the generation changing. Only
+// entries of the snapshot's own NodeInfos are stored (store): the scheduler
+// also filters temporary copies (nominated pods, preemption dry runs) whose
+// generation moves on every copy, and storing those would evict the
+// snapshot's entry each cycle.
+func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time, store bool) *nodeEntry {
 	node := ni.Node()
 	generation := ni.GetGeneration()
 	var prev *nodeEntry
@@ -74,6 +78,9 @@ func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time) *no
 	}
 	if e.parseErr == nil {
 		e.estimatedUsed = pidstats.EstimateUsedSeq(e.stats, podsOf(ni), c.defaultPodPIDs)
+	}
+	if !store {
+		return e
 	}
 	if _, loaded := c.entries.Swap(node.Name, e); !loaded {
 		c.size.Add(1)

@@ -22,8 +22,8 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ni := nodeInfo(node)
 
-	first := tp.cache.get(ctx, ni, now)
-	if again := tp.cache.get(ctx, ni, now); again != first {
+	first := tp.cache.get(ctx, ni, now, true)
+	if again := tp.cache.get(ctx, ni, now, true); again != first {
 		t.Fatal("same generation: the entry should be reused")
 	}
 	if first.estimatedUsed != 20000 {
@@ -32,14 +32,14 @@ func TestCacheFollowsGeneration(t *testing.T) {
 
 	// A pod placed on the node: new generation, same Node object.
 	ni.AddPod(assumed(pod("p", "700"), "n"))
-	second := tp.cache.get(ctx, ni, now)
+	second := tp.cache.get(ctx, ni, now, true)
 	if second == first || second.estimatedUsed != 20700 {
 		t.Fatalf("after a pod was added: entry reused %v, estimate %d; want a new entry with 20700", second == first, second.estimatedUsed)
 	}
 
 	// A new Node object (the reporter wrote a sample).
 	ni.SetNode(pidNode("n", 32768, 0, 10000, now))
-	third := tp.cache.get(ctx, ni, now)
+	third := tp.cache.get(ctx, ni, now, true)
 	// The pod is assumed, not bound: it counts on top of any sample.
 	if third.stats.Used != 10000 || third.estimatedUsed != 10700 {
 		t.Fatalf("after a new sample: reported %d, estimated %d; want 10000 and 10700", third.stats.Used, third.estimatedUsed)
@@ -61,7 +61,11 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 		return strings.Count(logger.GetSink().(ktesting.Underlier).GetBuffer().String(), "Node has an invalid PID annotation")
 	}
 
-	ni := nodeInfo(bad)
+	snap, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ni := snap.(*framework.NodeInfo)
 	for _, name := range []string{"a", "b", "c"} {
 		state := framework.NewCycleState()
 		p := pod(name, "")
@@ -80,7 +84,7 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 		t.Errorf("log does not name the annotation: %s", buf)
 	}
 	ni.SetNode(bad.DeepCopy())
-	tp.cache.get(ctx, ni, now)
+	tp.cache.get(ctx, ni, now, true)
 	if got := count(); got != 2 {
 		t.Fatalf("logged %d times after the Node object changed, want 2", got)
 	}
@@ -91,7 +95,7 @@ func TestCachePrunesDeletedNodes(t *testing.T) {
 	tp := newPlugin(t, defaultArgs(), nodes[:1], nil) // the snapshot holds only a
 	_, ctx := ktesting.NewTestContext(t)
 	for _, n := range nodes {
-		tp.cache.get(ctx, nodeInfo(n), now)
+		tp.cache.get(ctx, nodeInfo(n), now, true)
 	}
 	if tp.cache.len() != 3 {
 		t.Fatalf("cache holds %d entries, want 3", tp.cache.len())
@@ -118,7 +122,15 @@ func TestCacheConcurrentUse(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range 200 {
-				ni := nodeInfo(nodes[(w+i)%len(nodes)], assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x"))
+				node := nodes[(w+i)%len(nodes)]
+				// A newer generation of the node replaces its entry while the
+				// other workers read the snapshot's.
+				tp.cache.get(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")), now, true)
+				ni, err := tp.handle.SnapshotSharedLister().NodeInfos().Get(node.Name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
 				state := framework.NewCycleState()
 				p := pod("incoming", "")
 				tp.PreFilter(ctx, state, p, nil)
@@ -136,5 +148,34 @@ func TestCacheConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if tp.cache.len() != len(nodes) {
 		t.Fatalf("cache holds %d entries for %d nodes", tp.cache.len(), len(nodes))
+	}
+}
+
+// The scheduler filters temporary copies of a NodeInfo (nominated pods,
+// preemption dry runs); they are judged exactly but never replace the
+// snapshot's cached entry.
+func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
+	node := pidNode("n", 32768, 0, 20000, now.Add(-time.Minute))
+	tp := newPlugin(t, defaultArgs(), []*corev1.Node{node}, nil)
+	_, ctx := ktesting.NewTestContext(t)
+	snap, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := tp.known(ctx, snap, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nominated := snap.Snapshot().(*framework.NodeInfo)
+	nominated.AddPod(assumed(pod("nominated", "700"), "n"))
+	onCopy, err := tp.known(ctx, nominated, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onCopy.estimatedUsed != 20700 {
+		t.Fatalf("copy with a nominated pod: estimated %d, want 20700", onCopy.estimatedUsed)
+	}
+	if again, _ := tp.known(ctx, snap, now); again != first {
+		t.Fatal("filtering a temporary copy replaced the snapshot's cached entry")
 	}
 }

@@ -167,6 +167,17 @@ func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *co
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodePIDs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
+// inSnapshot reports whether ni may be cached: it is the scheduling
+// snapshot's own NodeInfo, not a temporary copy of it. A node the snapshot
+// does not hold (or no handle) has no snapshot entry to protect.
+func (pl *NodePIDs) inSnapshot(ni fwk.NodeInfo) bool {
+	if pl.handle == nil {
+		return true
+	}
+	snap, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(ni.Node().Name)
+	return err != nil || snap == ni
+}
+
 func (pl *NodePIDs) pruneCache() {
 	if pl.handle == nil {
 		return
@@ -179,7 +190,7 @@ func (pl *NodePIDs) pruneCache() {
 // known returns the node's cache entry and nil when its PID headroom is
 // known at now, or the reason it is not (no, invalid or stale annotations).
 func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, error) {
-	e := pl.cache.get(ctx, ni, now)
+	e := pl.cache.get(ctx, ni, now, pl.inSnapshot(ni))
 	if e.parseErr != nil {
 		return e, e.parseErr
 	}
