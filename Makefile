@@ -13,11 +13,17 @@ build: ## headroom-scheduler, headroom-descheduler, headroom-pid-reporter into b
 tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators into bin/
 	hack/build-tools.sh
 
+# The models and plugins run concurrently in the scheduler (Score runs in
+# parallel over nodes), so their tests run under the race detector.
+RACE_PKGS := ./pkg/... ./plugins/...
+
 test: tools build ## every unit and integration test (the CI command)
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
 
 unit: ## unit tests only
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/)
+	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/)
 
 integration: tools build ## integration tests against a real control plane
 	go test $(GO_TEST_FLAGS) -v ./test/...
