@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -102,4 +103,19 @@ func nodeInfo(t testing.TB, snapshot *cache.Snapshot, name string) fwk.NodeInfo 
 		t.Fatal(err)
 	}
 	return ni
+}
+
+// bigPodCycle builds the plugin on the crowded and light nodes and runs
+// PreScore for a Burstable 256Mi/12Gi pod, the case most tests score.
+func bigPodCycle(t *testing.T) (*OOMRisk, *cache.Snapshot, *corev1.Pod, fwk.CycleState) {
+	t.Helper()
+	pods, nodes := crowdedAndLight()
+	snapshot := cache.NewSnapshot(pods, nodes)
+	pl := newPlugin(t, defaultArgs(), snapshot)
+	p := pod("big", "", "256Mi", "12Gi")
+	state := framework.NewCycleState()
+	if s := pl.PreScore(context.Background(), state, p, nil); !s.IsSuccess() {
+		t.Fatalf("PreScore: %v", s)
+	}
+	return pl, snapshot, p, state
 }

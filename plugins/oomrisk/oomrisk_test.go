@@ -241,12 +241,7 @@ func cached(pl *OOMRisk, name string) *oomkill.Node {
 
 func TestCacheFollowsGeneration(t *testing.T) {
 	ctx := context.Background()
-	pods, nodes := crowdedAndLight()
-	snapshot := cache.NewSnapshot(pods, nodes)
-	pl := newPlugin(t, defaultArgs(), snapshot)
-	p := pod("big", "", "256Mi", "12Gi")
-	state := framework.NewCycleState()
-	pl.PreScore(ctx, state, p, nil)
+	pl, snapshot, p, state := bigPodCycle(t)
 	score := func(ni fwk.NodeInfo) int64 {
 		t.Helper()
 		s, status := pl.Score(ctx, state, p, ni)
@@ -276,6 +271,7 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	// Removing two 8Gi pods bumps the generation: 16Gi of limits on 16Gi
 	// leaves 12Gi of shortfall with the pod, all of it its own: cost
 	// (3·12/12·1e6 + 0)/4 as before, so check the model, not the score.
+	pods, _ := crowdedAndLight()
 	for _, name := range []string{"c1", "c2"} {
 		if err := clone.RemovePod(klog.Background(), pods[indexOf(pods, name)]); err != nil {
 			t.Fatal(err)
@@ -350,12 +346,7 @@ func TestCachePrunedToSnapshot(t *testing.T) {
 
 func TestScoreCacheHitAllocationFree(t *testing.T) {
 	ctx := context.Background()
-	pods, nodes := crowdedAndLight()
-	snapshot := cache.NewSnapshot(pods, nodes)
-	pl := newPlugin(t, defaultArgs(), snapshot)
-	p := pod("big", "", "256Mi", "12Gi")
-	state := framework.NewCycleState()
-	pl.PreScore(ctx, state, p, nil)
+	pl, snapshot, p, state := bigPodCycle(t)
 	ni := nodeInfo(t, snapshot, "crowded")
 	pl.Score(ctx, state, p, ni)
 	if allocs := testing.AllocsPerRun(100, func() { pl.Score(ctx, state, p, ni) }); allocs != 0 {
@@ -414,12 +405,7 @@ func TestSignPod(t *testing.T) {
 // the cache fills and generations change; run with -race.
 func TestScoreConcurrent(t *testing.T) {
 	ctx := context.Background()
-	pods, nodes := crowdedAndLight()
-	snapshot := cache.NewSnapshot(pods, nodes)
-	pl := newPlugin(t, defaultArgs(), snapshot)
-	p := pod("big", "", "256Mi", "12Gi")
-	state := framework.NewCycleState()
-	pl.PreScore(ctx, state, p, nil)
+	pl, snapshot, p, state := bigPodCycle(t)
 	want := map[string]int64{"crowded": 25, "light": 100}
 	var wg sync.WaitGroup
 	errs := make(chan string, 64)
