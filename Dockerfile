@@ -1,6 +1,6 @@
 # Images of Headroom's three binaries, one target each:
 #   docker build --target headroom-scheduler -t <registry>/headroom-scheduler:<tag> .
-# (likewise headroom-descheduler, headroom-pid-reporter), then point the
+# (likewise headroom-descheduler, headroom-node-agent), then point the
 # manifests at them, e.g. with `kustomize edit set image`.
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -18,6 +18,6 @@ FROM gcr.io/distroless/static-debian12:nonroot AS headroom-descheduler
 COPY --from=build /src/bin/headroom-descheduler /headroom-descheduler
 ENTRYPOINT ["/headroom-descheduler"]
 
-FROM gcr.io/distroless/static-debian12:nonroot AS headroom-pid-reporter
-COPY --from=build /src/bin/headroom-pid-reporter /headroom-pid-reporter
-ENTRYPOINT ["/headroom-pid-reporter"]
+FROM gcr.io/distroless/static-debian12:nonroot AS headroom-node-agent
+COPY --from=build /src/bin/headroom-node-agent /headroom-node-agent
+ENTRYPOINT ["/headroom-node-agent"]

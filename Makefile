@@ -7,7 +7,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
 all: build
 
-build: ## headroom-scheduler, headroom-descheduler, headroom-pid-reporter into bin/
+build: ## headroom-scheduler, headroom-descheduler, headroom-node-agent into bin/
 	hack/build.sh
 
 tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators into bin/

@@ -8,7 +8,7 @@ mkdir -p "$BIN_DIR"
 # commit as build metadata: "v1.36.3+headroom.<commit>".
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo dev)
 ldflags=$(k8s_ldflags "$K8S_VERSION+headroom.$commit")
-for cmd in scheduler descheduler pid-reporter; do
+for cmd in scheduler descheduler node-agent; do
   [[ -d cmd/$cmd ]] || continue
   go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR/headroom-$cmd" "./cmd/$cmd"
 done

@@ -109,7 +109,7 @@ func nodeResources() corev1.ResourceList {
 	}
 }
 
-// nodeAnnotations gives node i the PID figures headroom-pid-reporter would
+// nodeAnnotations gives node i the PID figures headroom-node-agent would
 // write; every third node is nearly out of PIDs, so the demo shows NodePIDs
 // steering pods away from it.
 func nodeAnnotations(i int, now time.Time) map[string]string {

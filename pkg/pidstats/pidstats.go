@@ -1,9 +1,10 @@
 // Package pidstats is the node PID model shared by the NodePIDs scheduler
-// plugin, the RelieveNodePressure descheduler plugin and the
-// headroom-pid-reporter agent that writes it.
+// plugin, the RelieveNodePressure descheduler plugin and headroom-node-agent,
+// which writes it.
 //
 // A node's PID headroom travels as four Node annotations written by the
-// reporter; a pod may declare how many PIDs it expects to use with one Pod
+// node agent, with a fifth listing the PIDs of the node's biggest PID users
+// at the same sample (AnnotationPIDPods); a pod may declare how many PIDs it expects to use with one Pod
 // annotation. Allocatable PIDs = capacity − reserved, exactly as the kubelet
 // computes node allocatable for the "pid" resource.
 package pidstats
@@ -31,7 +32,7 @@ const (
 )
 
 // ClockSkewAllowance is how far in the future a sample time may lie before
-// it is rejected: the reporter's clock and the reader's clock are different
+// it is rejected: the node agent's clock and the reader's clock are different
 // machines' clocks.
 const ClockSkewAllowance = time.Minute
 
@@ -93,6 +94,10 @@ type NodeStats struct {
 	Reserved  int64
 	Used      int64
 	SampledAt time.Time
+	// Pods are the per-pod figures of the same sample. ParseNode fills them
+	// from AnnotationPIDPods; Annotations does not write them (the node
+	// agent's per-pod probe does).
+	Pods PodList
 }
 
 // Allocatable is Capacity − Reserved, never negative. Like the kubelet, a
@@ -118,7 +123,7 @@ func (s NodeStats) Free() int64 {
 }
 
 // Validate checks the relations ParseNode guarantees: no negative values,
-// reserved and used not above capacity. The reporter calls it before it
+// reserved and used not above capacity. The node agent calls it before it
 // writes, so it never publishes stats its readers would reject.
 func (s NodeStats) Validate() error {
 	switch {
@@ -139,7 +144,7 @@ func (s NodeStats) Validate() error {
 }
 
 // Annotations encodes s as the four node annotations, the inverse of
-// ParseNode. The time is written in UTC with second resolution, the same
+// ParseNode but for Pods. The time is written in UTC with second resolution, the same
 // resolution as pod conditions, which PlacedAfterSample compares it with.
 func (s NodeStats) Annotations() map[string]string {
 	return map[string]string{
@@ -162,7 +167,10 @@ func (s NodeStats) Annotations() map[string]string {
 //     *StaleError (maxAge <= 0 means no limit);
 //   - otherwise the stats and nil.
 //
-// An absent reserved annotation counts as 0.
+// An absent reserved annotation counts as 0. AnnotationPIDPods goes into
+// Pods and never makes the node unknown: malformed, it leaves Pods empty
+// with Pods.Err() saying why, and the estimate falls back to the reported
+// use alone.
 func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duration) (NodeStats, error) {
 	capStr, hasCap := annotations[AnnotationCapacity]
 	usedStr, hasUsed := annotations[AnnotationUsed]
@@ -206,6 +214,11 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 	if s.SampledAt.After(now.Add(ClockSkewAllowance)) {
 		return NodeStats{}, &InvalidError{Key: AnnotationSampledAt, Value: atStr,
 			Reason: fmt.Sprintf("more than %s in the future", ClockSkewAllowance)}
+	}
+	if v, ok := annotations[AnnotationPIDPods]; ok {
+		if s.Pods, err = ParsePodList(v); err != nil {
+			s.Pods = PodList{l: &podList{err: err}}
+		}
 	}
 	if err := s.CheckAge(now, maxAge); err != nil {
 		return s, err

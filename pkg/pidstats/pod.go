@@ -62,30 +62,73 @@ func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (i
 	return PodPIDs(pod, defaultPIDs)
 }
 
-// EstimateUsed is the node's current PID use as best known: the reported
-// Used plus the PIDs of the node's pods placed after the sample, so a burst
-// scheduled within one reporting interval does not all land on one node.
-// Terminal pods never count; malformed pod annotations count as
-// defaultPIDs. The sum saturates at math.MaxInt64.
+// EstimateUsed is the node's current PID use as best known:
+//
+//	stats.Used
+//	− the stats.Pods figures of listed pods that have left the node since
+//	  the sample (not among pods), are terminating (deletionTimestamp set)
+//	  or are terminal
+//	+ the PIDs of the node's pods placed after the sample (PodContribution)
+//
+// so that a burst scheduled within one reporting interval does not all land
+// on one node, and PIDs that are being freed are not counted against it.
+// pods are the pods bound or assumed on the node now. Terminal pods never
+// add; malformed pod annotations count as defaultPIDs. The result is never
+// negative and saturates at math.MaxInt64. It does not allocate.
 func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 {
-	used := max(stats.Used, 0)
+	e := estimator{stats: stats, defaultPIDs: defaultPIDs}
 	for _, p := range pods {
-		c, _ := PodContribution(p, stats.SampledAt, defaultPIDs)
-		used = SaturatingAdd(used, c)
+		e.add(p)
 	}
-	return used
+	return e.result()
 }
 
 // EstimateUsedSeq is EstimateUsed over an iterator, for callers that hold
 // the node's pods in another form (the scheduler's NodeInfo) and should not
-// build a slice per call.
+// build a slice per call. It is kept small enough to be inlined, so that the
+// iterator and the state need not escape to the heap.
 func EstimateUsedSeq(stats NodeStats, pods iter.Seq[*corev1.Pod], defaultPIDs int64) int64 {
-	used := max(stats.Used, 0)
-	for p := range pods {
-		c, _ := PodContribution(p, stats.SampledAt, defaultPIDs)
-		used = SaturatingAdd(used, c)
+	e := estimator{stats: stats, defaultPIDs: defaultPIDs}
+	pods(e.yield)
+	return e.result()
+}
+
+// estimator accumulates EstimateUsed over a node's pods.
+type estimator struct {
+	stats       NodeStats
+	defaultPIDs int64
+	added       int64 // PIDs of pods placed after the sample
+	staying     int64 // listed PIDs of pods still on the node and not leaving
+}
+
+func (e *estimator) yield(p *corev1.Pod) bool {
+	e.add(p)
+	return true
+}
+
+func (e *estimator) add(p *corev1.Pod) {
+	if p == nil {
+		return
 	}
-	return used
+	// Pod UIDs are unique, so no listed figure is counted twice.
+	if n, ok := e.stats.Pods.Lookup(p.UID); ok && !isLeaving(p) {
+		e.staying += n
+	}
+	c, _ := PodContribution(p, e.stats.SampledAt, e.defaultPIDs)
+	e.added = SaturatingAdd(e.added, c)
+}
+
+// result is reported − (listed − staying) + added, never negative. The
+// listed figures sum to at most MaxListedPods × MaxPodPIDs = 2^27.
+func (e *estimator) result() int64 {
+	used := max(e.stats.Used-e.stats.Pods.total()+e.staying, 0)
+	return SaturatingAdd(used, e.added)
+}
+
+// isLeaving reports whether a pod's PIDs are on their way out: it is
+// terminating or has terminated.
+func isLeaving(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || isTerminal(pod)
 }
 
 func isTerminal(pod *corev1.Pod) bool {

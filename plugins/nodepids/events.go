@@ -12,7 +12,7 @@ import (
 )
 
 // EventsToRegister returns the events that can lift a NodePIDs rejection: a
-// node added, a node's annotations changed (headroom-pid-reporter writes a
+// node added, a node's annotations changed (headroom-node-agent writes a
 // sample) and a pod leaving a node. Other node updates, such as the
 // kubelet's status, never reach the hints.
 //

@@ -2,7 +2,7 @@
 // off nodes that are short of process IDs and prefers nodes with more free
 // PIDs. Kubernetes keeps no PID account in the scheduler (Node allocatable has
 // no pids), so the figures come from the headroom.dev/pid-* annotations that
-// headroom-pid-reporter writes, read and estimated by pkg/pidstats. See
+// headroom-node-agent writes, read and estimated by pkg/pidstats. See
 // README.md for the model and its arguments.
 package nodepids
 

@@ -368,9 +368,9 @@ func TestNodePIDsBurstSpreadsByFreePIDs(t *testing.T) {
 	}
 }
 
-// TestPIDReporterWritesProcFigures runs the real headroom-pid-reporter once
+// TestPIDReporterWritesProcFigures runs the real headroom-node-agent once
 // against a kwok node, with the credentials of the ServiceAccount that the
-// shipped manifests/pid-reporter binds, and checks what it wrote against
+// shipped manifests/node-agent binds, and checks what it wrote against
 // this machine's /proc.
 func TestPIDReporterWritesProcFigures(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
@@ -381,11 +381,11 @@ func TestPIDReporterWritesProcFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath,
-		"apply", "-k", filepath.Dir(repoPath(t, "manifests/pid-reporter/kustomization.yaml"))).CombinedOutput()
+		"apply", "-k", filepath.Dir(repoPath(t, "manifests/node-agent/kustomization.yaml"))).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl apply -k manifests/pid-reporter: %v\n%s", err, out)
+		t.Fatalf("kubectl apply -k manifests/node-agent: %v\n%s", err, out)
 	}
-	kubeconfig := serviceAccountKubeconfig(ctx, t, cp, "headroom-system", "headroom-pid-reporter")
+	kubeconfig := serviceAccountKubeconfig(ctx, t, cp, "headroom-system", "headroom-node-agent")
 	if _, err := cp.CreateNode(ctx, "reported", resources("4", "16Gi", "110"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestPIDReporterWritesProcFigures(t *testing.T) {
 	const reserved = 1234
 	start := time.Now()
 	threads := watchThreads(t)
-	p, err := cp.StartProcess("headroom-pid-reporter", "--once", "--node-name=reported", "--kubeconfig="+kubeconfig,
+	p, err := cp.StartProcess("headroom-node-agent", "--once", "--node-name=reported", "--kubeconfig="+kubeconfig,
 		"--reserved-pids="+strconv.Itoa(reserved))
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +402,7 @@ func TestPIDReporterWritesProcFigures(t *testing.T) {
 	lo, hi := threads()
 	end := time.Now()
 	if runErr != nil {
-		t.Fatalf("headroom-pid-reporter --once: %v\n%s", runErr, p.Log(4<<10))
+		t.Fatalf("headroom-node-agent --once: %v\n%s", runErr, p.Log(4<<10))
 	}
 
 	node, err := cp.Client.CoreV1().Nodes().Get(ctx, "reported", metav1.GetOptions{})

@@ -21,7 +21,7 @@ type NodePIDsArgs struct {
 	MinFreePercent *int64 `json:"minFreePercent,omitempty"`
 	// MaxSampleAge is how old a node's PID sample may be before the node's
 	// PID headroom counts as unknown; "0s" means never. Default 10m, twice
-	// headroom-pid-reporter's default maximum write interval.
+	// headroom-node-agent's default maximum write interval.
 	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
 	// UnknownNodeScore is the score, in [0, 100], of a node whose PID
 	// headroom is unknown, or -1 for the mean score of the nodes whose

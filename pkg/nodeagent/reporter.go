@@ -1,4 +1,4 @@
-package pidreporter
+package nodeagent
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 )
 
 // FieldManager names this agent in the Node's managedFields.
-const FieldManager = "headroom-pid-reporter"
+const FieldManager = "headroom-node-agent"
 
-// Defaults. See cmd/pid-reporter/README.md for the write rate they cost.
+// Defaults. See cmd/node-agent/README.md for the write rate they cost.
 const (
 	DefaultProcRoot          = "/proc"
 	DefaultInterval          = 10 * time.Second

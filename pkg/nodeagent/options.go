@@ -1,4 +1,4 @@
-package pidreporter
+package nodeagent
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Options are the command-line settings of headroom-pid-reporter.
+// Options are the command-line settings of headroom-node-agent.
 type Options struct {
 	NodeName          string
 	Kubeconfig        string

@@ -1,4 +1,4 @@
-package pidreporter
+package nodeagent
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Command headroom-pid-reporter publishes its node's PID capacity,
+// Command headroom-node-agent publishes its node's PID capacity,
 // reservation and use as headroom.dev/pid-* Node annotations. See README.md.
 package main
 
@@ -16,12 +16,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/headroom-k8s/headroom/pkg/pidreporter"
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 )
 
 func main() {
 	if err := run(); err != nil {
-		klog.ErrorS(err, "headroom-pid-reporter failed")
+		klog.ErrorS(err, "headroom-node-agent failed")
 		klog.Flush()
 		os.Exit(1)
 	}
@@ -29,8 +29,8 @@ func main() {
 }
 
 func run() error {
-	opts := pidreporter.NewOptions(os.Getenv("NODE_NAME"))
-	fs := pflag.NewFlagSet("headroom-pid-reporter", pflag.ExitOnError)
+	opts := nodeagent.NewOptions(os.Getenv("NODE_NAME"))
+	fs := pflag.NewFlagSet("headroom-node-agent", pflag.ExitOnError)
 	opts.AddFlags(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -47,12 +47,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	restCfg.UserAgent = pidreporter.FieldManager
+	restCfg.UserAgent = nodeagent.FieldManager
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
 	}
-	r, err := pidreporter.New(client, cfg)
+	r, err := nodeagent.New(client, cfg)
 	if err != nil {
 		return err
 	}

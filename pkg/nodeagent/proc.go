@@ -1,7 +1,7 @@
-// Package pidreporter is the logic of headroom-pid-reporter, the node agent
+// Package nodeagent is the logic of headroom-node-agent, the node agent
 // that publishes a node's PID capacity, reservation and use as the
 // pidstats annotations on its Node object.
-package pidreporter
+package nodeagent
 
 import (
 	"fmt"
