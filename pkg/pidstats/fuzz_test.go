@@ -134,3 +134,43 @@ func FuzzPodPIDs(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePodList: any string parses to a list that formats back to the
+// same string, or to an *InvalidError and no entries; never a panic.
+func FuzzParsePodList(f *testing.F) {
+	f.Add("")
+	f.Add("00000000-0000-4000-8000-000000000001=4194304,00000000-0000-4000-8000-000000000002=0")
+	f.Add("00000000-0000-4000-8000-000000000001=1,00000000-0000-4000-8000-000000000001=1")
+	f.Add("00000000-0000-4000-8000-000000000001=01")
+	f.Add(",=")
+	f.Fuzz(func(t *testing.T, v string) {
+		l, err := ParsePodList(v)
+		if err != nil {
+			if !IsInvalid(err) || l.Len() != 0 {
+				t.Fatalf("error %v (invalid: %v) with %d entries", err, IsInvalid(err), l.Len())
+			}
+			return
+		}
+		if l.String() != v {
+			t.Fatalf("String() = %q, want %q", l.String(), v)
+		}
+		if l.Len() > MaxListedPods || len(v) > MaxPodListBytes {
+			t.Fatalf("accepted %d entries, %d bytes", l.Len(), len(v))
+		}
+		var total int64
+		for i, e := range l.Entries() {
+			if e.PIDs < 0 || e.PIDs > MaxPodPIDs {
+				t.Fatalf("entry %d figure %d out of range", i, e.PIDs)
+			}
+			if n, ok := l.Lookup(e.UID); !ok || n != e.PIDs {
+				t.Fatalf("Lookup(%s) = %d, %v", e.UID, n, ok)
+			}
+			total += e.PIDs
+		}
+		// Every pod gone: the estimate subtracts exactly the listed total.
+		s := NodeStats{Capacity: 1 << 30, Used: 1 << 29, SampledAt: now, Pods: l}
+		if got := EstimateUsed(s, nil, 0); got != 1<<29-total {
+			t.Fatalf("estimate %d, want %d", got, 1<<29-total)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package pidstats
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,27 +195,37 @@ func TestPodContributionReportsMalformed(t *testing.T) {
 	}
 }
 
-// Filter runs for every node of every scheduling cycle; the per-pod path
-// must not allocate.
+// Filter runs for every node of every scheduling cycle: over a slice the
+// estimate must not allocate, and over an iterator (which escapes to the
+// heap unless the caller inlines it) no more than a constant per call,
+// whatever the number of pods.
 func TestEstimateDoesNotAllocate(t *testing.T) {
 	stats := NodeStats{Capacity: 32768, Used: 5000, SampledAt: now}
 	pods := []*corev1.Pod{
 		mkPod("a", withPIDs("10")), mkPod("b", scheduledAt(now.Add(-time.Hour))),
 		mkPod("c", scheduledAt(now.Add(time.Second))), mkPod("d", phase(corev1.PodFailed)),
 	}
+	seqAllocs := func(pods []*corev1.Pod) float64 {
+		return testing.AllocsPerRun(100, func() {
+			EstimateUsedSeq(stats, func(yield func(*corev1.Pod) bool) {
+				for _, p := range pods {
+					if !yield(p) {
+						return
+					}
+				}
+			}, 100)
+		})
+	}
+	many := slices.Repeat(pods[1:2], 500)
+	if few, lots := seqAllocs(pods), seqAllocs(many); few != lots || few > 2 {
+		t.Errorf("EstimateUsedSeq allocates %.1f times over %d pods, %.1f over %d: want the same small constant", few, len(pods), lots, len(many))
+	}
 	var sink int64
 	allocs := testing.AllocsPerRun(100, func() {
-		sink = EstimateUsedSeq(stats, func(yield func(*corev1.Pod) bool) {
-			for _, p := range pods {
-				if !yield(p) {
-					return
-				}
-			}
-		}, 100)
-		sink += EstimateUsed(stats, pods, 100)
+		sink = EstimateUsed(stats, pods, 100) + EstimateUsed(stats, pods, 100)
 	})
 	if allocs != 0 {
-		t.Errorf("estimate allocates %.1f times per run", allocs)
+		t.Errorf("EstimateUsed allocates %.1f times per run", allocs)
 	}
 	if sink != 2*(5000+10+100) {
 		t.Errorf("sink = %d", sink)

@@ -74,6 +74,9 @@ func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time, sto
 			// Once per change of the Node object, not per pod and node.
 			klog.FromContext(ctx).V(2).Info("Node has an invalid PID annotation; its PID headroom counts as unknown",
 				"node", klog.KObj(node), "err", e.parseErr)
+		} else if err := e.stats.Pods.Err(); err != nil {
+			klog.FromContext(ctx).V(2).Info("Node has an invalid per-pod PID list; its reported use counts alone",
+				"node", klog.KObj(node), "err", err)
 		}
 	}
 	if e.parseErr == nil {

@@ -1,0 +1,209 @@
+package pidstats
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// uid returns a canonical pod UID ending in n.
+func uid(n int) types.UID { return types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", n)) }
+
+func withUID(u types.UID) podOpt { return func(p *corev1.Pod) { p.UID = u } }
+
+func terminating() podOpt {
+	return func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} }
+}
+
+func TestParsePodList(t *testing.T) {
+	long := make([]string, MaxListedPods+1)
+	for i := range long {
+		long[i] = string(uid(i)) + "=1"
+	}
+	tests := []struct {
+		name, v string
+		want    []PodUsage
+		wantErr string
+	}{
+		{name: "empty", v: ""},
+		{name: "one", v: string(uid(1)) + "=1200", want: []PodUsage{{uid(1), 1200}}},
+		{name: "largest first, ties", v: string(uid(2)) + "=7," + string(uid(1)) + "=7," + string(uid(3)) + "=0",
+			want: []PodUsage{{uid(2), 7}, {uid(1), 7}, {uid(3), 0}}},
+		{name: "max figure", v: string(uid(1)) + "=4194304", want: []PodUsage{{uid(1), MaxPodPIDs}}},
+		{name: "at the entry limit", v: strings.Join(long[:MaxListedPods], ","), want: nil},
+		{name: "over the figure limit", v: string(uid(1)) + "=4194305", wantErr: "not an integer in [0, 4194304]"},
+		{name: "eight digits", v: string(uid(1)) + "=10000000", wantErr: "not an integer"},
+		{name: "sign", v: string(uid(1)) + "=+5", wantErr: "not an integer"},
+		{name: "negative", v: string(uid(1)) + "=-5", wantErr: "not an integer"},
+		{name: "leading zero", v: string(uid(1)) + "=05", wantErr: "not an integer"},
+		{name: "no figure", v: string(uid(1)) + "=", wantErr: "not an integer"},
+		{name: "no equals", v: string(uid(1)), wantErr: "is not <pod UID>=<PIDs>"},
+		{name: "uppercase UID", v: "0000000A-0000-4000-8000-00000000000B=1", wantErr: "not a pod UID"},
+		{name: "short UID", v: "abc=1", wantErr: "not a pod UID"},
+		{name: "UID with braces", v: "{" + string(uid(1))[1:] + "=1", wantErr: "not a pod UID"},
+		{name: "ascending", v: string(uid(1)) + "=1," + string(uid(2)) + "=2", wantErr: "must be largest first"},
+		{name: "duplicate", v: string(uid(1)) + "=2," + string(uid(1)) + "=1", wantErr: "listed twice"},
+		{name: "trailing comma", v: string(uid(1)) + "=2,", wantErr: "entry 2 \"\" is not"},
+		{name: "space", v: string(uid(1)) + "=2, " + string(uid(2)) + "=1", wantErr: "not a pod UID"},
+		{name: "too many", v: strings.Join(long, ","), wantErr: "more than 32 pods"},
+		{name: "too long", v: strings.Repeat("x", MaxPodListBytes+1), wantErr: "more than the limit of 1439"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ParsePodList(tt.v)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !IsInvalid(err) {
+					t.Fatalf("ParsePodList(%q) error %v, want an *InvalidError containing %q", tt.v, err, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), AnnotationPIDPods) || len(err.Error()) > 300 {
+					t.Errorf("error %q does not name the annotation or is not bounded", err)
+				}
+				if l.Len() != 0 {
+					t.Errorf("invalid list has %d entries", l.Len())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParsePodList(%q): %v", tt.v, err)
+			}
+			if tt.want != nil && fmt.Sprint(l.Entries()) != fmt.Sprint(tt.want) {
+				t.Errorf("entries %v, want %v", l.Entries(), tt.want)
+			}
+			if l.String() != tt.v {
+				t.Errorf("String() = %q, want the input %q back", l.String(), tt.v)
+			}
+			for _, e := range l.Entries() {
+				if n, ok := l.Lookup(e.UID); !ok || n != e.PIDs {
+					t.Errorf("Lookup(%s) = %d, %v; want %d", e.UID, n, ok, e.PIDs)
+				}
+			}
+			if _, ok := l.Lookup(uid(999)); ok {
+				t.Error("Lookup of an unlisted pod succeeded")
+			}
+		})
+	}
+}
+
+func TestMaxPodListBytes(t *testing.T) {
+	// The longest list ParsePodList accepts is the longest NewPodList writes.
+	usage := make([]PodUsage, 100)
+	for i := range usage {
+		usage[i] = PodUsage{UID: uid(i), PIDs: MaxPodPIDs}
+	}
+	l := NewPodList(usage)
+	if got := len(l.String()); got != MaxPodListBytes || MaxPodListBytes != 1439 {
+		t.Fatalf("longest list is %d bytes, MaxPodListBytes %d, want both 1439", got, MaxPodListBytes)
+	}
+	if _, err := ParsePodList(l.String()); err != nil {
+		t.Fatalf("the longest list does not parse: %v", err)
+	}
+}
+
+func TestNewPodList(t *testing.T) {
+	var usage []PodUsage
+	for i := range 40 {
+		usage = append(usage, PodUsage{UID: uid(i), PIDs: int64(i % 20)})
+	}
+	usage = append(usage, PodUsage{UID: "", PIDs: 1000}, PodUsage{UID: uid(99), PIDs: 1 << 40}, PodUsage{UID: uid(98), PIDs: -3})
+	l := NewPodList(usage)
+	e := l.Entries()
+	if len(e) != MaxListedPods {
+		t.Fatalf("%d entries, want %d", len(e), MaxListedPods)
+	}
+	if e[0] != (PodUsage{uid(99), MaxPodPIDs}) {
+		t.Errorf("first entry %v, want the clamped giant", e[0])
+	}
+	for i := 1; i < len(e); i++ {
+		if e[i].PIDs > e[i-1].PIDs || (e[i].PIDs == e[i-1].PIDs && e[i].UID < e[i-1].UID) {
+			t.Fatalf("entries not largest first, ties by UID: %v", e)
+		}
+	}
+	// After the giant come 19, 19, 18, 18, … 5, 5, 4: a
+	// pod not listed held no more PIDs than every listed one.
+	if last := e[len(e)-1].PIDs; last != 4 {
+		t.Errorf("smallest listed figure %d, want 4", last)
+	}
+	back, err := ParsePodList(l.String())
+	if err != nil || back.String() != l.String() {
+		t.Fatalf("round trip: %v, %q", err, back.String())
+	}
+	if NewPodList(nil).String() != "" || NewPodList(nil).Len() != 0 {
+		t.Error("empty list is not empty")
+	}
+}
+
+func TestParseNodeKeepsTotalsWhenPodListIsMalformed(t *testing.T) {
+	a := NodeStats{Capacity: 32768, Used: 5000, SampledAt: now}.Annotations()
+	a[AnnotationPIDPods] = "garbage"
+	s, err := ParseNode(a, now, time.Minute)
+	if err != nil {
+		t.Fatalf("ParseNode: %v", err)
+	}
+	if s.Used != 5000 || s.Pods.Len() != 0 || !IsInvalid(s.Pods.Err()) {
+		t.Fatalf("stats %+v, pods error %v: want the totals, no pods and an *InvalidError", s, s.Pods.Err())
+	}
+	a[AnnotationPIDPods] = string(uid(1)) + "=300"
+	s, err = ParseNode(a, now, time.Minute)
+	if err != nil || s.Pods.Err() != nil || s.Pods.String() != a[AnnotationPIDPods] {
+		t.Fatalf("ParseNode: %v, pods %q (%v)", err, s.Pods, s.Pods.Err())
+	}
+}
+
+func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
+	list := NewPodList([]PodUsage{{uid(1), 3000}, {uid(2), 800}, {uid(3), 200}, {uid(4), 50}})
+	stats := NodeStats{Capacity: 32768, Used: 5000, SampledAt: now, Pods: list}
+	before := scheduledAt(now.Add(-time.Hour))
+	after := scheduledAt(now.Add(time.Minute))
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		want int64
+	}{
+		{"all still there", []*corev1.Pod{
+			mkPod("a", withUID(uid(1)), before), mkPod("b", withUID(uid(2)), before),
+			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before)}, 5000},
+		{"two left the node", []*corev1.Pod{
+			mkPod("a", withUID(uid(1)), before), mkPod("d", withUID(uid(4)), before)}, 5000 - 800 - 200},
+		{"terminating and terminal count as gone", []*corev1.Pod{
+			mkPod("a", withUID(uid(1)), before, terminating()), mkPod("b", withUID(uid(2)), before, phase(corev1.PodFailed)),
+			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before)}, 5000 - 3000 - 800},
+		{"unlisted pods change nothing, new pods add", []*corev1.Pod{
+			mkPod("a", withUID(uid(1)), before), mkPod("b", withUID(uid(2)), before),
+			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before),
+			mkPod("old", withUID(uid(50)), before), mkPod("new", withUID(uid(51)), after, withPIDs("70"))}, 5000 + 70},
+		{"everyone left", nil, 5000 - 4050},
+		{"nil pods are skipped", []*corev1.Pod{nil, mkPod("a", withUID(uid(1)), before)}, 5000 - 1050},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := EstimateUsed(stats, tt.pods, 100); got != tt.want {
+				t.Errorf("EstimateUsed = %d, want %d", got, tt.want)
+			}
+			seq := func(yield func(*corev1.Pod) bool) {
+				for _, p := range tt.pods {
+					if !yield(p) {
+						return
+					}
+				}
+			}
+			if got := EstimateUsedSeq(stats, seq, 100); got != tt.want {
+				t.Errorf("EstimateUsedSeq = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	// The listed figures exceed the reported use (a sample taken as pods
+	// started): the estimate stops at 0.
+	small := NodeStats{Capacity: 32768, Used: 1000, SampledAt: now, Pods: list}
+	if got := EstimateUsed(small, nil, 100); got != 0 {
+		t.Errorf("EstimateUsed with more listed than used = %d, want 0", got)
+	}
+	// Without a list, nothing is subtracted.
+	if got := EstimateUsed(NodeStats{Capacity: 32768, Used: 5000, SampledAt: now}, nil, 100); got != 5000 {
+		t.Errorf("EstimateUsed without a list = %d, want 5000", got)
+	}
+}
