@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/component-base/metrics/testutil"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -84,11 +84,11 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
 	}
 	h := &harness{
 		cgroups: cfg.CgroupRoot,
-		t:      t,
-		ctx:    ctx,
-		client: fake.NewClientset(node),
-		clock:  testingclock.NewFakeClock(t0),
-		proc:   &fakeProc{sample: ProcSample{PIDMax: 32768, ThreadsMax: 192729, Capacity: 32768, Used: 5000}},
+		t:       t,
+		ctx:     ctx,
+		client:  fake.NewClientset(node),
+		clock:   testingclock.NewFakeClock(t0),
+		proc:    &fakeProc{sample: ProcSample{PIDMax: 32768, ThreadsMax: 192729, Capacity: 32768, Used: 5000}},
 	}
 	h.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if len(h.patchErrs) == 0 {

@@ -101,7 +101,7 @@ type pidSample struct {
 }
 
 func (s pidSample) Annotations() map[string]string { return s.stats.Annotations() }
-func (s pidSample) SampledAt() time.Time            { return s.stats.SampledAt }
+func (s pidSample) SampledAt() time.Time           { return s.stats.SampledAt }
 func (s pidSample) String() string {
 	return fmt.Sprintf("capacity=%d reserved=%d used=%d", s.stats.Capacity, s.stats.Reserved, s.stats.Used)
 }
