@@ -193,3 +193,32 @@ func TestManifestsUseTheImages(t *testing.T) {
 		}
 	}
 }
+
+func TestRunErrors(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	good := Options{Registry: "ghcr.io/headroom-k8s", Version: "v1.36.3-headroom.0.1.0"}
+	for _, tc := range []struct {
+		name     string
+		o        Options
+		created  string
+		binaries []string
+		want     string
+	}{
+		{"no version", Options{Registry: good.Registry}, "2026-01-01T00:00:00Z", []string{bin}, "-version is required"},
+		{"no binaries", good, "2026-01-01T00:00:00Z", nil, "no binaries"},
+		{"bad time", good, "yesterday", []string{bin}, "-created"},
+		{"missing binary", good, "2026-01-01T00:00:00Z", []string{bin + "-missing"}, "no such file"},
+		// A tag cannot hold semver's build metadata.
+		{"plus in tag", Options{Registry: good.Registry, Version: "v1.36.3+headroom.abc"}, "2026-01-01T00:00:00Z", []string{bin}, "tag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(tc.o, t.TempDir(), tc.created, tc.binaries)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -60,6 +60,7 @@ func TestKubectlHeadroomAgreesWithScheduler(t *testing.T) {
 
 	// nodes: the least PID headroom first, with NodePIDs' figures.
 	out := kubectlHeadroom(ctx, t, cp, "nodes", "--sort-by", "pid-free")
+	t.Logf("kubectl headroom nodes --sort-by pid-free:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("nodes printed %d lines, want a header and 3 rows:\n%s", len(lines), out)
@@ -88,8 +89,9 @@ func TestKubectlHeadroomAgreesWithScheduler(t *testing.T) {
 			t.Errorf("explain node %s lacks %q:\n%s", node, want, out)
 		}
 	}
-	if out := kubectlHeadroom(ctx, t, cp, "explain", "node", "roomy", "--pod-file", podFile); !strings.Contains(out, "nodes that pass Filter: 2 of 3") ||
-		!strings.Contains(out, "rank 1 of 2 (best: roomy,") {
+	out = kubectlHeadroom(ctx, t, cp, "explain", "node", "roomy", "--pod-file", podFile)
+	t.Logf("kubectl headroom explain node roomy --pod-file probe.yaml:\n%s", out)
+	if !strings.Contains(out, "nodes that pass Filter: 2 of 3") || !strings.Contains(out, "rank 1 of 2 (best: roomy,") {
 		t.Errorf("explain node roomy: want roomy ranked first of the 2 nodes that pass:\n%s", out)
 	}
 

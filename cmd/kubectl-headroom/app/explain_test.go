@@ -55,6 +55,7 @@ func TestExplainNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("kubectl headroom %v:\n%s", tc.args, out)
 			for _, want := range tc.want {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
@@ -91,6 +92,27 @@ profiles:
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// A profile that disables NodePIDs' Filter: the short node passes with
+	// the default floor.
+	noFilter := writeFile(t, "no-filter.yaml", `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: headroom-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NodePIDs
+    filter:
+      disabled:
+      - name: NodePIDs
+`)
+	out, err = run(t, headroomCluster(), "explain", "node", "short", "--pod-file", pod, "--config", noFilter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Filter: passes") || !strings.Contains(out, "nodes that pass Filter: 4 of 4") {
+		t.Errorf("with NodePIDs' Filter disabled, every node must pass:\n%s", out)
 	}
 	if _, err := run(t, headroomCluster(), "explain", "node", "short", "--config", cfg, "--scheduler-name", "other"); err == nil ||
 		!strings.Contains(err.Error(), `no profile with schedulerName "other"`) {

@@ -47,6 +47,8 @@ from the API server. Verdicts and scores are computed by the plugins
 themselves, with the profile of the shipped scheduler configuration or the one
 given with --config.`,
 		SilenceUsage: true,
+		// kubectl runs it as `kubectl headroom`: help says so.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl headroom"},
 		PersistentPreRun: func(*cobra.Command, []string) {
 			verflag.PrintAndExitIfRequested()
 		},
