@@ -13,5 +13,5 @@ k8s_ldflags() {
   local v=$1 major minor
   major=${v#v}; major=${major%%.*}
   minor=${v#v*.}; minor=${minor%%.*}
-  echo "-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X sigs.k8s.io/descheduler/pkg/version.version=$v"
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 }

@@ -95,6 +95,18 @@ func TestKubectlHeadroomAgreesWithScheduler(t *testing.T) {
 		t.Errorf("explain node roomy: want roomy ranked first of the 2 nodes that pass:\n%s", out)
 	}
 
+	// nodes with the pod: the same verdicts, roomy's score the highest.
+	out = kubectlHeadroom(ctx, t, cp, "nodes", "--pod-file", podFile, "--sort-by", "score", "--no-headers")
+	t.Logf("kubectl headroom nodes --pod-file probe.yaml --sort-by score:\n%s", out)
+	var verdicts []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		cells := strings.Fields(line)
+		verdicts = append(verdicts, cells[0]+" "+cells[len(cells)-2])
+	}
+	if got, want := strings.Join(verdicts, ", "), "roomy passes, tight passes, starved fails(NodePIDs)"; got != want {
+		t.Errorf("nodes --pod-file: %s, want %s\n%s", got, want, out)
+	}
+
 	// The scheduler decides the same. A pod preferring starved lands on a
 	// node that passes...
 	prefers := probe.DeepCopy()

@@ -118,7 +118,7 @@ type verdict struct {
 type decision struct {
 	preFilter *fwk.Status
 	preScore  *fwk.Status
-	verdicts  []verdict // in node order; the feasible ones scored
+	verdicts  []verdict // in the order of the cluster's nodes; the feasible ones scored
 }
 
 func decide(ctx context.Context, p *profile, c *cluster, pod *corev1.Pod) (*decision, error) {
@@ -127,16 +127,16 @@ func decide(ctx context.Context, p *profile, c *cluster, pod *corev1.Pod) (*deci
 	if err != nil {
 		return nil, err
 	}
-	infos, err := snap.NodeInfos().List()
-	if err != nil {
-		return nil, err
-	}
 	d := &decision{}
 	state := framework.NewCycleState()
 	_, d.preFilter, _ = fw.RunPreFilterPlugins(ctx, state, pod)
 	var feasible []fwk.NodeInfo
-	for _, ni := range infos {
-		v := verdict{node: ni.Node().Name}
+	for _, n := range c.nodes { // the snapshot lists its nodes in no set order
+		ni, err := snap.NodeInfos().Get(n.Name)
+		if err != nil {
+			return nil, err
+		}
+		v := verdict{node: n.Name}
 		if !d.preFilter.IsSuccess() {
 			v.filter = d.preFilter
 		} else if s := fw.RunFilterPlugins(ctx, state, pod, ni); !s.IsSuccess() {

@@ -34,6 +34,8 @@ type nodeRow struct {
 	// oom is the node's memory model; oomErr why there is none.
 	oom    *oomkill.Node
 	oomErr error
+	// verdict is the plugins' decision for the pod of --pod-file.
+	verdict *verdict
 }
 
 func (r *nodeRow) pidKnown() bool { return r.pidErr == nil || pidstats.IsStale(r.pidErr) }
@@ -49,8 +51,10 @@ type column struct {
 	// descending sorts the largest value first, as kubectl top does for
 	// usage; headroom sorts the smallest first.
 	descending bool
-	cell       func(r *nodeRow, now time.Time) string
-	value      func(r *nodeRow, now time.Time) (v int64, ok bool)
+	// withPod columns are shown when a pod is given (--pod-file).
+	withPod bool
+	cell    func(r *nodeRow, now time.Time) string
+	value   func(r *nodeRow, now time.Time) (v int64, ok bool)
 }
 
 // columns are the table's columns, in order. A new figure (pod IPs once
@@ -88,6 +92,23 @@ var columns = []column{
 		cell: oomCell((*oomkill.Node).Shortfall), value: oomValue((*oomkill.Node).Shortfall)},
 	{header: "OOM-AT-RISK", key: "oom-at-risk", descending: true,
 		cell: oomCell((*oomkill.Node).AtRiskBytes), value: oomValue((*oomkill.Node).AtRiskBytes)},
+	{header: "FILTER", withPod: true,
+		cell: func(r *nodeRow, _ time.Time) string {
+			if r.verdict.filter != nil {
+				return "fails(" + r.verdict.filter.Plugin() + ")"
+			}
+			return "passes"
+		}},
+	{header: "SCORE", key: "score", descending: true, withPod: true,
+		cell: func(r *nodeRow, _ time.Time) string {
+			if r.verdict.filter != nil {
+				return "-"
+			}
+			return strconv.FormatInt(r.verdict.total, 10)
+		},
+		value: func(r *nodeRow, _ time.Time) (int64, bool) {
+			return r.verdict.total, r.verdict.filter == nil
+		}},
 }
 
 func (r *nodeRow) allocatable() int64 { return r.pid.Allocatable() }
@@ -135,9 +156,20 @@ func quantity(bytes int64) string {
 	return resource.NewQuantity(bytes, resource.BinarySI).String()
 }
 
-func sortKeys() []string {
-	var keys []string
+// shown returns the columns of the table: withPod ones only with a pod.
+func shown(withPod bool) []column {
+	var cols []column
 	for _, c := range columns {
+		if withPod || !c.withPod {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+func sortKeys(withPod bool) []string {
+	var keys []string
+	for _, c := range shown(withPod) {
 		if c.key != "" {
 			keys = append(keys, c.key)
 		}
@@ -146,10 +178,10 @@ func sortKeys() []string {
 }
 
 func newNodesCommand(o *options) *cobra.Command {
-	var sortBy string
+	var sortBy, podFile string
 	var noHeaders bool
 	cmd := &cobra.Command{
-		Use:   "nodes [--sort-by COLUMN]",
+		Use:   "nodes [--sort-by COLUMN] [--pod-file POD.yaml]",
 		Short: "Show every node's PID, pod-IP and memory (OOM) headroom",
 		Long: `nodes prints a row per node with the figures Headroom's plugins work from:
 PIDs from the node's headroom.dev/pid-* annotations (capacity, allocatable,
@@ -157,12 +189,16 @@ used when sampled, free as estimated now, counting the pods placed since the
 sample) and the sample's age; memory as OOMRisk models it (allocatable, the
 worst case of the pods there, the shortfall by which it exceeds capacity and
 the memory of the containers the OOM killer would take to cover it).
-Figures use the args of the profile (--config, --scheduler-name).`,
+Figures use the args of the profile (--config, --scheduler-name). Given a
+pod spec, two columns show whether the node passes the plugins' Filter (or
+which plugin rejects it) and the sum of their weighted scores, from a
+scheduling cycle of the profile's Headroom plugins (see explain node).`,
 		Example: `  kubectl headroom nodes --sort-by pid-free
-  kubectl headroom nodes --sort-by oom-shortfall`,
+  kubectl headroom nodes --sort-by oom-shortfall
+  kubectl headroom nodes --pod-file pod.yaml --sort-by score`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			col, err := sortColumn(sortBy)
+			col, err := sortColumn(sortBy, podFile != "")
 			if err != nil {
 				return err
 			}
@@ -188,22 +224,36 @@ Figures use the args of the profile (--config, --scheduler-name).`,
 			}
 			now := time.Now()
 			rows := nodeRows(c, pidArgs, oomArgs, now)
+			if podFile != "" {
+				pod, err := readPod(podFile, o.namespace())
+				if err != nil {
+					return err
+				}
+				d, err := decide(cmd.Context(), p, c, pod)
+				if err != nil {
+					return err
+				}
+				for i := range rows { // both in node order
+					rows[i].verdict = &d.verdicts[i]
+				}
+			}
 			sortRows(rows, col, now)
-			return printRows(cmd.OutOrStdout(), rows, now, noHeaders)
+			return printRows(cmd.OutOrStdout(), rows, shown(podFile != ""), now, noHeaders)
 		},
 	}
-	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(), ", "))
+	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(true), ", ")+" (score with --pod-file)")
+	cmd.Flags().StringVar(&podFile, "pod-file", "", "YAML or JSON of a Pod to schedule: adds Filter's verdict and the score per node")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print no header row")
 	return cmd
 }
 
-func sortColumn(key string) (*column, error) {
-	for i := range columns {
-		if columns[i].key != "" && columns[i].key == key {
-			return &columns[i], nil
+func sortColumn(key string, withPod bool) (*column, error) {
+	for _, c := range shown(withPod) {
+		if c.key != "" && c.key == key {
+			return &c, nil
 		}
 	}
-	return nil, fmt.Errorf("--sort-by %q: want one of %s", key, strings.Join(sortKeys(), ", "))
+	return nil, fmt.Errorf("--sort-by %q: want one of %s", key, strings.Join(sortKeys(withPod), ", "))
 }
 
 // nodeRows computes every node's figures with the plugins' models and args.
@@ -248,7 +298,7 @@ func sortRows(rows []*nodeRow, col *column, now time.Time) {
 	})
 }
 
-func printRows(out io.Writer, rows []*nodeRow, now time.Time, noHeaders bool) error {
+func printRows(out io.Writer, rows []*nodeRow, columns []column, now time.Time, noHeaders bool) error {
 	w := printers.GetNewTabWriter(out)
 	if !noHeaders {
 		var headers []string

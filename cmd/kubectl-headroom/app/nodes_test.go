@@ -146,3 +146,27 @@ func TestNodesReadOnly(t *testing.T) {
 		t.Errorf("API calls: %s; want list nodes, list pods", got)
 	}
 }
+
+// TestNodesWithPod: with a pod, the table adds Filter's verdict and the
+// score per node, from the plugins (see TestExplainNode for the figures).
+func TestNodesWithPod(t *testing.T) {
+	pod := writeFile(t, "pod.yaml", podYAML)
+	rows := table(t, headroomCluster(), "--pod-file", pod, "--sort-by", "score")
+	header := strings.Join(rows[0], " ")
+	if !strings.HasSuffix(header, "OOM-AT-RISK FILTER SCORE") {
+		t.Fatalf("header %q lacks FILTER SCORE", header)
+	}
+	var got []string
+	for _, r := range rows[1:] {
+		got = append(got, r[0]+" "+strings.Join(r[len(r)-2:], " "))
+	}
+	// roomy scores 100 on both; the nodes without figures get NodePIDs'
+	// mean (100) and OOMRisk's neutral 50; short fails Filter.
+	want := "roomy passes 300, blank passes 200, broken passes 200, short fails(NodePIDs) -"
+	if strings.Join(got, ", ") != want {
+		t.Errorf("rows %q, want %q", strings.Join(got, ", "), want)
+	}
+	if _, err := run(t, headroomCluster(), "nodes", "--sort-by", "score"); err == nil || !strings.Contains(err.Error(), "--sort-by") {
+		t.Errorf("--sort-by score without a pod: error %v", err)
+	}
+}
