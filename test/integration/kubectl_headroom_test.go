@@ -18,14 +18,17 @@ import (
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
-// kubectlHeadroom runs bin/kubectl-headroom against the control plane, as
-// kubectl would run it (`kubectl headroom ARGS`), and returns its output.
+// kubectlHeadroom runs `kubectl headroom ARGS` against the control plane:
+// kubectl finds bin/kubectl-headroom on PATH, as it finds any plugin, and
+// passes it the arguments. It returns the plugin's output.
 func kubectlHeadroom(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
 	t.Helper()
-	args = append([]string{"--kubeconfig", cp.KubeconfigPath}, args...)
-	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl-headroom"), args...).CombinedOutput()
+	args = append(append([]string{"headroom"}, args...), "--kubeconfig", cp.KubeconfigPath)
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "PATH="+cp.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl headroom %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
