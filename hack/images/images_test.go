@@ -3,8 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -64,6 +68,7 @@ func TestImages(t *testing.T) {
 			if got, want := tag.Repository.String(), "ghcr.io/headroom-k8s/"+image; got != want {
 				t.Errorf("repository %s, want %s", got, want)
 			}
+			checkDockerArchive(t, path)
 			img, err := tarball.ImageFromPath(path, &tag)
 			if err != nil {
 				t.Fatal(err)
@@ -220,5 +225,74 @@ func TestRunErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// checkDockerArchive reads the tarball as `docker load` and `ctr images
+// import` do, without the library that wrote it: manifest.json names a
+// config file whose SHA-256 is its name (the image ID) and gzipped layers
+// whose uncompressed SHA-256 are the config's rootfs.diff_ids, in order.
+func checkDockerArchive(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	files := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = data
+	}
+	var manifest []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+		t.Fatalf("manifest.json: %v, %d entries", err, len(manifest))
+	}
+	m := manifest[0]
+	config, ok := files[m.Config]
+	if !ok {
+		t.Fatalf("config %s missing", m.Config)
+	}
+	if got := fmt.Sprintf("sha256:%x", sha256.Sum256(config)); got != m.Config && got != "sha256:"+strings.TrimSuffix(m.Config, ".json") {
+		t.Errorf("config %s has digest %s", m.Config, got)
+	}
+	var cfg struct {
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
+		t.Fatalf("%d layers, %d diff_ids", len(m.Layers), len(cfg.RootFS.DiffIDs))
+	}
+	for i, l := range m.Layers {
+		zr, err := gzip.NewReader(bytes.NewReader(files[l]))
+		if err != nil {
+			t.Fatalf("layer %s: %v", l, err)
+		}
+		h := sha256.New()
+		if _, err := io.Copy(h, zr); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("sha256:%x", h.Sum(nil)); got != cfg.RootFS.DiffIDs[i] {
+			t.Errorf("layer %s: uncompressed digest %s, diff_id %s", l, got, cfg.RootFS.DiffIDs[i])
+		}
 	}
 }
