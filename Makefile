@@ -24,9 +24,9 @@ test: tools images ## every unit and integration test (the CI command)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
 
-unit: ## unit tests only
+unit: ## unit tests only (the image tests need make images: they run in make test)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/ -e /hack/images)
 
 integration: tools build ## integration tests against a real control plane
 	go test $(GO_TEST_FLAGS) -v ./test/...
