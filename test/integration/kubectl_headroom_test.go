@@ -129,6 +129,10 @@ func TestKubectlHeadroomAgreesWithScheduler(t *testing.T) {
 		t.Errorf("pod preferring starved bound to starved, which kubectl headroom says fails Filter")
 	}
 	waitEvent(ctx, t, cp.Client, only.Name, "FailedScheduling", "too few free PIDs")
+	// explain node --pod, on the pending pod itself, gives the same reason.
+	if out := kubectlHeadroom(ctx, t, cp, "explain", "node", "starved", "--pod", only.Name, "-n", metav1.NamespaceDefault); !strings.Contains(out, "Filter: fails: NodePIDs: node(s) had too few free PIDs") {
+		t.Errorf("explain node starved --pod %s:\n%s", only.Name, out)
+	}
 }
 
 // nodeAffinity requires (or, with weight 100, prefers) the named nodes.

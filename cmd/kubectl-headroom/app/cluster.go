@@ -2,17 +2,13 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	fwk "k8s.io/kube-scheduler/framework"
-	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -93,6 +89,23 @@ func (c *cluster) node(name string) *corev1.Node {
 	return nil
 }
 
+// without returns c without the pod (by UID), for a bound pod to be
+// scheduled afresh; c itself when the pod is not there.
+func (c *cluster) without(pod *corev1.Pod) *cluster {
+	if pod.UID == "" || pod.Spec.NodeName == "" {
+		return c
+	}
+	out := &cluster{nodes: c.nodes, pods: map[string][]*corev1.Pod{}}
+	for node, pods := range c.pods {
+		for _, p := range pods {
+			if p.UID != pod.UID {
+				out.pods[node] = append(out.pods[node], p)
+			}
+		}
+	}
+	return out
+}
+
 // snapshot is the scheduler's view of c, with the framework's NodeInfos.
 func (c *cluster) snapshot() *cache.Snapshot {
 	var pods []*corev1.Pod
@@ -122,7 +135,7 @@ type decision struct {
 }
 
 func decide(ctx context.Context, p *profile, c *cluster, pod *corev1.Pod) (*decision, error) {
-	snap := c.snapshot()
+	snap := c.without(pod).snapshot()
 	fw, err := p.newFramework(ctx, snap)
 	if err != nil {
 		return nil, err
@@ -166,27 +179,4 @@ func decide(ctx context.Context, p *profile, c *cluster, pod *corev1.Pod) (*deci
 		}
 	}
 	return d, nil
-}
-
-// readPod reads a Pod from a YAML or JSON file, with the API server's
-// defaults applied (requests default to limits, which decides the QoS class)
-// and namespace as its namespace when it names none.
-func readPod(path, namespace string) (*corev1.Pod, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, fmt.Errorf("%s: want a Pod, got %T", path, obj)
-	}
-	corev1defaults.SetObjectDefaults_Pod(pod)
-	if pod.Namespace == "" {
-		pod.Namespace = namespace
-	}
-	return pod, nil
 }

@@ -29,19 +29,20 @@ func newExplainCommand(o *options) *cobra.Command {
 }
 
 func newExplainNodeCommand(o *options) *cobra.Command {
-	var podFile string
+	var podFlags podFlags
 	cmd := &cobra.Command{
-		Use:   "node NAME [--pod-file POD.yaml]",
+		Use:   "node NAME [--pod-file POD.yaml | --pod POD]",
 		Short: "Print each plugin's figures for a node and, for a pod, Filter's verdict and the scores",
 		Long: `explain node prints the figures each of Headroom's plugins reads for the node:
 its PID sample and the use estimated from it, and its memory kill order. Given
-a pod spec (not yet bound: a bound pod would be counted twice), it runs a
-scheduling cycle of the profile's Headroom plugins (--config, --scheduler-name)
+a pod (a spec in a file, or a pod of the cluster: a bound one is taken off
+its node first, as if it were scheduled again), it runs a scheduling cycle of the profile's Headroom plugins (--config, --scheduler-name)
 over every node, as the kube-scheduler does, and prints Filter's verdict for
 the node, each plugin's score, and how the node ranks among those that pass.
 The kube-scheduler's default plugins are not run.`,
 		Example: `  kubectl headroom explain node worker-1
-  kubectl headroom explain node worker-1 --pod-file pod.yaml`,
+  kubectl headroom explain node worker-1 --pod-file pod.yaml
+  kubectl headroom explain node worker-1 --pod my-pending-pod -n team`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -57,13 +58,11 @@ The kube-scheduler's default plugins are not run.`,
 			if err != nil {
 				return err
 			}
-			var pod *corev1.Pod
-			if podFile != "" {
-				if pod, err = readPod(podFile, o.namespace()); err != nil {
-					return err
-				}
-			}
 			client, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			pod, err := podFlags.get(cmd.Context(), client, o.namespace())
 			if err != nil {
 				return err
 			}
@@ -78,6 +77,9 @@ The kube-scheduler's default plugins are not run.`,
 			out := cmd.OutOrStdout()
 			now := time.Now()
 			fmt.Fprintf(out, "node %s (profile %q of %s)\n\n", name, p.cfg.SchedulerName, p.source)
+			if pod != nil {
+				c = c.without(pod)
+			}
 			writePIDs(out, node, c.pods[name], pidArgs, p, now)
 			n, oomErr := oomkill.NewNode(node, c.pods[name], estimateOf(oomArgs))
 			fmt.Fprintf(out, "\n%s", section(p, oomrisk.Name, "memory"))
@@ -101,7 +103,7 @@ The kube-scheduler's default plugins are not run.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&podFile, "pod-file", "", "YAML or JSON of a Pod to schedule")
+	podFlags.addFlags(cmd.Flags())
 	return cmd
 }
 

@@ -48,6 +48,16 @@ func TestExplainNode(t *testing.T) {
 			"Score: NodePIDs 100 × weight 1 + OOMRisk 100 × weight 2 = 300; rank 1 of 3 (best: roomy, 300)",
 			"score 100 of 100: own risk 0 ppm × weight 3, collateral 0 ppm × weight 1",
 		}},
+		// A bound pod is scheduled as if it were not there: forker's 500
+		// PIDs leave short's estimate, and it still does not fit back
+		// (1000 free less 500 is under the floor of 512).
+		{"bound pod", []string{"explain", "node", "short", "--pod", "forker"}, []string{
+			"estimated used 3000 (+0 for pods placed since the sample",
+			"free 1000",
+			"worst case 20Gi, shortfall 4Gi",
+			"pod default/forker: 500 PIDs",
+			"Filter: fails: NodePIDs: node(s) had too few free PIDs",
+		}},
 		{"namespace flag", []string{"explain", "node", "roomy", "--pod-file", pod, "-n", "team"}, []string{"pod team/new: 100 PIDs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +140,8 @@ func TestExplainNodeErrors(t *testing.T) {
 		{[]string{"explain", "node", "nowhere"}, `node "nowhere" not found`},
 		{[]string{"explain", "node", "short", "--pod-file", notAPod}, "want a Pod"},
 		{[]string{"explain", "node", "short", "--config", notAPod}, "svc.yaml"},
+		{[]string{"explain", "node", "short", "--pod", "nope"}, `pods "nope" not found`},
+		{[]string{"explain", "node", "short", "--pod", "web", "--pod-file", notAPod}, "give one"},
 	} {
 		if _, err := run(t, headroomCluster(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)

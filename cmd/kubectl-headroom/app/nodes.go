@@ -178,10 +178,11 @@ func sortKeys(withPod bool) []string {
 }
 
 func newNodesCommand(o *options) *cobra.Command {
-	var sortBy, podFile string
+	var sortBy string
+	var podFlags podFlags
 	var noHeaders bool
 	cmd := &cobra.Command{
-		Use:   "nodes [--sort-by COLUMN] [--pod-file POD.yaml]",
+		Use:   "nodes [--sort-by COLUMN] [--pod-file POD.yaml | --pod POD]",
 		Short: "Show every node's PID, pod-IP and memory (OOM) headroom",
 		Long: `nodes prints a row per node with the figures Headroom's plugins work from:
 PIDs from the node's headroom.dev/pid-* annotations (capacity, allocatable,
@@ -190,7 +191,7 @@ sample) and the sample's age; memory as OOMRisk models it (allocatable, the
 worst case of the pods there, the shortfall by which it exceeds capacity and
 the memory of the containers the OOM killer would take to cover it).
 Figures use the args of the profile (--config, --scheduler-name). Given a
-pod spec, two columns show whether the node passes the plugins' Filter (or
+pod (--pod-file or --pod, as for explain node), two columns show whether the node passes the plugins' Filter (or
 which plugin rejects it) and the sum of their weighted scores, from a
 scheduling cycle of the profile's Headroom plugins (see explain node).`,
 		Example: `  kubectl headroom nodes --sort-by pid-free
@@ -198,7 +199,7 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
   kubectl headroom nodes --pod-file pod.yaml --sort-by score`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			col, err := sortColumn(sortBy, podFile != "")
+			col, err := sortColumn(sortBy, podFlags.given())
 			if err != nil {
 				return err
 			}
@@ -222,13 +223,16 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 			if err != nil {
 				return err
 			}
+			pod, err := podFlags.get(cmd.Context(), client, o.namespace())
+			if err != nil {
+				return err
+			}
+			if pod != nil {
+				c = c.without(pod)
+			}
 			now := time.Now()
 			rows := nodeRows(c, pidArgs, oomArgs, now)
-			if podFile != "" {
-				pod, err := readPod(podFile, o.namespace())
-				if err != nil {
-					return err
-				}
+			if pod != nil {
 				d, err := decide(cmd.Context(), p, c, pod)
 				if err != nil {
 					return err
@@ -238,11 +242,11 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 				}
 			}
 			sortRows(rows, col, now)
-			return printRows(cmd.OutOrStdout(), rows, shown(podFile != ""), now, noHeaders)
+			return printRows(cmd.OutOrStdout(), rows, shown(pod != nil), now, noHeaders)
 		},
 	}
-	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(true), ", ")+" (score with --pod-file)")
-	cmd.Flags().StringVar(&podFile, "pod-file", "", "YAML or JSON of a Pod to schedule: adds Filter's verdict and the score per node")
+	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(true), ", ")+" (score with a pod)")
+	podFlags.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print no header row")
 	return cmd
 }
