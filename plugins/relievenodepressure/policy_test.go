@@ -182,11 +182,10 @@ func dryRunCycles(entries []ktesting.LogEntry, of string) []dryRunCycle {
 	complete := true
 	for _, e := range entries {
 		switch e.Message {
-		case "Node above threshold, relieving it":
-			cur, complete = nil, true
+		case "Node above threshold, planning its relief":
+			cur, complete = nil, kv(e.ParameterKVList, "pods") == of
 		case "Evicted pod to relieve node":
 			cur = append(cur, kv(e.WithKVList, "pod"))
-			complete = complete && kv(e.WithKVList, "of") == of
 		case "Node relieved":
 			if complete && len(cur) > 0 {
 				cycles = append(cycles, cur)
