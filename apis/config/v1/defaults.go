@@ -21,8 +21,8 @@ const (
 
 // Defaults of OOMRiskArgs.
 const (
-	DefaultOwnRiskWeight              int64 = 3
-	DefaultCollateralWeight           int64 = 1
+	DefaultOwnRiskWeight    int64 = 3
+	DefaultCollateralWeight int64 = 1
 	// The no-limit estimate's defaults are pkg/oomkill's, shared with
 	// RelieveNodePressure.
 	DefaultNoLimitRequestPercent      = oomkill.DefaultRequestMultiplierPercent
