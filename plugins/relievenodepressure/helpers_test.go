@@ -53,6 +53,7 @@ func testPod(name, node string, opts ...podOption) *v1.Pod {
 	pod.Spec.SchedulerName = DefaultSchedulerName
 	pod.CreationTimestamp = metav1.NewTime(now.Add(-3 * time.Hour))
 	pod.Status.Phase = v1.PodRunning
+	pod.Status.StartTime = &metav1.Time{Time: now.Add(-3 * time.Hour)}
 	pod.Status.Conditions = []v1.PodCondition{
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
 		{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))},
