@@ -223,6 +223,11 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 		n.unrelievable(st, p)
 		return false, nil
 	}
+	planned := make([]string, len(p.steps))
+	for i, s := range p.steps {
+		planned[i] = klog.KObj(s.pod).String()
+	}
+	logger.V(2).Info("Relief planned", "pods", planned)
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
 	return n.carryOut(ctx, st, p)
 }
