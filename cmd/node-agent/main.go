@@ -1,14 +1,19 @@
 // Command headroom-node-agent publishes its node's PID capacity,
-// reservation and use as headroom.dev/pid-* Node annotations. See README.md.
+// reservation and use, and the PIDs of its biggest pods, as headroom.dev/pid-*
+// Node annotations. See README.md.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
@@ -52,7 +57,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r, err := nodeagent.New(client, cfg)
+	agent, err := nodeagent.New(client, cfg)
 	if err != nil {
 		return err
 	}
@@ -60,13 +65,41 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
-	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "reservedPIDs", cfg.ReservedPIDs,
-		"interval", cfg.Interval, "maxInterval", cfg.MaxInterval, "hysteresisPIDs", cfg.HysteresisPIDs,
-		"hysteresisPercent", cfg.HysteresisPercent, "once", opts.Once)
+	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "cgroupRoot", cfg.CgroupRoot,
+		"reservedPIDs", cfg.ReservedPIDs, "interval", cfg.Interval, "maxInterval", cfg.MaxInterval,
+		"hysteresisPIDs", cfg.Hysteresis.PIDs, "hysteresisPercent", cfg.Hysteresis.Percent, "once", opts.Once)
 	if opts.Once {
-		return r.Once(ctx)
+		return agent.Once(ctx)
 	}
-	return r.Run(ctx)
+	if opts.MetricsAddress != "" && opts.MetricsAddress != "0" {
+		if err := serve(ctx, opts.MetricsAddress, agent.Metrics().Handler()); err != nil {
+			return err
+		}
+	}
+	return agent.Run(ctx)
+}
+
+// serve starts the /metrics and /healthz endpoints; they stop with ctx.
+func serve(ctx context.Context, addr string, metrics http.Handler) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Serving metrics failed", "address", addr)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	klog.InfoS("Serving /metrics and /healthz", "address", ln.Addr().String())
+	return nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

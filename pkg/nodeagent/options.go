@@ -12,6 +12,8 @@ type Options struct {
 	NodeName          string
 	Kubeconfig        string
 	ProcRoot          string
+	CgroupRoot        string
+	MetricsAddress    string
 	ReservedPIDs      int64
 	KubeletConfig     string
 	Interval          time.Duration
@@ -29,10 +31,12 @@ func NewOptions(nodeName string) *Options {
 	return &Options{
 		NodeName:          nodeName,
 		ProcRoot:          d.ProcRoot,
+		CgroupRoot:        d.CgroupRoot,
+		MetricsAddress:    DefaultMetricsAddress,
 		Interval:          d.Interval,
 		MaxInterval:       d.MaxInterval,
-		HysteresisPIDs:    d.HysteresisPIDs,
-		HysteresisPercent: d.HysteresisPercent,
+		HysteresisPIDs:    d.Hysteresis.PIDs,
+		HysteresisPercent: d.Hysteresis.Percent,
 		RequestTimeout:    d.RequestTimeout,
 	}
 }
@@ -42,6 +46,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Node whose annotations to write (default $NODE_NAME)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; in-cluster configuration when empty")
 	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "where the host's /proc is mounted")
+	fs.StringVar(&o.CgroupRoot, "cgroup-root", o.CgroupRoot,
+		"where the host's cgroup filesystem is mounted (cgroup v1 with its pids hierarchy, or v2; kubelet cgroup driver cgroupfs or systemd)")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress,
+		"address to serve /metrics and /healthz on; empty or 0 to serve nothing (--once never serves)")
 	fs.Int64Var(&o.ReservedPIDs, "reserved-pids", o.ReservedPIDs,
 		"PIDs reserved for the system and the kubelet (systemReserved.pid + kubeReserved.pid); excludes --kubelet-config")
 	fs.StringVar(&o.KubeletConfig, "kubelet-config", o.KubeletConfig,
@@ -50,11 +58,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxInterval, "max-interval", o.MaxInterval,
 		"longest time between writes even when nothing changed (forced writes come up to 10% early, never late)")
 	fs.Int64Var(&o.HysteresisPIDs, "hysteresis-pids", o.HysteresisPIDs,
-		"write when used PIDs moved by more than max(this, --hysteresis-percent of allocatable) since the last write")
+		"write when used PIDs moved by more than max(this, --hysteresis-percent of allocatable) since the last write, or one pod's PIDs by more than this")
 	fs.Float64Var(&o.HysteresisPercent, "hysteresis-percent", o.HysteresisPercent,
 		"hysteresis as a percentage of allocatable PIDs; see --hysteresis-pids")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
-	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit")
+	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
 }
 
 // Config resolves the options into a valid Config. fs tells whether
@@ -67,11 +75,12 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg := DefaultConfig()
 	cfg.NodeName = o.NodeName
 	cfg.ProcRoot = o.ProcRoot
+	cfg.CgroupRoot = o.CgroupRoot
 	cfg.ReservedPIDs = o.ReservedPIDs
 	cfg.Interval = o.Interval
 	cfg.MaxInterval = o.MaxInterval
-	cfg.HysteresisPIDs = o.HysteresisPIDs
-	cfg.HysteresisPercent = o.HysteresisPercent
+	cfg.Hysteresis.PIDs = o.HysteresisPIDs
+	cfg.Hysteresis.Percent = o.HysteresisPercent
 	cfg.RequestTimeout = o.RequestTimeout
 	if o.KubeletConfig != "" {
 		n, err := ReservedFromKubeletConfigFile(o.KubeletConfig)

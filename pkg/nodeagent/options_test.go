@@ -29,8 +29,9 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if cfg.NodeName != "from-env" || cfg.ProcRoot != "/proc" || cfg.ReservedPIDs != 0 ||
 		cfg.Interval != 10*time.Second || cfg.MaxInterval != 5*time.Minute ||
-		cfg.HysteresisPIDs != 500 || cfg.HysteresisPercent != 2 || cfg.MaxIntervalJitter != 0.1 ||
-		cfg.RequestTimeout != 10*time.Second || o.Once || o.Kubeconfig != "" {
+		cfg.Hysteresis.PIDs != 500 || cfg.Hysteresis.Percent != 2 || cfg.MaxIntervalJitter != 0.1 ||
+		cfg.RequestTimeout != 10*time.Second || o.Once || o.Kubeconfig != "" ||
+		cfg.CgroupRoot != "/sys/fs/cgroup" || o.MetricsAddress != ":8080" {
 		t.Errorf("defaults: %+v, once %v", cfg, o.Once)
 	}
 	if cfg.Backoff != DefaultBackoff() {
@@ -41,14 +42,14 @@ func TestOptionsDefaults(t *testing.T) {
 func TestOptionsFlags(t *testing.T) {
 	cfg, o, err := parse(t, "from-env", "--node-name=n2", "--proc-root=/host/proc", "--reserved-pids=1500",
 		"--interval=30s", "--max-interval=10m", "--hysteresis-pids=100", "--hysteresis-percent=0.5",
-		"--request-timeout=3s", "--once", "--kubeconfig=/tmp/kc")
+		"--request-timeout=3s", "--once", "--kubeconfig=/tmp/kc", "--cgroup-root=/host/cgroup", "--metrics-bind-address=127.0.0.1:9000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.NodeName != "n2" || cfg.ProcRoot != "/host/proc" || cfg.ReservedPIDs != 1500 ||
 		cfg.Interval != 30*time.Second || cfg.MaxInterval != 10*time.Minute ||
-		cfg.HysteresisPIDs != 100 || cfg.HysteresisPercent != 0.5 || cfg.RequestTimeout != 3*time.Second ||
-		!o.Once || o.Kubeconfig != "/tmp/kc" {
+		cfg.Hysteresis.PIDs != 100 || cfg.Hysteresis.Percent != 0.5 || cfg.RequestTimeout != 3*time.Second ||
+		!o.Once || o.Kubeconfig != "/tmp/kc" || cfg.CgroupRoot != "/host/cgroup" || o.MetricsAddress != "127.0.0.1:9000" {
 		t.Errorf("parsed: %+v %+v", cfg, o)
 	}
 }

@@ -1,6 +1,7 @@
-// Package nodeagent is the logic of headroom-node-agent, the node agent
-// that publishes a node's PID capacity, reservation and use as the
-// pidstats annotations on its Node object.
+// Package nodeagent is the logic of headroom-node-agent: probes that each
+// measure one figure of the node (its PID totals from /proc, its pods' PIDs
+// from their cgroups) and one write policy that publishes them as Node
+// annotations.
 package nodeagent
 
 import (

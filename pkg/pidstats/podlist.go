@@ -89,7 +89,7 @@ func ParsePodList(v string) (PodList, error) {
 		if !ok {
 			return invalid("entry %d %q is not <pod UID>=<PIDs>", k+1, entry)
 		}
-		if !isUID(uid) {
+		if !IsPodUID(uid) {
 			return invalid("entry %d: %q is not a pod UID (a lowercase canonical UUID)", k+1, uid)
 		}
 		n, ok := parsePIDs(pids)
@@ -249,9 +249,10 @@ func (p PodList) String() string {
 	return b.String()
 }
 
-// isUID accepts the canonical lowercase form of a UUID, which is what the
-// API server writes into metadata.uid.
-func isUID(s string) bool {
+// IsPodUID reports whether s has the form AnnotationPIDPods accepts for a
+// pod UID: the canonical lowercase form of a UUID, which is what the API
+// server writes into metadata.uid.
+func IsPodUID(s string) bool {
 	if len(s) != uidLen {
 		return false
 	}

@@ -69,6 +69,9 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
+// Pid is the process ID, e.g. to read /proc/<pid>/status.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Wait waits for the process to end on its own, at most timeout.
 func (p *Process) Wait(timeout time.Duration) error {
 	select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -368,70 +367,6 @@ func TestNodePIDsBurstSpreadsByFreePIDs(t *testing.T) {
 	}
 }
 
-// TestPIDReporterWritesProcFigures runs the real headroom-node-agent once
-// against a kwok node, with the credentials of the ServiceAccount that the
-// shipped manifests/node-agent binds, and checks what it wrote against
-// this machine's /proc.
-func TestPIDReporterWritesProcFigures(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "headroom-system"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath,
-		"apply", "-k", filepath.Dir(repoPath(t, "manifests/node-agent/kustomization.yaml"))).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl apply -k manifests/node-agent: %v\n%s", err, out)
-	}
-	kubeconfig := serviceAccountKubeconfig(ctx, t, cp, "headroom-system", "headroom-node-agent")
-	if _, err := cp.CreateNode(ctx, "reported", resources("4", "16Gi", "110"), nil); err != nil {
-		t.Fatal(err)
-	}
-
-	const reserved = 1234
-	start := time.Now()
-	threads := watchThreads(t)
-	p, err := cp.StartProcess("headroom-node-agent", "--once", "--node-name=reported", "--kubeconfig="+kubeconfig,
-		"--reserved-pids="+strconv.Itoa(reserved))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runErr := p.Wait(time.Minute)
-	lo, hi := threads()
-	end := time.Now()
-	if runErr != nil {
-		t.Fatalf("headroom-node-agent --once: %v\n%s", runErr, p.Log(4<<10))
-	}
-
-	node, err := cp.Client.CoreV1().Nodes().Get(ctx, "reported", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := pidstats.ParseNode(node.Annotations, time.Now(), 0)
-	if err != nil {
-		t.Fatalf("annotations written do not parse: %v (%v)", err, node.Annotations)
-	}
-	if want := min(readProcInt(t, "/proc/sys/kernel/pid_max"), readProcInt(t, "/proc/sys/kernel/threads-max")); s.Capacity != want {
-		t.Errorf("capacity %d, want min(pid_max, threads-max) = %d", s.Capacity, want)
-	}
-	if s.Reserved != reserved {
-		t.Errorf("reserved %d, want %d", s.Reserved, reserved)
-	}
-	// The agent read /proc/loadavg once while it ran; the watcher read it
-	// every millisecond or so over a longer span. Threads come and go on a
-	// busy machine between two reads, hence the small slack.
-	slack := 32 + hi/50
-	if s.Used < lo-slack || s.Used > hi+slack {
-		t.Errorf("used %d outside the %d..%d tasks /proc/loadavg showed during the run (slack %d)", s.Used, lo, hi, slack)
-	}
-	if s.SampledAt.Before(start.Truncate(time.Second)) || s.SampledAt.After(end) {
-		t.Errorf("sampled-at %s outside the run %s..%s", s.SampledAt, start, end)
-	}
-	t.Logf("reporter wrote %v; /proc/loadavg showed %d..%d tasks", node.Annotations, lo, hi)
-}
-
 // repoPath is the absolute path of a file of the repository.
 func repoPath(t *testing.T, rel string) string {
 	t.Helper()
@@ -444,12 +379,15 @@ func repoPath(t *testing.T, rel string) string {
 }
 
 // serviceAccountKubeconfig writes a kubeconfig for the control plane that
-// authenticates with a token of the ServiceAccount.
-func serviceAccountKubeconfig(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns, name string) string {
+// authenticates with a token of the ServiceAccount, bound to pod unless it
+// is nil (a pod-bound token names the pod's node in the user's extra).
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns, name string, pod *corev1.Pod) string {
 	t.Helper()
-	tr, err := cp.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
-	}, metav1.CreateOptions{})
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	if pod != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := cp.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, req, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +399,7 @@ func serviceAccountKubeconfig(ctx context.Context, t *testing.T, cp *controlplan
 	for _, auth := range cfg.AuthInfos {
 		auth.Token = token
 	}
-	path := filepath.Join(t.TempDir(), "reporter.kubeconfig")
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}

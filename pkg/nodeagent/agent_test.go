@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -24,6 +29,12 @@ import (
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	podA = "0a1b2c3d-0000-4000-8000-00000000000a"
+	podB = "0a1b2c3d-0000-4000-8000-00000000000b"
+	podC = "0a1b2c3d-0000-4000-8000-00000000000c"
+)
 
 // fakeProc is a /proc whose numbers the test sets.
 type fakeProc struct {
@@ -43,7 +54,9 @@ type harness struct {
 	client *fake.Clientset
 	clock  *testingclock.FakeClock
 	proc   *fakeProc
-	r      *Reporter
+	r      *Agent
+	// cgroups is the cgroup root: a v2 tree with the cgroupfs driver.
+	cgroups string
 	// patchErrs fail the next patches, one each, before they reach the tracker.
 	patchErrs []error
 }
@@ -63,12 +76,19 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, Annotations: map[string]string{"keep": "me"}}}
 	}
 	_, ctx := ktesting.NewTestContext(t)
+	if cfg.CgroupRoot == DefaultCgroupRoot {
+		cfg.CgroupRoot = t.TempDir()
+		if err := os.MkdirAll(filepath.Join(cfg.CgroupRoot, "kubepods", "burstable"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h := &harness{
-		t:      t,
-		ctx:    ctx,
-		client: fake.NewClientset(node),
-		clock:  testingclock.NewFakeClock(t0),
-		proc:   &fakeProc{sample: ProcSample{PIDMax: 32768, ThreadsMax: 192729, Capacity: 32768, Used: 5000}},
+		cgroups: cfg.CgroupRoot,
+		t:       t,
+		ctx:     ctx,
+		client:  fake.NewClientset(node),
+		clock:   testingclock.NewFakeClock(t0),
+		proc:    &fakeProc{sample: ProcSample{PIDMax: 32768, ThreadsMax: 192729, Capacity: 32768, Used: 5000}},
 	}
 	h.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if len(h.patchErrs) == 0 {
@@ -84,6 +104,32 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
 	}
 	h.r = r
 	return h
+}
+
+// setPodPIDs puts a burstable pod's cgroup with pids.current = n into the tree.
+func (h *harness) setPodPIDs(uid string, n int) {
+	h.t.Helper()
+	dir := filepath.Join(h.cgroups, "kubepods", "burstable", "pod"+uid)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// patchedKeys returns the annotation keys of patch i.
+func (h *harness) patched(i int) map[string]string {
+	h.t.Helper()
+	var body struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(h.patches()[i].GetPatch(), &body); err != nil {
+		h.t.Fatal(err)
+	}
+	return body.Metadata.Annotations
 }
 
 func (h *harness) patches() []k8stesting.PatchAction {
@@ -125,8 +171,10 @@ func (h *harness) wantUsed(used string) {
 	}
 }
 
-func TestTickWritesAllFourAnnotationsInOnePatch(t *testing.T) {
+func TestTickWritesEveryProbeInOnePatch(t *testing.T) {
 	h := newHarness(t, testConfig(), nil)
+	h.setPodPIDs(podA, 300)
+	h.setPodPIDs(podB, 1200)
 	if err := h.r.Tick(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +199,7 @@ func TestTickWritesAllFourAnnotationsInOnePatch(t *testing.T) {
 		pidstats.AnnotationReserved:  "1000",
 		pidstats.AnnotationUsed:      "5000",
 		pidstats.AnnotationSampledAt: "2026-05-01T12:00:00Z",
+		pidstats.AnnotationPIDPods:   podB + "=1200," + podA + "=300",
 	}
 	if len(body.Metadata.Annotations) != len(want) {
 		t.Errorf("patch annotations %v, want exactly %v", body.Metadata.Annotations, want)
@@ -172,6 +221,41 @@ func TestTickWritesAllFourAnnotationsInOnePatch(t *testing.T) {
 	}
 	if s.Capacity != 32768 || s.Reserved != 1000 || s.Used != 5000 || !s.SampledAt.Equal(t0) || s.Free() != 26768 {
 		t.Errorf("node stats %+v (free %d)", s, s.Free())
+	}
+	if n, ok := s.Pods.Lookup(podB); !ok || n != 1200 || s.Pods.Len() != 2 {
+		t.Errorf("per-pod figures %q", s.Pods)
+	}
+}
+
+func TestTickPodListSharesTheHysteresis(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	h.setPodPIDs(podA, 300)
+	h.setPodPIDs(podB, 1200)
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Small pods come and go, a big one moves by no more than 500: no write.
+	h.setPodPIDs(podC, 499)
+	h.setPodPIDs(podB, 1700)
+	if err := os.RemoveAll(filepath.Join(h.cgroups, "kubepods", "burstable", "pod"+podA)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(1)
+	// The big one moves by 501: the list and the totals of the same sample
+	// are written together.
+	h.setPodPIDs(podB, 1701)
+	h.proc.sample.Used = 5100
+	if err := h.tick(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPatches(2)
+	got := h.patched(1)
+	if got[pidstats.AnnotationPIDPods] != podB+"=1701,"+podC+"=499" || got[pidstats.AnnotationUsed] != "5100" ||
+		got[pidstats.AnnotationSampledAt] != "2026-05-01T12:00:20Z" {
+		t.Errorf("second patch %v", got)
 	}
 }
 
@@ -327,52 +411,110 @@ func TestDefaultBackoffIsJitteredAndCapped(t *testing.T) {
 	}
 }
 
-func TestTickKeepsLastGoodSampleOnProcErrors(t *testing.T) {
-	t.Run("nothing to write before the first good sample", func(t *testing.T) {
+func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
+	t.Run("the PID probe fails from the start", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
+		h.setPodPIDs(podA, 300)
 		h.proc.err = errors.New("/host/proc/loadavg: garbage")
-		if err := h.r.Tick(h.ctx); err == nil || !strings.Contains(err.Error(), "garbage") {
+		if err := h.r.Tick(h.ctx); err == nil || !strings.Contains(err.Error(), "probe pids") || !strings.Contains(err.Error(), "garbage") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(0)
+		h.wantPatches(1)
+		if got := h.patched(0); len(got) != 1 || got[pidstats.AnnotationPIDPods] != podA+"=300" {
+			t.Errorf("patch %v, want the per-pod list alone", got)
+		}
+		if got, err := testutil.GetCounterMetricValue(h.r.Metrics().probeErrors.WithLabelValues(PIDProbeName)); err != nil || got != 1 {
+			t.Errorf("probe errors of %s = %v, want 1", PIDProbeName, got)
+		}
 	})
-	t.Run("a written sample is not rewritten", func(t *testing.T) {
+	t.Run("a written PID sample ages while the probe fails", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
 		if err := h.r.Tick(h.ctx); err != nil {
 			t.Fatal(err)
 		}
 		h.proc.err = errors.New("garbage")
-		h.proc.sample = ProcSample{}
 		for range 60 { // 10 minutes, well past the max interval
-			if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "keeping the last good sample") {
+			if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "garbage") {
 				t.Fatalf("err = %v", err)
 			}
 		}
-		h.wantPatches(1)
+		h.wantPatches(3) // the forced writes carry the per-pod probe only
+		for i := 1; i < 3; i++ {
+			if got := h.patched(i); len(got) != 1 {
+				t.Errorf("forced write %d: %v", i, got)
+			}
+		}
 		h.wantUsed("5000")
-		// The annotation ages, so readers see the reporter is not keeping up.
+		if age := h.r.Metrics().lastWrittenSampleAge(); age != 600 {
+			t.Errorf("last written sample age %vs, want 600s: the PID sample's", age)
+		}
+		// The annotation ages, so readers see the agent is not keeping up.
 		if _, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), 6*time.Minute); !pidstats.IsStale(err) {
 			t.Errorf("want stale annotations, got %v", err)
 		}
 	})
-	t.Run("a sample not yet written is written on retry", func(t *testing.T) {
+	t.Run("unreadable cgroups publish an empty list with the totals", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
-		h.patchErrs = []error{errors.New("connection refused")}
-		if err := h.r.Tick(h.ctx); err == nil {
-			t.Fatal("want error")
+		h.setPodPIDs(podB, 1200)
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
 		}
-		h.proc.err = errors.New("garbage")
-		h.proc.sample = ProcSample{Capacity: -1, Used: -1}
-		err := h.tick(10 * time.Second)
-		if err == nil || !strings.Contains(err.Error(), "garbage") {
+		if err := os.RemoveAll(filepath.Join(h.cgroups, "kubepods")); err != nil {
+			t.Fatal(err)
+		}
+		// Pod B stopped: its PIDs left the total, and a list still naming
+		// it would subtract them again.
+		h.proc.sample.Used = 3800
+		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "no kubepods cgroup") {
 			t.Fatalf("err = %v", err)
 		}
 		h.wantPatches(2)
-		h.wantUsed("5000")
-		if got := h.node().Annotations[pidstats.AnnotationSampledAt]; got != t0.Format(time.RFC3339) {
-			t.Errorf("sampled-at %s, want the time of the good sample %s", got, t0)
+		if got := h.patched(1); got[pidstats.AnnotationPIDPods] != "" || got[pidstats.AnnotationUsed] != "3800" {
+			t.Errorf("patch %v", got)
+		}
+		if _, ok := h.patched(1)[pidstats.AnnotationPIDPods]; !ok {
+			t.Error("pid-pods not written")
 		}
 	})
+}
+
+func TestMetrics(t *testing.T) {
+	h := newHarness(t, testConfig(), nil)
+	if err := h.r.Tick(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.patchErrs = []error{errors.New("connection refused")}
+	h.proc.sample.Used = 9000
+	if err := h.tick(10 * time.Second); err == nil {
+		t.Fatal("want error")
+	}
+	h.clock.Step(7 * time.Second)
+	m := h.r.Metrics()
+	want := `
+# HELP headroom_node_agent_last_written_sample_age_seconds [ALPHA] Age of the oldest sample in the node's annotations as last written (or adopted at start); NaN before any.
+# TYPE headroom_node_agent_last_written_sample_age_seconds gauge
+headroom_node_agent_last_written_sample_age_seconds 17
+# HELP headroom_node_agent_samples_total [ALPHA] Samples taken, by probe, whether or not they succeeded.
+# TYPE headroom_node_agent_samples_total counter
+headroom_node_agent_samples_total{probe="pid-pods"} 2
+headroom_node_agent_samples_total{probe="pids"} 2
+# HELP headroom_node_agent_write_failures_total [ALPHA] Node annotation patches that failed.
+# TYPE headroom_node_agent_write_failures_total counter
+headroom_node_agent_write_failures_total 1
+# HELP headroom_node_agent_writes_total [ALPHA] Node annotation patches the API server accepted.
+# TYPE headroom_node_agent_writes_total counter
+headroom_node_agent_writes_total 1
+`
+	if err := testutil.GatherAndCompare(m.registry, strings.NewReader(want),
+		"headroom_node_agent_last_written_sample_age_seconds", "headroom_node_agent_samples_total",
+		"headroom_node_agent_write_failures_total", "headroom_node_agent_writes_total"); err != nil {
+		t.Error(err)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "headroom_node_agent_writes_total 1") {
+		t.Errorf("/metrics body:\n%s", rec.Body.String())
+	}
 }
 
 func TestSampleClampsToCapacity(t *testing.T) {
@@ -413,8 +555,12 @@ func TestAdopt(t *testing.T) {
 	node := func(ann map[string]string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: ann}}
 	}
+	withPods := func(a map[string]string, pods string) map[string]string {
+		a[pidstats.AnnotationPIDPods] = pods
+		return a
+	}
 	t.Run("matching fresh annotations are adopted", func(t *testing.T) {
-		h := newHarness(t, testConfig(), node(fresh.Annotations()))
+		h := newHarness(t, testConfig(), node(withPods(fresh.Annotations(), "")))
 		if err := h.r.adopt(h.ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -428,6 +574,21 @@ func TestAdopt(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.wantPatches(1)
+	})
+	t.Run("a missing or different per-pod list is written", func(t *testing.T) {
+		for _, a := range []map[string]string{fresh.Annotations(), withPods(fresh.Annotations(), podA+"=900"), withPods(fresh.Annotations(), "junk")} {
+			h := newHarness(t, testConfig(), node(a))
+			if err := h.r.adopt(h.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.r.Tick(h.ctx); err != nil {
+				t.Fatal(err)
+			}
+			h.wantPatches(1)
+			if got := h.node().Annotations[pidstats.AnnotationPIDPods]; got != "" {
+				t.Errorf("pid-pods %q after adopting %v", got, a)
+			}
+		}
 	})
 	t.Run("stale annotations are not adopted", func(t *testing.T) {
 		old := fresh
@@ -491,10 +652,23 @@ func TestOnce(t *testing.T) {
 	t.Run("proc error", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
 		h.proc.err = errors.New("no loadavg")
-		if err := h.r.Once(h.ctx); err == nil {
-			t.Fatal("want error")
+		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
+			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(0)
+		h.wantPatches(1) // the per-pod probe's
+		if _, ok := h.node().Annotations[pidstats.AnnotationUsed]; ok {
+			t.Error("PID totals written despite the error")
+		}
+	})
+	t.Run("every probe fails", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.CgroupRoot = t.TempDir()
+		h := newHarness(t, cfg, nil)
+		h.proc.err = errors.New("no loadavg")
+		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(1) // an empty per-pod list is still the safe figure
 	})
 	t.Run("API error", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
@@ -540,12 +714,13 @@ func TestConfigValidate(t *testing.T) {
 		{testConfig(), ""},
 		{mod(func(c *Config) { c.NodeName = "" }), "NODE_NAME"},
 		{mod(func(c *Config) { c.ProcRoot = "" }), "proc root"},
+		{mod(func(c *Config) { c.CgroupRoot = "" }), "cgroup root"},
 		{mod(func(c *Config) { c.ReservedPIDs = -1 }), "reserved"},
 		{mod(func(c *Config) { c.Interval = 0 }), "interval"},
 		{mod(func(c *Config) { c.MaxInterval = time.Second }), "max interval"},
-		{mod(func(c *Config) { c.HysteresisPIDs = -1 }), "hysteresis PIDs"},
-		{mod(func(c *Config) { c.HysteresisPercent = 101 }), "hysteresis percent"},
-		{mod(func(c *Config) { c.HysteresisPercent = math.NaN() }), "hysteresis percent"},
+		{mod(func(c *Config) { c.Hysteresis.PIDs = -1 }), "hysteresis PIDs"},
+		{mod(func(c *Config) { c.Hysteresis.Percent = 101 }), "hysteresis percent"},
+		{mod(func(c *Config) { c.Hysteresis.Percent = math.NaN() }), "hysteresis percent"},
 		{mod(func(c *Config) { c.MaxIntervalJitter = 1 }), "jitter"},
 		{mod(func(c *Config) { c.Backoff.Duration = 0 }), "backoff"},
 		{mod(func(c *Config) { c.RequestTimeout = 0 }), "request timeout"},

@@ -1,0 +1,387 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// FieldManager names this agent in the Node's managedFields.
+const FieldManager = "headroom-node-agent"
+
+// Defaults. See cmd/node-agent/README.md for the write rate they cost.
+const (
+	DefaultProcRoot          = "/proc"
+	DefaultInterval          = 10 * time.Second
+	DefaultMaxInterval       = 5 * time.Minute
+	DefaultHysteresisPIDs    = 500
+	DefaultHysteresisPercent = 2.0
+	// DefaultMaxIntervalJitter pulls each forced write up to 10% earlier, so
+	// that agents started together do not write in lock-step for ever.
+	DefaultMaxIntervalJitter = 0.1
+	DefaultRequestTimeout    = 10 * time.Second
+	DefaultMetricsAddress    = ":8080"
+)
+
+// DefaultBackoff spaces out retries of a failed write: 10 s doubling per
+// failure up to 5 min, each delay stretched by up to 50% at random so that
+// a whole cluster's agents do not retry in step after an API outage.
+func DefaultBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 10 * time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 5 * time.Minute}
+}
+
+// Config is what the agent needs; Options turns flags into it.
+type Config struct {
+	NodeName     string
+	ProcRoot     string
+	CgroupRoot   string
+	ReservedPIDs int64
+	Interval     time.Duration
+	Hysteresis
+	// MaxInterval bounds the time between writes, so that readers can tell
+	// a live agent from a dead one by the sample's age.
+	MaxInterval time.Duration
+	// MaxIntervalJitter is the fraction by which a forced write may come
+	// early: due at SampledAt + MaxInterval·(1 − MaxIntervalJitter·r), r in
+	// [0,1). It never comes late, so the annotation's age stays below
+	// MaxInterval + Interval while sampling and writing succeed.
+	MaxIntervalJitter float64
+	Backoff           wait.Backoff
+	RequestTimeout    time.Duration
+}
+
+// DefaultConfig returns a Config with the defaults for everything but
+// NodeName.
+func DefaultConfig() Config {
+	return Config{
+		ProcRoot:          DefaultProcRoot,
+		CgroupRoot:        DefaultCgroupRoot,
+		Interval:          DefaultInterval,
+		Hysteresis:        Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
+		MaxInterval:       DefaultMaxInterval,
+		MaxIntervalJitter: DefaultMaxIntervalJitter,
+		Backoff:           DefaultBackoff(),
+		RequestTimeout:    DefaultRequestTimeout,
+	}
+}
+
+// Validate reports the first unusable setting.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeName == "":
+		return errors.New("node name is empty: set --node-name or NODE_NAME (downward API spec.nodeName)")
+	case c.ProcRoot == "":
+		return errors.New("proc root is empty")
+	case c.CgroupRoot == "":
+		return errors.New("cgroup root is empty")
+	case c.ReservedPIDs < 0:
+		return fmt.Errorf("reserved PIDs %d is negative", c.ReservedPIDs)
+	case c.Interval <= 0:
+		return fmt.Errorf("interval %s must be positive", c.Interval)
+	case c.MaxInterval < c.Interval:
+		return fmt.Errorf("max interval %s is shorter than the interval %s", c.MaxInterval, c.Interval)
+	case c.Hysteresis.PIDs < 0:
+		return fmt.Errorf("hysteresis PIDs %d is negative", c.Hysteresis.PIDs)
+	case !(c.Hysteresis.Percent >= 0 && c.Hysteresis.Percent <= 100): // also rejects NaN
+		return fmt.Errorf("hysteresis percent %v is not within [0, 100]", c.Hysteresis.Percent)
+	case !(c.MaxIntervalJitter >= 0 && c.MaxIntervalJitter < 1):
+		return fmt.Errorf("max interval jitter %v is not within [0, 1)", c.MaxIntervalJitter)
+	case c.Backoff.Duration <= 0:
+		return fmt.Errorf("backoff duration %s must be positive", c.Backoff.Duration)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("request timeout %s must be positive", c.RequestTimeout)
+	}
+	return nil
+}
+
+// Agent samples its probes and keeps the node's annotations current.
+// Tick and Run are not safe for concurrent use; Run drives the agent from
+// one goroutine. Metrics may be gathered concurrently.
+type Agent struct {
+	cfg     Config
+	client  kubernetes.Interface
+	clock   clock.WithTicker
+	read    func(procRoot string) (ProcSample, error)
+	rand    func() float64
+	probes  []Probe
+	metrics *Metrics
+
+	written []Sample  // per probe: the last sample the API server accepted
+	dueAt   time.Time // when a write is due regardless of change
+
+	backoff  wait.Backoff // current retry state; reset after a success
+	retryAt  time.Time    // no write attempt before this
+	failures int          // consecutive failed writes
+}
+
+// Option adjusts an Agent; tests use them to fake time, /proc and probes.
+type Option func(*Agent)
+
+// WithClock replaces the real clock.
+func WithClock(c clock.WithTicker) Option { return func(a *Agent) { a.clock = c } }
+
+// WithProcReader replaces ReadProc in the PID probe.
+func WithProcReader(f func(procRoot string) (ProcSample, error)) Option {
+	return func(a *Agent) { a.read = f }
+}
+
+// WithRand replaces the source of the max-interval jitter (values in [0,1)).
+func WithRand(f func() float64) Option { return func(a *Agent) { a.rand = f } }
+
+// WithProbes replaces the probes built from the Config.
+func WithProbes(p ...Probe) Option { return func(a *Agent) { a.probes = p } }
+
+// WithMetrics records into m instead of a private set of metrics.
+func WithMetrics(m *Metrics) Option { return func(a *Agent) { a.metrics = m } }
+
+// New returns an Agent for cfg, which must be valid, with the node PID
+// probe and the per-pod PID probe.
+func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:     cfg,
+		client:  client,
+		clock:   clock.RealClock{},
+		read:    ReadProc,
+		rand:    rand.Float64,
+		backoff: cfg.Backoff,
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.probes == nil {
+		a.probes = []Probe{
+			&PIDProbe{ProcRoot: cfg.ProcRoot, Reserved: cfg.ReservedPIDs, Hysteresis: cfg.Hysteresis, MaxAge: cfg.MaxInterval, Read: a.read},
+			&PodPIDsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisPIDs: cfg.Hysteresis.PIDs},
+		}
+	}
+	if a.metrics == nil {
+		a.metrics = NewMetrics()
+	}
+	a.metrics.setClock(a.clock)
+	a.written = make([]Sample, len(a.probes))
+	return a, nil
+}
+
+// Metrics returns the agent's metrics, to be served on /metrics.
+func (a *Agent) Metrics() *Metrics { return a.metrics }
+
+// Run adopts what the node already carries, then samples every Interval
+// until ctx ends. Only an unknown node name is fatal; sampling and API
+// errors are logged and retried.
+func (a *Agent) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if err := a.adopt(ctx); err != nil {
+		return err
+	}
+	ticker := a.clock.NewTicker(a.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		if err := a.Tick(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Node report incomplete", "node", a.cfg.NodeName)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Once samples every probe and writes what they measured, unconditionally,
+// once; for --once. The error joins the probes' errors and the write's.
+func (a *Agent) Once(ctx context.Context) error {
+	fresh, sampleErr := a.sample(ctx)
+	if !hasAny(fresh) {
+		return fmt.Errorf("no probe produced a sample: %w", sampleErr)
+	}
+	if err := a.patch(ctx, fresh); err != nil {
+		return errors.Join(sampleErr, err)
+	}
+	a.recordWrite(fresh)
+	return sampleErr
+}
+
+// adopt takes the node's current annotations as the last write where they
+// agree with what this agent would write, so that restarting every agent
+// (a DaemonSet rollout) does not rewrite every Node at once.
+func (a *Agent) adopt(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	reqCtx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	node, err := a.client.CoreV1().Nodes().Get(reqCtx, a.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %q not found: --node-name or NODE_NAME must name the node this agent runs on", a.cfg.NodeName)
+	}
+	if err != nil {
+		logger.Error(err, "Reading the node failed; writing a fresh sample", "node", a.cfg.NodeName)
+		return nil
+	}
+	now := a.clock.Now()
+	for i, p := range a.probes {
+		s, err := p.Adopt(node.Annotations, now)
+		if err != nil {
+			logger.V(2).Info("Not adopting the node's annotations", "node", a.cfg.NodeName, "probe", p.Name(), "reason", err)
+			continue
+		}
+		a.written[i] = s
+		logger.V(2).Info("Adopted the node's annotations", "node", a.cfg.NodeName, "probe", p.Name(), "sample", s)
+	}
+	if oldest := oldestSampledAt(a.written); !oldest.IsZero() {
+		a.dueAt = a.nextDue(oldest)
+		a.metrics.lastWrittenSample.Store(oldest.UnixNano())
+	}
+	return nil
+}
+
+// Tick samples every probe and writes the fresh samples if one of them
+// changed beyond its hysteresis or the max interval has passed, and no
+// backoff is pending. A failed probe's annotations are left alone; a
+// failed write is retried on a later tick once the backoff has passed.
+func (a *Agent) Tick(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	now := a.clock.Now()
+	fresh, sampleErr := a.sample(ctx)
+	write, reason := a.decide(fresh, now)
+	if !write {
+		logger.V(5).Info("Not writing", "node", a.cfg.NodeName, "reason", reason)
+		return sampleErr
+	}
+	if now.Before(a.retryAt) {
+		logger.V(4).Info("Write due but backing off", "node", a.cfg.NodeName, "reason", reason, "retryAt", a.retryAt)
+		return sampleErr
+	}
+	if err := a.patch(ctx, fresh); err != nil {
+		delay := a.backoff.Step()
+		a.retryAt = now.Add(delay)
+		a.failures++
+		a.metrics.writeFailures.Inc()
+		return errors.Join(sampleErr, fmt.Errorf("writing node annotations (failure %d in a row, next attempt in %s): %w",
+			a.failures, delay.Round(time.Second), err))
+	}
+	a.recordWrite(fresh)
+	a.backoff, a.retryAt, a.failures = a.cfg.Backoff, time.Time{}, 0
+	logger.V(2).Info("Wrote node annotations", "node", a.cfg.NodeName, "reason", reason, "samples", fresh)
+	return sampleErr
+}
+
+// sample runs every probe; fresh[i] is nil where probe i failed outright.
+func (a *Agent) sample(ctx context.Context) ([]Sample, error) {
+	now := a.clock.Now()
+	fresh := make([]Sample, len(a.probes))
+	var errs []error
+	for i, p := range a.probes {
+		s, err := p.Sample(ctx, now)
+		a.metrics.samples.WithLabelValues(p.Name()).Inc()
+		if err != nil {
+			a.metrics.probeErrors.WithLabelValues(p.Name()).Inc()
+			errs = append(errs, fmt.Errorf("probe %s: %w", p.Name(), err))
+		}
+		fresh[i] = s
+	}
+	return fresh, errors.Join(errs...)
+}
+
+// decide is the write policy shared by all probes.
+func (a *Agent) decide(fresh []Sample, now time.Time) (bool, string) {
+	if !hasAny(fresh) {
+		return false, "no probe produced a sample"
+	}
+	for i, s := range fresh {
+		if s == nil {
+			continue
+		}
+		if a.written[i] == nil {
+			return true, "first sample of probe " + a.probes[i].Name()
+		}
+		if changed, why := s.Changed(a.written[i]); changed {
+			return true, a.probes[i].Name() + ": " + why
+		}
+	}
+	if !now.Before(a.dueAt) {
+		return true, "max interval reached"
+	}
+	return false, "within hysteresis"
+}
+
+func (a *Agent) recordWrite(fresh []Sample) {
+	for i, s := range fresh {
+		if s != nil {
+			a.written[i] = s
+		}
+	}
+	at := oldestSampledAt(fresh)
+	if at.IsZero() {
+		at = a.clock.Now()
+	}
+	a.dueAt = a.nextDue(at)
+	a.metrics.writes.Inc()
+	// The age metric follows the annotations' own times: a write that
+	// carried none (the PID probe failing) leaves the old PID sample aging.
+	if oldest := oldestSampledAt(a.written); !oldest.IsZero() {
+		a.metrics.lastWrittenSample.Store(oldest.UnixNano())
+	}
+}
+
+// oldestSampledAt is the earliest non-zero SampledAt among samples.
+func oldestSampledAt(samples []Sample) time.Time {
+	var oldest time.Time
+	for _, s := range samples {
+		if s == nil {
+			continue
+		}
+		if at := s.SampledAt(); !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
+		}
+	}
+	return oldest
+}
+
+func hasAny(samples []Sample) bool {
+	for _, s := range samples {
+		if s != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Agent) nextDue(sampledAt time.Time) time.Time {
+	early := time.Duration(float64(a.cfg.MaxInterval) * a.cfg.MaxIntervalJitter * a.rand())
+	return sampledAt.Add(a.cfg.MaxInterval - early)
+}
+
+// patch writes every fresh sample's annotations in one JSON merge patch,
+// which leaves the Node's other annotations alone.
+func (a *Agent) patch(ctx context.Context, fresh []Sample) error {
+	annotations := map[string]string{}
+	for _, s := range fresh {
+		if s != nil {
+			maps.Copy(annotations, s.Annotations())
+		}
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	reqCtx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	_, err = a.client.CoreV1().Nodes().Patch(reqCtx, a.cfg.NodeName, types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}

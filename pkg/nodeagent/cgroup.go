@@ -1,0 +1,174 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// DefaultCgroupRoot is where the host's cgroup filesystem is mounted.
+const DefaultCgroupRoot = "/sys/fs/cgroup"
+
+// CgroupDriver is the kubelet's cgroupDriver setting, which decides how the
+// pod cgroups are named.
+type CgroupDriver string
+
+const (
+	// DriverCgroupfs names pod cgroups kubepods/<qos>/pod<uid>, guaranteed
+	// pods directly kubepods/pod<uid>.
+	DriverCgroupfs CgroupDriver = "cgroupfs"
+	// DriverSystemd names them kubepods.slice/kubepods-<qos>.slice/
+	// kubepods-<qos>-pod<uid with _ for ->.slice, guaranteed pods
+	// kubepods.slice/kubepods-pod<uid>.slice.
+	DriverSystemd CgroupDriver = "systemd"
+)
+
+// The kubelet's names, as pkg/kubelet/cm builds them: the root cgroup
+// "kubepods" (defaultNodeAllocatableCgroupName), QoS cgroups "burstable" and
+// "besteffort" below it (qos_container_manager_linux.go), pod cgroups
+// "pod"+UID (GetPodCgroupNameSuffix). With the systemd driver,
+// CgroupName.ToSystemd joins the path components with "-", replaces "-"
+// inside a component by "_" and expands the result into nested slices.
+// The package is not imported for these few strings: it pulls cadvisor,
+// runc's libcontainer and the device managers into a small agent.
+const (
+	kubepodsName   = "kubepods"
+	podPrefix      = "pod"
+	systemdSuffix  = ".slice"
+	cgroupV1PIDs   = "pids" // the v1 hierarchy of the pids controller
+	pidsCurrent    = "pids.current"
+	qosBurstable   = "burstable"
+	qosBestEffort  = "besteffort"
+	systemdPodsDir = kubepodsName + systemdSuffix
+)
+
+// CgroupLayout is where the kubelet's pod cgroups live on a host.
+type CgroupLayout struct {
+	// Dir is the kubepods cgroup directory, e.g.
+	// /sys/fs/cgroup/pids/kubepods or /sys/fs/cgroup/kubepods.slice.
+	Dir string
+	// V1 is true for the cgroup v1 pids hierarchy, false for cgroup v2.
+	V1     bool
+	Driver CgroupDriver
+}
+
+// DetectCgroupLayout finds the kubepods cgroup under root: the v1 pids
+// hierarchy (root/pids/kubepods[.slice]) first, as on hybrid hosts the v2
+// tree at root/unified carries no pids controller, then the v2 unified
+// hierarchy (root/kubepods[.slice]).
+func DetectCgroupLayout(root string) (CgroupLayout, error) {
+	for _, c := range []CgroupLayout{
+		{Dir: filepath.Join(root, cgroupV1PIDs, kubepodsName), V1: true, Driver: DriverCgroupfs},
+		{Dir: filepath.Join(root, cgroupV1PIDs, systemdPodsDir), V1: true, Driver: DriverSystemd},
+		{Dir: filepath.Join(root, kubepodsName), Driver: DriverCgroupfs},
+		{Dir: filepath.Join(root, systemdPodsDir), Driver: DriverSystemd},
+	} {
+		if fi, err := os.Stat(c.Dir); err == nil && fi.IsDir() {
+			return c, nil
+		}
+	}
+	return CgroupLayout{}, fmt.Errorf("no kubepods cgroup under %s (looked for %s, %s, %s and %s): is --cgroup-root the host's cgroup mount, and does the kubelet run with cgroupsPerQOS?",
+		root, filepath.Join(cgroupV1PIDs, kubepodsName), filepath.Join(cgroupV1PIDs, systemdPodsDir), kubepodsName, systemdPodsDir)
+}
+
+// PodCgroup is one pod's cgroup directory.
+type PodCgroup struct {
+	UID types.UID
+	Dir string
+}
+
+// PodCgroups lists the pod cgroups of every QoS class. Directories that
+// are not pod cgroups (containers of the kubelet's own, other slices) are
+// skipped, and so are static pods: the kubelet names them by a hash of
+// their manifest (32 hex digits, pkg/kubelet/config), not by the UID of
+// their mirror pod in the API, so readers could never match them. A QoS directory that vanishes while listed is skipped too; an
+// unreadable kubepods directory is an error.
+func (l CgroupLayout) PodCgroups() ([]PodCgroup, error) {
+	top, err := os.ReadDir(l.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing pod cgroups: %w", err)
+	}
+	var pods []PodCgroup
+	for _, e := range top {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		if uid, ok := l.podUID(name, ""); ok {
+			pods = append(pods, PodCgroup{UID: uid, Dir: filepath.Join(l.Dir, name)})
+			continue
+		}
+		qos, ok := l.qosClass(name)
+		if !ok {
+			continue
+		}
+		qosDir := filepath.Join(l.Dir, name)
+		entries, err := os.ReadDir(qosDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing pod cgroups: %w", err)
+		}
+		for _, pe := range entries {
+			if uid, ok := l.podUID(pe.Name(), qos); ok && pe.IsDir() {
+				pods = append(pods, PodCgroup{UID: uid, Dir: filepath.Join(qosDir, pe.Name())})
+			}
+		}
+	}
+	return pods, nil
+}
+
+// qosClass recognises the burstable and besteffort cgroups.
+func (l CgroupLayout) qosClass(name string) (string, bool) {
+	for _, qos := range []string{qosBurstable, qosBestEffort} {
+		if (l.Driver == DriverCgroupfs && name == qos) ||
+			(l.Driver == DriverSystemd && name == kubepodsName+"-"+qos+systemdSuffix) {
+			return qos, true
+		}
+	}
+	return "", false
+}
+
+// podUID parses a pod cgroup's name in QoS class qos ("" for guaranteed).
+func (l CgroupLayout) podUID(name, qos string) (types.UID, bool) {
+	var uid string
+	switch l.Driver {
+	case DriverCgroupfs:
+		var ok bool
+		if uid, ok = strings.CutPrefix(name, podPrefix); !ok {
+			return "", false
+		}
+	case DriverSystemd:
+		prefix := kubepodsName + "-"
+		if qos != "" {
+			prefix += qos + "-"
+		}
+		rest, ok := strings.CutPrefix(name, prefix+podPrefix)
+		if !ok {
+			return "", false
+		}
+		if rest, ok = strings.CutSuffix(rest, systemdSuffix); !ok {
+			return "", false
+		}
+		uid = strings.ReplaceAll(rest, "_", "-")
+	}
+	if !pidstats.IsPodUID(uid) {
+		return "", false
+	}
+	return types.UID(uid), true
+}
+
+// ReadPIDsCurrent reads pids.current of a cgroup directory: the tasks
+// (threads) in the cgroup and its descendants, as the kernel counts them
+// against pids.max, in v1 and v2 alike.
+func ReadPIDsCurrent(dir string) (int64, error) {
+	return readSysctl(filepath.Join(dir, pidsCurrent))
+}

@@ -1,0 +1,41 @@
+package nodeagent
+
+import (
+	"context"
+	"time"
+)
+
+// A Probe measures one figure of the node and owns the Node annotations the
+// figure is published in. The Agent samples every probe on every tick and
+// writes the fresh samples of all probes in one JSON merge patch when any
+// of them changed significantly or a forced write is due, so the figures of
+// one write always come from the same tick.
+type Probe interface {
+	// Name identifies the probe in logs and metrics.
+	Name() string
+	// Sample measures the figure now. A probe that fails returns a nil
+	// Sample and the error: its annotations are left as they are (they
+	// age) and the other probes are written as usual. A probe may return a
+	// Sample together with an error when it can publish a degraded figure
+	// that is safer than the old one (the per-pod probe publishes an empty
+	// list); the error is still counted and logged.
+	Sample(ctx context.Context, now time.Time) (Sample, error)
+	// Adopt returns the probe's figure as the node's annotations carry it,
+	// to be taken as the last write when the agent starts, or an error
+	// saying why not (missing, malformed, or not what this agent would
+	// write): then the first sample is written.
+	Adopt(annotations map[string]string, now time.Time) (Sample, error)
+}
+
+// A Sample is one measurement of a Probe.
+type Sample interface {
+	// Annotations are the figure's Node annotations.
+	Annotations() map[string]string
+	// Changed reports whether the sample differs from last, the probe's last
+	// written sample (never nil), by more than the probe's hysteresis, and
+	// why, for the log.
+	Changed(last Sample) (bool, string)
+	// SampledAt is the time the annotations carry, or zero when they carry
+	// none; the forced write is due MaxInterval after the oldest of them.
+	SampledAt() time.Time
+}
