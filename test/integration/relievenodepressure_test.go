@@ -2,8 +2,12 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
@@ -726,5 +731,82 @@ func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
 		if got, err := c.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp != nil {
 			t.Errorf("pod %s was removed: %v", p.Name, err)
 		}
+	}
+}
+
+// TestRelieveNodePressureDeploymentMode runs headroom-descheduler with the
+// container args of the shipped Deployment (manifests/descheduler-deployment):
+// it takes its own Lease, runs the shipped policy at once and serves the
+// plugin's counter on its metrics port.
+func TestRelieveNodePressureDeploymentMode(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cp.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "headroom-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Above the threshold with nothing to evict: unrelievable.
+	full := pidstats.NodeStats{Capacity: 10000, Used: 9900, SampledAt: time.Now()}.Annotations()
+	if _, err := cp.CreateNode(ctx, rnpNode, resources("8", "32Gi", "110"), full); err != nil {
+		t.Fatal(err)
+	}
+	// The descheduler does nothing in a cluster of one node.
+	if _, err := cp.CreateNode(ctx, "spare", resources("8", "32Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var deploy appsv1.Deployment
+	if err := yaml.UnmarshalStrict(repoFile(t, "manifests/descheduler-deployment/deployment.yaml"), &deploy); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var args []string
+	for _, a := range deploy.Spec.Template.Spec.Containers[0].Args {
+		switch {
+		case strings.HasPrefix(a, "--policy-config-file="):
+			a = "--policy-config-file=" + policy
+		case strings.HasPrefix(a, "--bind-address="):
+			a = "--bind-address=127.0.0.1"
+		case strings.HasPrefix(a, "--secure-port="):
+			a = fmt.Sprintf("--secure-port=%d", port)
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--kubeconfig", cp.KubeconfigPath)
+	p, err := cp.StartProcessAs("headroom-descheduler-deployment", "headroom-descheduler", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	want := `headroom_relieve_node_pressure_nodes_total{result="unrelievable"} 1`
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		last = string(body)
+		return strings.Contains(last, want), nil
+	})
+	if err != nil {
+		t.Fatalf("/metrics never showed %q: %v\n%.2000s\n%s", want, err, last, p.Log(4<<10))
+	}
+	lease, err := c.CoordinationV1().Leases("headroom-system").Get(ctx, "headroom-descheduler", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Fatalf("Lease headroom-system/headroom-descheduler: %v %+v", err, lease)
 	}
 }
