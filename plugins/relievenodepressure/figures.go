@@ -152,6 +152,14 @@ func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
 	return declared, err
 }
 
+// podListErr is why the node's headroom.dev/pid-pods was not used, or nil.
+func (p *pidPressure) podListErr() error {
+	if p == nil || !p.triggered() {
+		return nil
+	}
+	return p.stats.Pods.Err()
+}
+
 // clone copies the projection, so that a plan can be made without touching
 // the figures the evictions are counted against.
 func (s *pressure) clone() *pressure {

@@ -37,6 +37,10 @@ const EventReportingController = "headroom-descheduler"
 const (
 	ReasonMalformedDeletePriority = "MalformedDeletePriority"
 	ReasonMalformedPodPIDs        = "MalformedPodPIDs"
+	// ReasonMalformedPIDPods is recorded on a Node above a threshold whose
+	// headroom.dev/pid-pods does not parse: its pods' gains fall back to
+	// their declared PIDs.
+	ReasonMalformedPIDPods = "MalformedPIDPods"
 )
 
 // maxEventReason is the API server's limit on an Event's reason; the
@@ -216,6 +220,12 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 	}
 	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
 
+	if err := st.pids.podListErr(); err != nil {
+		logger.Info("Warning: malformed node annotation; gains are the pods' declared PIDs", "reason", ReasonMalformedPIDPods, "err", err.Error())
+		if c.recorder != nil {
+			c.recorder.Eventf(node, nil, v1.EventTypeWarning, ReasonMalformedPIDPods, PluginName, "%s", err.Error())
+		}
+	}
 	n := &nodeRelief{cycle: c, node: node, order: c.sort(pods), logger: logger, tried: sets.New[types.UID]()}
 	for _, pod := range n.order {
 		n.checkPriority(pod)

@@ -353,3 +353,15 @@ func TestEventsAreWrittenBeforeDescheduleReturns(t *testing.T) {
 		t.Fatalf("Event %+v, want a Warning %s on Node n1 naming default/hog", ev, ReasonNodePressureUnrelievable)
 	}
 }
+
+func TestMalformedPodListFallsBackToDeclaredPIDs(t *testing.T) {
+	n1 := pidNode("n1", 10000, 9700)
+	n1.Annotations[pidstats.AnnotationPIDPods] = "not a list"
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{testPod("a", "n1", pids(1000))})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"a"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	if w := e.warningEvents(); len(w) != 1 || !strings.HasPrefix(w[0], "Warning "+ReasonMalformedPIDPods+" ") || !strings.Contains(w[0], pidstats.AnnotationPIDPods) {
+		t.Fatalf("Warning Events %q, want one %s naming the annotation", w, ReasonMalformedPIDPods)
+	}
+}
