@@ -201,6 +201,8 @@ type cycle struct {
 	room *room
 	// figures caches the nodes' PID figures.
 	figures map[string]nodePIDs
+	// disrupted counts this cycle's evictions by PodDisruptionBudget UID.
+	disrupted map[types.UID]int32
 }
 
 // relieve plans the relief of node and carries the plan out; stop reports

@@ -365,3 +365,25 @@ func TestMalformedPodListFallsBackToDeclaredPIDs(t *testing.T) {
 		t.Fatalf("Warning Events %q, want one %s naming the annotation", w, ReasonMalformedPIDPods)
 	}
 }
+
+func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
+	// One PodDisruptionBudget over the web pods of two nodes allows one
+	// disruption: n1's plan spends it, so n2's plan passes its web pod over
+	// even though the budget's status has not changed yet.
+	web := withLabels("app", "web")
+	pods := []*v1.Pod{
+		testPod("n1-web", "n1", pids(1000), web),
+		testPod("n2-web", "n2", pids(1000), web, restarts(1)),
+		testPod("n2-other", "n2", pids(1000)),
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pdb-uid"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
+	}
+	n1, n2 := pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9700)
+	e := newEnv(t, setup{}, append(objects([]*v1.Node{n1, n2, spareNode("n3")}, pods), pdb)...)
+	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web", "n2-other"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
