@@ -3,6 +3,7 @@ package relievenodepressure
 import (
 	"fmt"
 	"math/bits"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -214,6 +215,19 @@ func (s *pressure) keysAndValues(prefix string) []any {
 			percent(p.shortfall, p.model.Allocatable())))
 	}
 	return kv
+}
+
+// summary renders the figures of the triggers that fired, with their
+// thresholds, for an Event.
+func (s *pressure) summary() string {
+	var parts []string
+	if p := s.pids; p.triggered() {
+		parts = append(parts, fmt.Sprintf("PIDs %d/%d used (%s) > threshold %d%%", p.start, p.allocatable, percent(p.start, p.allocatable), p.threshold))
+	}
+	if o := s.oom; o.triggered() {
+		parts = append(parts, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%", percent(o.start, o.model.Allocatable()), o.threshold))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // thresholdsAndTargets renders the configuration of the triggers that fired.

@@ -247,8 +247,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
 	var b strings.Builder
-	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.",
-		strings.TrimSpace(fmt.Sprint(st.thresholdsAndTargets()...)))
+	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
 	if users := n.largestUsers(st); len(users) > 0 {
 		b.WriteString(" Largest PID users:")
 		planned := sets.New[types.UID]()

@@ -165,7 +165,9 @@ func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
 	if len(w) != 3 {
 		t.Fatalf("Warning Events %q, want one per run", w)
 	}
-	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ", "default/hog (3000 PIDs): the evictor's filter keeps it",
+	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ",
+		"brings the node to its threshold (PIDs 9900/10000 used (99.0%) > threshold 95%); nothing evicted.",
+		"default/hog (3000 PIDs): the evictor's filter keeps it",
 		"default/small-a (100 PIDs): evictable, not enough on its own"} {
 		if !strings.Contains(w[0], want) {
 			t.Errorf("Warning Event %q does not contain %q", w[0], want)
