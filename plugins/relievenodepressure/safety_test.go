@@ -57,9 +57,14 @@ func TestGainIsWhatThePodHolds(t *testing.T) {
 	small := testPod("small", "n1", priority("5"))
 	hog := testPod("hog", "n1")
 	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 2000, small: 150})
+	RegisterMetrics()
+	before := nodeCount(t, ResultRelieved)
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{idle, small, hog})...)
 	if got, want := e.run(t, n1, spareNode("n2")), []string{"small", "hog"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	if got := nodeCount(t, ResultRelieved) - before; got != 1 {
+		t.Errorf("counted %v relieved nodes, want 1", got)
 	}
 }
 
