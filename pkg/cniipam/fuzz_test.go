@@ -53,4 +53,3 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
-
