@@ -53,8 +53,8 @@ const (
 // overflow without saturation checks.
 const MaxCount = 1 << 24
 
-// staleKind names pod-IP samples in StaleError messages.
-const staleKind = "pod IP"
+// sampleKind names pod-IP samples in error messages.
+const sampleKind = "pod IP"
 
 // ErrNoStats means the node carries none of the three annotations: its pod
 // IP headroom is unknown, and it is neither filtered nor favoured for it.
@@ -132,7 +132,7 @@ func (s NodeStats) Annotations() map[string]string {
 // CheckAge returns a *sample.StaleError when maxAge > 0 and s was sampled
 // more than maxAge before now, nil otherwise.
 func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
-	return sample.CheckAge(staleKind, s.SampledAt, now, maxAge)
+	return sample.CheckAge(sampleKind, s.SampledAt, now, maxAge)
 }
 
 // ParseNode reads a node's pod-IP annotations. It never panics; the
@@ -147,7 +147,7 @@ func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
 //     a *sample.StaleError;
 //   - otherwise the stats and nil.
 func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duration) (NodeStats, error) {
-	present, err := sample.Present(annotations, staleKind, AnnotationCapacity, AnnotationUsed, AnnotationSampledAt)
+	present, err := sample.Present(annotations, sampleKind, AnnotationCapacity, AnnotationUsed, AnnotationSampledAt)
 	if err != nil {
 		return NodeStats{}, err
 	}

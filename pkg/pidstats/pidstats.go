@@ -51,8 +51,8 @@ type InvalidError = sample.InvalidError
 // unknown.
 type StaleError = sample.StaleError
 
-// staleKind names PID samples in StaleError messages.
-const staleKind = "PID"
+// sampleKind names PID samples in error messages.
+const sampleKind = "PID"
 
 // IsUnknown reports whether err (from ParseNode) means the node's PID
 // headroom is unknown: missing, invalid or stale annotations. It is true for
@@ -147,7 +147,7 @@ func (s NodeStats) Annotations() map[string]string {
 //
 // An absent reserved annotation counts as 0.
 func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duration) (NodeStats, error) {
-	present, err := sample.Present(annotations, "PID", AnnotationCapacity, AnnotationUsed, AnnotationSampledAt)
+	present, err := sample.Present(annotations, sampleKind, AnnotationCapacity, AnnotationUsed, AnnotationSampledAt)
 	if err != nil {
 		return NodeStats{}, err
 	}
@@ -188,7 +188,7 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 // maxAge before now, nil otherwise: ParseNode's staleness rule, for callers
 // that keep parsed stats and judge their age each time they use them.
 func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
-	return sample.CheckAge(staleKind, s.SampledAt, now, maxAge)
+	return sample.CheckAge(sampleKind, s.SampledAt, now, maxAge)
 }
 
 func parseCount(key, v string) (int64, error) {
