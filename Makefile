@@ -10,7 +10,7 @@ all: build
 build: ## headroom-scheduler, headroom-descheduler, headroom-node-agent into bin/
 	hack/build.sh
 
-tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators into bin/
+tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, host-local, code generators into bin/
 	hack/build-tools.sh
 
 # The models and plugins run concurrently in the scheduler (Score runs in
@@ -21,7 +21,7 @@ test: tools build ## every unit and integration test (the CI command)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
 
-unit: ## unit tests only
+unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/)
 
