@@ -386,7 +386,7 @@ func TestNew(t *testing.T) {
 		}
 		pl := p.(*NodePIDs)
 		if pl.defaultPodPIDs != 7 || pl.strategy != (strategy{minFreePIDs: 8, minFreePercent: 9}) ||
-			pl.maxSampleAge != time.Second || pl.unknownScore != 10 || pl.cache.defaultPodPIDs != 7 {
+			pl.maxSampleAge != time.Second || pl.unknownScore != 10 || pl.cache == nil {
 			t.Errorf("args not applied: %+v", pl)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -33,7 +34,8 @@ const neutralScore = (fwk.MaxNodeScore + fwk.MinNodeScore) / 2
 type OOMRisk struct {
 	handle   fwk.Handle
 	strategy strategy
-	cache    *nodeCache
+	est      oomkill.Estimate
+	cache    *nodecache.Cache[nodeEntry]
 }
 
 var (
@@ -52,11 +54,13 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err := validation.ValidateOOMRiskArgs(field.NewPath("OOMRiskArgs"), args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &OOMRisk{
+	pl := &OOMRisk{
 		handle:   h,
 		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
-		cache:    newNodeCache(estimateOf(args)),
-	}, nil
+		est:      estimateOf(args),
+	}
+	pl.cache = nodecache.New(h, pl.computeEntry)
+	return pl, nil
 }
 
 func estimateOf(args *config.OOMRiskArgs) oomkill.Estimate {
@@ -92,9 +96,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		return fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(preScoreStateKey, &preScoreState{in: in})
-	if pl.handle != nil && pl.handle.SnapshotSharedLister() != nil {
-		pl.cache.prune(pl.handle.SnapshotSharedLister().NodeInfos())
-	}
+	pl.cache.Prune()
 	return nil
 }
 
@@ -109,16 +111,24 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
 	logger := klog.FromContext(ctx)
-	n, err := pl.cache.get(ni)
-	if err != nil {
+	e := pl.cache.Get(ctx, ni)
+	if e.err != nil {
 		if v := logger.V(4); v.Enabled() {
-			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", err, "score", neutralScore)
+			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", e.err, "score", neutralScore)
 		}
 		return neutralScore, nil
 	}
+	n := e.node
+	podWorst := in.WorstOn(n)
+	v := logger.V(4)
+	if podWorst <= e.slack && !v.Enabled() {
+		// No shortfall even with the pod: Assess would find no risk and no
+		// collateral, a cost of 0.
+		return fwk.MaxNodeScore, nil
+	}
 	a := n.Assess(in)
-	score, cost := pl.strategy.score(a, in.WorstOn(n))
-	if v := logger.V(4); v.Enabled() {
+	score, cost := pl.strategy.score(a, podWorst)
+	if v.Enabled() {
 		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
 			"shortfallBefore", a.ShortfallBefore, "shortfallAfter", a.ShortfallAfter,
 			"rank", a.Rank, "riskPPM", a.RiskPPM, "collateralBytes", a.CollateralBytes,
