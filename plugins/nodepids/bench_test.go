@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
 // benchNode is the scheduling snapshot's NodeInfo of a node with the given
@@ -104,7 +106,7 @@ func BenchmarkNormalizeScore(b *testing.B) {
 	for i := range raw {
 		raw[i] = int64(i*7919) % 4000000
 		if i%50 == 0 {
-			raw[i] = unknownRaw
+			raw[i] = nodesample.UnknownRaw
 		}
 	}
 	ctx := b.Context()

@@ -25,6 +25,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -241,9 +242,9 @@ func (pl *NodePIDs) Score(ctx context.Context, state fwk.CycleState, pod *corev1
 			v.Info("Node's PID headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
 				"reason", e.unknownReason(s.now, pl.maxSampleAge), "score", pl.unknownScore)
 		}
-		return unknownRaw, nil
+		return nodesample.UnknownRaw, nil
 	}
-	return freeAfter(e.free, s.pids), nil
+	return nodesample.FreeAfter(e.free, s.pids), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are PID counts.
@@ -254,30 +255,7 @@ func (pl *NodePIDs) ScoreExtensions() fwk.ScoreExtensions { return pl }
 // unknown PID headroom get UnknownNodeScore, by default the mean of the
 // known nodes' scores.
 func (pl *NodePIDs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	var best int64
-	for i := range scores {
-		best = max(best, scores[i].Score)
-	}
-	var sum, known int64
-	for i := range scores {
-		if scores[i].Score != unknownRaw {
-			scores[i].Score = scale(scores[i].Score, best)
-			sum += scores[i].Score // at most MaxNodeScore per node: no overflow
-			known++
-		}
-	}
-	unknown := pl.unknownScore
-	if unknown == config.UnknownNodeScoreMeanOfKnown {
-		unknown = fwk.MaxNodeScore / 2 // no known node: PreScore skips, but stay defined
-		if known > 0 {
-			unknown = sum / known
-		}
-	}
-	for i := range scores {
-		if scores[i].Score == unknownRaw {
-			scores[i].Score = unknown
-		}
-	}
+	nodesample.Normalize(scores, pl.unknownScore)
 	return nil
 }
 
