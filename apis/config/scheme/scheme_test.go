@@ -51,6 +51,9 @@ profiles:
   - name: OOMRisk
     args:
       collateralWeight: 2
+  - name: NodeIPs
+    args:
+      minFreeIPs: 2
 `)
 	pids, ok := args(cfg, "NodePIDs").(*config.NodePIDsArgs)
 	if !ok {
@@ -66,6 +69,15 @@ profiles:
 	want.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
 	if *pids != want {
 		t.Errorf("NodePIDs args = %+v, want %+v", *pids, want)
+	}
+	ips, ok := args(cfg, "NodeIPs").(*config.NodeIPsArgs)
+	if !ok {
+		t.Fatalf("NodeIPs args decoded as %T", args(cfg, "NodeIPs"))
+	}
+	wantIPs := config.NodeIPsArgs{TypeMeta: ips.TypeMeta, MinFreeIPs: 2, UnknownNodeScore: configv1.DefaultUnknownNodeScore}
+	wantIPs.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
+	if *ips != wantIPs {
+		t.Errorf("NodeIPs args = %+v, want %+v", *ips, wantIPs)
 	}
 	oom, ok := args(cfg, "OOMRisk").(*config.OOMRiskArgs)
 	if !ok {
@@ -102,6 +114,10 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"percent over 100", validation.ValidateNodePIDsArgs(path, &config.NodePIDsArgs{MinFreePercent: 101}), "args.minFreePercent"},
 		{"score over 100", validation.ValidateNodePIDsArgs(path, &config.NodePIDsArgs{UnknownNodeScore: 101}), "args.unknownNodeScore"},
 		{"negative age", validation.ValidateNodePIDsArgs(path, &config.NodePIDsArgs{MaxSampleAge: metav1Duration(-time.Second)}), "args.maxSampleAge"},
+		{"negative minFreeIPs", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MinFreeIPs: -1}), "args.minFreeIPs"},
+		{"minFreeIPs above any pool", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MinFreeIPs: 1 << 25}), "args.minFreeIPs"},
+		{"IP unknown score under -1", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -2}), "args.unknownNodeScore"},
+		{"negative IP sample age", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MaxSampleAge: metav1Duration(-time.Minute)}), "args.maxSampleAge"},
 		{"both weights 0", validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{NoLimitRequestPercent: 200}), "args.ownRiskWeight"},
 		{"multiplier under 100", validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{OwnRiskWeight: 1, NoLimitRequestPercent: 50}), "args.noLimitRequestPercent"},
 	}
@@ -113,6 +129,9 @@ func TestValidationNamesTheField(t *testing.T) {
 	valid := &config.NodePIDsArgs{DefaultPodPIDs: 100, MinFreePIDs: 512, MinFreePercent: 5, UnknownNodeScore: 50}
 	if err := validation.ValidateNodePIDsArgs(path, valid); err != nil {
 		t.Errorf("defaults rejected: %v", err)
+	}
+	if err := validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -1}); err != nil {
+		t.Errorf("NodeIPs defaults rejected: %v", err)
 	}
 	if err := validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{OwnRiskWeight: 3, CollateralWeight: 1, NoLimitRequestPercent: 200, NoLimitAllocatablePermille: 100}); err != nil {
 		t.Errorf("defaults rejected: %v", err)
