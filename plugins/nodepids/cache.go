@@ -2,7 +2,6 @@ package nodepids
 
 import (
 	"context"
-	"iter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
 // nodeEntry is what NodePIDs knows of one node at one NodeInfo generation,
@@ -93,15 +93,5 @@ func (pl *NodePIDs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nod
 // sample and the pods the scheduler holds for the node (RelieveNodePressure
 // uses the same estimate).
 func estimateUsed(stats pidstats.NodeStats, _ *corev1.Node, ni fwk.NodeInfo, defaultPodPIDs int64) int64 {
-	return pidstats.EstimateUsedSeq(stats, podsOf(ni), defaultPodPIDs)
-}
-
-func podsOf(ni fwk.NodeInfo) iter.Seq[*corev1.Pod] {
-	return func(yield func(*corev1.Pod) bool) {
-		for _, pi := range ni.GetPods() {
-			if !yield(pi.GetPod()) {
-				return
-			}
-		}
-	}
+	return pidstats.EstimateUsedSeq(stats, nodesample.Pods(ni), defaultPodPIDs)
 }

@@ -7,6 +7,7 @@
 package nodesample
 
 import (
+	"iter"
 	"math/bits"
 	"time"
 
@@ -76,6 +77,18 @@ func Normalize(scores fwk.NodeScoreList, unknownScore int64) {
 	for i := range scores {
 		if scores[i].Score == UnknownRaw {
 			scores[i].Score = unknown
+		}
+	}
+}
+
+// Pods yields the pods of a NodeInfo, for the models' estimates
+// (pidstats.EstimateUsedSeq, ipstats.EstimateUsed), without copying them.
+func Pods(ni fwk.NodeInfo) iter.Seq[*corev1.Pod] {
+	return func(yield func(*corev1.Pod) bool) {
+		for _, pi := range ni.GetPods() {
+			if !yield(pi.GetPod()) {
+				return
+			}
 		}
 	}
 }
