@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
@@ -20,6 +21,7 @@ import (
 func main() {
 	command := app.NewSchedulerCommand(
 		app.WithPlugin(nodepids.Name, nodepids.New),
+		app.WithPlugin(nodeips.Name, nodeips.New),
 		app.WithPlugin(oomrisk.Name, oomrisk.New),
 	)
 	command.Use = "headroom-scheduler"
