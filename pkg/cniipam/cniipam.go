@@ -46,6 +46,14 @@ var confExtensions = []string{".conflist", ".conf", ".json"}
 // ErrUnsupported is what every *UnsupportedError matches with errors.Is.
 var ErrUnsupported = errors.New("IPAM state cannot be read")
 
+// ErrNoNetwork means the configuration directory is missing or holds no
+// network configuration: the container runtime has no pod network (yet),
+// or the directory is not where the reader looks (not mounted).
+var ErrNoNetwork = errors.New("no CNI network configuration")
+
+// IsNoNetwork reports whether err is, or wraps, ErrNoNetwork.
+func IsNoNetwork(err error) bool { return errors.Is(err, ErrNoNetwork) }
+
 // UnsupportedError reports a network whose IPAM this package cannot read:
 // another IPAM type than host-local, or no IPAM section at all (the plugin
 // allocates addresses its own way).
@@ -91,8 +99,8 @@ type Network struct {
 
 // Load reads the network the container runtime uses from confDir. It
 // returns an *UnsupportedError when that network's IPAM is not host-local,
-// and an error naming the directory or the file when there is no network
-// or its configuration is invalid.
+// an error wrapping ErrNoNetwork and naming the directory when there is no
+// network, and an error naming the file when its configuration is invalid.
 func Load(confDir string) (*Network, error) {
 	files, err := libcni.ConfFiles(confDir, confExtensions)
 	if err != nil {
@@ -101,9 +109,9 @@ func Load(confDir string) (*Network, error) {
 	if len(files) == 0 {
 		// libcni.ConfFiles reports a missing directory as empty.
 		if _, err := os.Stat(confDir); err != nil {
-			return nil, fmt.Errorf("reading CNI configuration directory: %w", err)
+			return nil, fmt.Errorf("%w: reading CNI configuration directory: %w", ErrNoNetwork, err)
 		}
-		return nil, fmt.Errorf("no CNI network configuration (%v) in %s", confExtensions, confDir)
+		return nil, fmt.Errorf("%w (%v) in %s", ErrNoNetwork, confExtensions, confDir)
 	}
 	slices.Sort(files)
 	return loadFile(files[0])

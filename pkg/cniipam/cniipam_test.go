@@ -216,6 +216,9 @@ func TestLoadErrors(t *testing.T) {
 			if isU := errors.As(err, &ue); isU != (tc.unsupported != "-") || (isU && ue.IPAMType != tc.unsupported) {
 				t.Fatalf("error %v: unsupported = %v, want IPAM type %q", err, isU, tc.unsupported)
 			}
+			if none := tc.files == nil || tc.name == "no configuration"; IsNoNetwork(err) != none {
+				t.Errorf("error %v: IsNoNetwork = %v, want %v", err, IsNoNetwork(err), none)
+			}
 			for _, s := range tc.contains {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not contain %q", err, s)

@@ -14,16 +14,12 @@ import (
 	"github.com/headroom-k8s/headroom/test/cniruntime"
 )
 
-// hostLocalNetwork writes a network whose plugin is the real host-local
-// (invoked directly, as its own tests do) with the given ranges, and returns
-// its configuration directory and a runtime that drives it.
+// hostLocalNetwork is a network of the real host-local with the given
+// ranges: its configuration directory, state directory and runtime.
 func hostLocalNetwork(t *testing.T, ranges string) (string, string, *cniruntime.Runtime) {
 	t.Helper()
-	confDir, dataDir := t.TempDir(), t.TempDir()
-	writeFile(t, confDir, "10-headroom.conflist", `{"cniVersion": "1.0.0", "name": "headroom-test", "plugins": [
-		{"type": "host-local", "ipam": {"type": "host-local", "dataDir": "`+dataDir+`", "ranges": `+ranges+`}}]}`)
-	rt := cniruntime.New(t, filepath.Join(confDir, "10-headroom.conflist"), cniruntime.HostLocal)
-	return confDir, filepath.Join(dataDir, "headroom-test"), rt
+	n := cniruntime.HostLocalNetwork(t, "headroom-test", ranges)
+	return n.ConfDir, n.StateDir, n.Runtime
 }
 
 func readUsage(t *testing.T, confDir string) Usage {

@@ -104,3 +104,30 @@ func (r *Runtime) Add(ctx context.Context, containerID string) (types.Result, er
 func (r *Runtime) Del(ctx context.Context, containerID string) error {
 	return r.CNI.DelNetworkList(ctx, r.List, r.runtimeConf(containerID))
 }
+
+// Network is a CNI network configuration directory holding one network
+// whose plugin is host-local, with its runtime.
+type Network struct {
+	*Runtime
+	// ConfDir holds the network's configuration file, as the runtime's
+	// /etc/cni/net.d does.
+	ConfDir string
+	// StateDir is where host-local records the network's allocations.
+	StateDir string
+}
+
+// HostLocalNetwork writes a network named name whose only plugin is the real
+// host-local (invoked directly, as its own tests do) with the given ranges
+// (host-local's "ranges" JSON) and a fresh data directory, into a fresh
+// configuration directory, and returns it with a runtime that drives it.
+func HostLocalNetwork(t testing.TB, name, ranges string) *Network {
+	t.Helper()
+	confDir, dataDir := t.TempDir(), t.TempDir()
+	file := filepath.Join(confDir, "10-"+name+".conflist")
+	conf := `{"cniVersion": "1.0.0", "name": "` + name + `", "plugins": [
+		{"type": "host-local", "ipam": {"type": "host-local", "dataDir": "` + dataDir + `", "ranges": ` + ranges + `}}]}`
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &Network{Runtime: New(t, file, HostLocal), ConfDir: confDir, StateDir: filepath.Join(dataDir, name)}
+}
