@@ -1,6 +1,9 @@
 package scheme
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,3 +142,54 @@ func TestValidationNamesTheField(t *testing.T) {
 }
 
 func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// The shipped profile and every sample configuration decode with the
+// kube-scheduler's own decoder, and Headroom's args in them validate.
+func TestShippedConfigsDecodeAndValidate(t *testing.T) {
+	files, err := filepath.Glob("../../../manifests/samples/*-scheduler-config.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample configurations found: %v", err)
+	}
+	files = append(files, "../../../manifests/scheduler/scheduler-config.yaml")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := decode(t, string(data))
+			for i, p := range cfg.Profiles {
+				for j, pc := range p.PluginConfig {
+					path := field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args")
+					var err error
+					switch a := pc.Args.(type) {
+					case *config.NodePIDsArgs:
+						err = validation.ValidateNodePIDsArgs(path, a)
+					case *config.NodeIPsArgs:
+						err = validation.ValidateNodeIPsArgs(path, a)
+					case *config.OOMRiskArgs:
+						err = validation.ValidateOOMRiskArgs(path, a)
+					}
+					if err != nil {
+						t.Errorf("profile %s, %s: %v", p.SchedulerName, pc.Name, err)
+					}
+				}
+			}
+		})
+	}
+	shipped := decode(t, string(must(os.ReadFile("../../../manifests/scheduler/scheduler-config.yaml"))))
+	var enabled []string
+	for _, pl := range shipped.Profiles[0].Plugins.MultiPoint.Enabled {
+		enabled = append(enabled, pl.Name)
+	}
+	if !slices.Contains(enabled, "NodeIPs") || args(shipped, "NodeIPs") == nil {
+		t.Errorf("the shipped profile should enable NodeIPs and configure it; enabled %v", enabled)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
