@@ -62,11 +62,7 @@ func (pl *NodeIPs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 		e.stats, e.parseErr, e.staleAfter = prev.stats, prev.parseErr, prev.staleAfter
 	} else {
 		e.stats, e.parseErr = ipstats.ParseNode(node.Annotations, pl.clock.Now(), 0)
-		if sample.IsInvalid(e.parseErr) {
-			// Once per change of the Node object, not per pod and node.
-			klog.FromContext(ctx).V(2).Info("Node has an invalid pod-IP annotation; its pod-IP headroom counts as unknown",
-				"node", klog.KObj(node), "err", e.parseErr)
-		}
+		pl.reportInvalid(ctx, node, prev, &e)
 		if e.parseErr == nil && pl.maxSampleAge > 0 {
 			e.staleAfter = e.stats.SampledAt.Add(pl.maxSampleAge)
 		}
@@ -79,4 +75,24 @@ func (pl *NodeIPs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 		e.room = e.free - pl.minFreeIPs
 	}
 	return e
+}
+
+// reportInvalid tells the operator that a node's pod-IP annotations are
+// ignored: a log line and a Warning Event on the Node, once per distinct
+// problem (the node agent rewrites the annotations, but the same invalid
+// value is reported once), not per scheduling cycle or Node update.
+func (pl *NodeIPs) reportInvalid(ctx context.Context, node *corev1.Node, prev, e *nodeEntry) {
+	if !sample.IsInvalid(e.parseErr) {
+		return
+	}
+	if prev != nil && prev.parseErr != nil && prev.parseErr.Error() == e.parseErr.Error() {
+		return
+	}
+	// Structured logging has no warning level; Info at V(0) is its warning.
+	klog.FromContext(ctx).Info("Node has an invalid pod-IP annotation; its pod-IP headroom counts as unknown",
+		"node", klog.KObj(node), "err", e.parseErr)
+	if pl.handle != nil && pl.handle.EventRecorder() != nil {
+		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidIPs, "Scheduling",
+			"%s; the node's pod-IP headroom counts as unknown", e.parseErr)
+	}
 }

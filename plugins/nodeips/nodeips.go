@@ -37,6 +37,10 @@ const (
 	// FailedScheduling event: "0/5 nodes are available: 2 node(s) had no
 	// free pod IPs, ...".
 	ErrReasonNoFreeIPs = "node(s) had no free pod IPs"
+	// EventReasonInvalidIPs is the reason of the Warning Event on a Node
+	// whose pod-IP annotations are invalid (NodeIPs then counts its pod-IP
+	// headroom as unknown), named as NodePIDs names its Events.
+	EventReasonInvalidIPs = "InvalidIPAnnotation"
 
 	preFilterStateKey fwk.StateKey = "PreFilter" + Name
 	preScoreStateKey  fwk.StateKey = "PreScore" + Name

@@ -221,8 +221,9 @@ func TestCachedPathAllocatesNothing(t *testing.T) {
 	}
 }
 
-// An invalid annotation is parsed (and logged) once per Node object, not
-// once per pod.
+// An invalid annotation is parsed once per Node object, not once per pod,
+// and reported (log line, Warning Event on the Node) once per distinct
+// problem.
 func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	bad := annotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "-1",
@@ -234,5 +235,19 @@ func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 	second := tp.cache.Get(ctx, ni)
 	if first == second || first.parseErr == nil || second.parseErr != first.parseErr {
 		t.Fatalf("a pod change should reuse the parse of the same Node object: %v / %v", first.parseErr, second.parseErr)
+	}
+	// The agent writes again with the same invalid value: no new Event.
+	ni.SetNode(bad.DeepCopy())
+	tp.cache.Get(ctx, ni)
+	// Another problem: a new Event.
+	ni.SetNode(annotatedNode("n", ipstats.AnnotationCapacity, "13"))
+	tp.cache.Get(ctx, ni)
+	var events []string
+	for len(tp.h.Recorder.Events) > 0 {
+		events = append(events, <-tp.h.Recorder.Events)
+	}
+	if len(events) != 2 || !strings.Contains(events[0], "Warning "+EventReasonInvalidIPs+` annotation headroom.dev/ip-used="-1"`) ||
+		!strings.Contains(events[1], "headroom.dev/ip-used") || !strings.Contains(events[1], "missing") {
+		t.Fatalf("events %q, want one per distinct problem naming the annotation", events)
 	}
 }
