@@ -4,7 +4,7 @@
 # pods/s of both, their ratio and the process heap. SchedulingBasic at 5000
 # nodes runs PERF_RUNS times per profile (default 3); the table shows the
 # median. Needs bin/etcd (make tools). PERF_BENCH narrows the workloads
-# (a -bench regexp, e.g. 'BenchmarkPerfScheduling/SchedulingBasic_.*_run1/500Nodes').
+# (a -bench regexp, e.g. 'BenchmarkPerfScheduling/SchedulingBasic-500Nodes_').
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -23,7 +23,7 @@ summarize() {
   awk '
     $1 ~ /^BenchmarkPerfScheduling\// {
       split($1, p, "/"); n = split(p[2], c, "_")
-      wl = c[1] "/" p[3]; sub(/-[0-9]+$/, "", wl)
+      wl = c[1]
       prof = c[2]
       for (i = 2; i <= NF; i++) {
         if ($i == "SchedulingThroughput/Average") tput[wl, prof] = tput[wl, prof] " " $(i-1)
