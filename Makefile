@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build tools test unit integration bench fuzz run down verify generate clean
+.PHONY: all build tools test unit integration bench perf fuzz run down verify generate clean
 
 all: build
 
@@ -30,6 +30,9 @@ integration: tools build ## integration tests against a real control plane
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh
+
+perf: ## scheduler_perf: pods/s of the default and the Headroom profile, and their ratio (needs bin/etcd)
+	hack/perf.sh
 
 FUZZTIME ?= 30s
 fuzz: ## every fuzz test, FUZZTIME each

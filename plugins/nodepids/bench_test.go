@@ -2,6 +2,7 @@ package nodepids
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -117,4 +118,44 @@ func BenchmarkNormalizeScore(b *testing.B) {
 		}
 		tp.NormalizeScore(ctx, nil, (*corev1.Pod)(nil), scores)
 	}
+}
+
+// BenchmarkCacheBytesPerNode reports the heap NodePIDs' cache holds per node
+// of a 5000-node snapshot, each node with two pods (the SchedulingBasic
+// workload's density): a Filter on every node fills it.
+func BenchmarkCacheBytesPerNode(b *testing.B) {
+	const n = 5000
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range n {
+		name := fmt.Sprintf("node-%d", i)
+		nodes = append(nodes, pidNode(name, 4194304, 1000, 20000, now.Add(-time.Minute)))
+		pods = append(pods, boundAt(pod(fmt.Sprintf("a%d", i), "200"), name, now), assumed(pod(fmt.Sprintf("b%d", i), "200"), name))
+	}
+	ctx := b.Context()
+	p := pod("incoming", "300")
+	for b.Loop() {
+		tp := newPlugin(b, defaultArgs(), nodes, pods)
+		infos, err := tp.handle.SnapshotSharedLister().NodeInfos().List()
+		if err != nil {
+			b.Fatal(err)
+		}
+		state := framework.NewCycleState()
+		tp.PreFilter(ctx, state, p, nil)
+		before := heapAlloc()
+		for _, ni := range infos {
+			tp.Filter(ctx, state, p, ni)
+		}
+		b.ReportMetric(float64(heapAlloc()-before)/n, "B/node")
+		if tp.cache.Len() != n {
+			b.Fatalf("%d cached nodes", tp.cache.Len())
+		}
+	}
+}
+
+func heapAlloc() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

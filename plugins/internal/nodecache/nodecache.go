@@ -18,9 +18,10 @@
 // pods added, or victims removed in a preemption dry run). Their values are
 // computed but not stored, so they never evict the snapshot's own.
 //
-// A hit is a read of an immutable map, an atomic load and a comparison of
-// generations: no lock, no allocation. The map is replaced (copy on write)
-// only when nodes are added or removed.
+// A hit is a read of an immutable map keyed by the snapshot's NodeInfo
+// pointer (no string hashing, no look at the Node object), an atomic load and
+// a comparison of generations: no lock, no allocation. The maps are replaced
+// (copy on write) only when nodes are added or removed.
 package nodecache
 
 import (
@@ -29,6 +30,7 @@ import (
 	"sync/atomic"
 
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // ComputeFunc computes a node's value from its NodeInfo, whose Node() is not
@@ -44,8 +46,15 @@ type Cache[V any] struct {
 	// snapshot returns the scheduler's snapshot lister; nil without one.
 	snapshot func() fwk.NodeInfoLister
 
-	slots atomic.Pointer[map[string]*slot[V]] // replaced, never modified
-	mu    sync.Mutex                          // serialises replacements of slots
+	slots atomic.Pointer[index[V]] // replaced, never modified
+	mu    sync.Mutex               // serialises replacements of slots
+}
+
+// index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
+// name (copies, and bookkeeping). Both maps hold the same slots.
+type index[V any] struct {
+	byInfo map[*framework.NodeInfo]*slot[V]
+	byName map[string]*slot[V]
 }
 
 // slot is one node's place in the cache.
@@ -74,8 +83,7 @@ func New[V any](h fwk.Handle, compute ComputeFunc[V]) *Cache[V] {
 			return nil
 		}
 	}
-	empty := map[string]*slot[V]{}
-	c.slots.Store(&empty)
+	c.slots.Store(&index[V]{byInfo: map[*framework.NodeInfo]*slot[V]{}, byName: map[string]*slot[V]{}})
 	return c
 }
 
@@ -83,11 +91,31 @@ func New[V any](h fwk.Handle, compute ComputeFunc[V]) *Cache[V] {
 // is of another generation. The result is shared: callers must not modify
 // it. ni.Node() must not be nil.
 func (c *Cache[V]) Get(ctx context.Context, ni fwk.NodeInfo) *V {
-	name := ni.Node().Name
 	generation := ni.GetGeneration()
-	s := (*c.slots.Load())[name]
+	idx := c.slots.Load()
+	// The scheduler's NodeInfos are *framework.NodeInfo; a map keyed by the
+	// concrete pointer hashes 8 bytes.
+	p, _ := ni.(*framework.NodeInfo)
+	s, known := idx.byInfo[p]
+	known = known && p != nil
+	if known {
+		if e := s.cur.Load(); e != nil && e.generation == generation {
+			return &e.value
+		}
+	}
+	return c.miss(ctx, ni, generation, s, known, idx)
+}
+
+// miss is Get's slow path: a changed node, a copy, or a node the index
+// does not know by its NodeInfo yet.
+func (c *Cache[V]) miss(ctx context.Context, ni fwk.NodeInfo, generation int64, s *slot[V], known bool, idx *index[V]) *V {
+	name := ni.Node().Name
+	if !known {
+		s = idx.byName[name]
+	}
 	var prev *entry[V]
 	if s != nil {
+		// A copy of the same generation has the same contents.
 		if prev = s.cur.Load(); prev != nil && prev.generation == generation {
 			return &prev.value
 		}
@@ -103,9 +131,9 @@ func (c *Cache[V]) Get(ctx context.Context, ni fwk.NodeInfo) *V {
 	// for; anything else is looked up once (a new node, a node re-added
 	// under the same name, or a temporary copy, whose value is computed
 	// from scratch anyway).
-	if (prev != nil && prev.owner == ni) || c.own(name, ni) {
-		if s == nil {
-			s = c.slotFor(name)
+	if known || (prev != nil && prev.owner == ni) || c.own(name, ni) {
+		if !known {
+			s = c.slotFor(name, ni)
 		}
 		s.store(e)
 	}
@@ -138,34 +166,54 @@ func (c *Cache[V]) own(name string, ni fwk.NodeInfo) bool {
 }
 
 // slotFor returns name's slot, adding it, and a slot for every node of the
-// snapshot, in one replacement of the map: the first cycle after a fleet of
-// nodes is added copies the map once, not once per node.
-func (c *Cache[V]) slotFor(name string) *slot[V] {
+// snapshot, in one replacement of the index, and indexes it under ni: the
+// first cycle after a fleet of nodes is added copies the index once, not
+// once per node.
+func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot[V] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := *c.slots.Load()
-	if s, ok := old[name]; ok {
-		return s
+	old := c.slots.Load()
+	if p, _ := ni.(*framework.NodeInfo); p != nil {
+		if s, ok := old.byInfo[p]; ok {
+			return s
+		}
 	}
 	var nodes []fwk.NodeInfo
 	if lister := c.snapshot(); lister != nil {
 		nodes, _ = lister.List()
 	}
-	next := make(map[string]*slot[V], max(len(old), len(nodes))+1)
-	for n, s := range old {
-		next[n] = s
+	next := &index[V]{
+		byInfo: make(map[*framework.NodeInfo]*slot[V], max(len(old.byInfo), len(nodes))+1),
+		byName: make(map[string]*slot[V], max(len(old.byName), len(nodes))+1),
 	}
-	for _, ni := range nodes {
-		if node := ni.Node(); node != nil && next[node.Name] == nil {
-			next[node.Name] = &slot[V]{}
+	for n, s := range old.byName {
+		next.byName[n] = s
+	}
+	add := func(name string, ni fwk.NodeInfo) *slot[V] {
+		s := next.byName[name]
+		if s == nil {
+			s = &slot[V]{}
+			next.byName[name] = s
+		}
+		if p, _ := ni.(*framework.NodeInfo); p != nil {
+			next.byInfo[p] = s
+		}
+		return s
+	}
+	for _, info := range nodes {
+		if node := info.Node(); node != nil {
+			add(node.Name, info)
 		}
 	}
-	s := next[name]
-	if s == nil {
-		s = &slot[V]{}
-		next[name] = s
+	// NodeInfos the snapshot no longer holds (replaced by a re-added node's)
+	// are left out; those of nodes it never held (no snapshot) are kept.
+	for info, s := range old.byInfo {
+		if len(nodes) == 0 && next.byInfo[info] == nil {
+			next.byInfo[info] = s
+		}
 	}
-	c.slots.Store(&next)
+	s := add(name, ni)
+	c.slots.Store(next)
 	return s
 }
 
@@ -180,28 +228,35 @@ func (c *Cache[V]) Prune() {
 		return
 	}
 	nodes, err := lister.List()
-	if err != nil || len(*c.slots.Load()) <= len(nodes) {
+	if err != nil || len(c.slots.Load().byName) <= len(nodes) {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := *c.slots.Load()
-	next := make(map[string]*slot[V], len(nodes))
-	for name, s := range old {
+	old := c.slots.Load()
+	next := &index[V]{byInfo: make(map[*framework.NodeInfo]*slot[V], len(nodes)), byName: make(map[string]*slot[V], len(nodes))}
+	for name, s := range old.byName {
 		if _, err := lister.Get(name); err == nil {
-			next[name] = s
+			next.byName[name] = s
 		}
 	}
-	c.slots.Store(&next)
+	for info, s := range old.byInfo {
+		if node := info.Node(); node != nil {
+			if got, err := lister.Get(node.Name); err == nil && got == info {
+				next.byInfo[info] = s
+			}
+		}
+	}
+	c.slots.Store(next)
 }
 
 // Len returns the number of nodes the cache has a place for.
-func (c *Cache[V]) Len() int { return len(*c.slots.Load()) }
+func (c *Cache[V]) Len() int { return len(c.slots.Load().byName) }
 
 // Stored returns the value stored for the node, or nil: for tests and
 // diagnostics, which look at the cache without computing.
 func (c *Cache[V]) Stored(name string) *V {
-	if s := (*c.slots.Load())[name]; s != nil {
+	if s := c.slots.Load().byName[name]; s != nil {
 		if e := s.cur.Load(); e != nil {
 			return &e.value
 		}

@@ -211,3 +211,26 @@ func BenchmarkGetHit(b *testing.B) {
 		i = (i + 1) % len(infos)
 	}
 }
+
+// Pruning also forgets the NodeInfos of deleted nodes, so that a hit on
+// them is impossible and the index does not keep them alive.
+func TestPruneForgetsNodeInfos(t *testing.T) {
+	f := newFixture(t, "a", "b")
+	ctx := t.Context()
+	for _, n := range []string{"a", "b"} {
+		f.cache.Get(ctx, f.nodeInfo(t, n))
+	}
+	f.snapshot = cache.NewSnapshot(nil, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "b"}}})
+	f.cache.snapshot = func() fwk.NodeInfoLister { return f.snapshot.NodeInfos() }
+	f.cache.Prune()
+	idx := f.cache.slots.Load()
+	if len(idx.byInfo) != 0 || len(idx.byName) != 1 {
+		t.Fatalf("after a left and b was replaced by a new snapshot: %d NodeInfos, %d names indexed; want 0 and 1", len(idx.byInfo), len(idx.byName))
+	}
+	if got := f.cache.Get(ctx, f.nodeInfo(t, "b")); got == nil || f.cache.Stored("b") != got {
+		t.Fatal("b's new NodeInfo was not stored")
+	}
+	if len(f.cache.slots.Load().byInfo) != 1 {
+		t.Fatal("b's new NodeInfo was not indexed")
+	}
+}
