@@ -13,17 +13,16 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
-	"github.com/headroom-k8s/headroom/plugins/nodeips"
-	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
+	"github.com/headroom-k8s/headroom/plugins/registry"
 )
 
 func main() {
-	command := app.NewSchedulerCommand(
-		app.WithPlugin(nodepids.Name, nodepids.New),
-		app.WithPlugin(nodeips.Name, nodeips.New),
-		app.WithPlugin(oomrisk.Name, oomrisk.New),
-	)
+	var opts []app.Option
+	for name, factory := range registry.Scheduler() {
+		opts = append(opts, app.WithPlugin(name, factory))
+	}
+	command := app.NewSchedulerCommand(opts...)
 	command.Use = "headroom-scheduler"
 	command.AddCommand(oomrisk.NewExplainCommand())
 	os.Exit(cli.Run(command))

@@ -30,8 +30,7 @@ import (
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
-	"github.com/headroom-k8s/headroom/plugins/nodepids"
-	"github.com/headroom-k8s/headroom/plugins/oomrisk"
+	pluginregistry "github.com/headroom-k8s/headroom/plugins/registry"
 )
 
 func TestMain(m *testing.M) {
@@ -52,9 +51,7 @@ func TestMain(m *testing.M) {
 var runs = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 nodes per profile (make perf reports the median)")
 
 // registry is how headroom-scheduler registers the plugins (cmd/scheduler).
-func registry() frameworkruntime.Registry {
-	return frameworkruntime.Registry{nodepids.Name: nodepids.New, oomrisk.Name: oomrisk.New}
-}
+func registry() frameworkruntime.Registry { return pluginregistry.Scheduler() }
 
 // profile is a scheduler configuration the workloads run under.
 type profile struct {
