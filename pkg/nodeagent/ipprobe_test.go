@@ -211,3 +211,25 @@ func TestTickWritesPodIPs(t *testing.T) {
 		t.Fatalf("an invalid configuration is a failure, not an unsupported IPAM: %v", err)
 	}
 }
+
+// On start the agent takes a fresh, valid pod-IP sample on the node as its
+// last write; a stale, invalid or missing one is written anew.
+func TestIPProbeAdopt(t *testing.T) {
+	p := &IPProbe{MaxAge: DefaultMaxInterval, HysteresisPercent: 5}
+	fresh := ipstats.NewNodeStats(253, 40, t0.Add(-time.Minute))
+	s, err := p.Adopt(fresh.Annotations(), t0)
+	if err != nil || s.(ipSample).stats != fresh {
+		t.Fatalf("Adopt(fresh) = %v, %v", s, err)
+	}
+	if changed, _ := ipSample{stats: ipstats.NewNodeStats(253, 41, t0), hysteresisPercent: 5}.Changed(s); changed {
+		t.Error("one more address in use, far from exhaustion, should not be written after adopting")
+	}
+	stale := ipstats.NewNodeStats(253, 40, t0.Add(-time.Hour))
+	invalid := fresh.Annotations()
+	invalid[ipstats.AnnotationUsed] = "300"
+	for name, a := range map[string]map[string]string{"stale": stale.Annotations(), "invalid": invalid, "missing": nil} {
+		if s, err := p.Adopt(a, t0); err == nil {
+			t.Errorf("%s: adopted %v", name, s)
+		}
+	}
+}
