@@ -221,7 +221,8 @@ func TestIPProbeAdopt(t *testing.T) {
 	if err != nil || s.(ipSample).stats != fresh {
 		t.Fatalf("Adopt(fresh) = %v, %v", s, err)
 	}
-	if changed, _ := ipSample{stats: ipstats.NewNodeStats(253, 41, t0), hysteresisPercent: 5}.Changed(s); changed {
+	next := ipSample{stats: ipstats.NewNodeStats(253, 41, t0), hysteresisPercent: 5}
+	if changed, _ := next.Changed(s); changed {
 		t.Error("one more address in use, far from exhaustion, should not be written after adopting")
 	}
 	stale := ipstats.NewNodeStats(253, 40, t0.Add(-time.Hour))
