@@ -17,21 +17,25 @@ import (
 // Everything Filter and Score compare is worked out here, once per change of
 // the node or its pods, so that they cost a cache lookup and a comparison.
 type nodeEntry struct {
-	// node is the Node object the sample was parsed from. Pod changes bump
-	// the generation but keep the object, so the annotations need not be
-	// parsed (nor an invalid one logged) again.
-	node     *corev1.Node
-	stats    pidstats.NodeStats // Used as reported
-	parseErr error              // from ParseNode, without an age limit
-	// estimatedUsed is stats.Used adjusted for the node's pods since the
-	// sample (estimateUsed).
-	estimatedUsed int64
+	// What Filter and Score read on a hit comes first, in one cache line
+	// with the cache's generation.
+
 	// free is the estimated free PIDs; room is free less the floor, the
 	// most PIDs a pod may need and still pass Filter (negative when none).
 	free, room int64
 	// staleAfter is when the sample becomes too old to use; zero without an
 	// age limit.
 	staleAfter time.Time
+	parseErr   error // from ParseNode, without an age limit
+
+	// node is the Node object the sample was parsed from. Pod changes bump
+	// the generation but keep the object, so the annotations need not be
+	// parsed (nor an invalid one logged) again.
+	node  *corev1.Node
+	stats pidstats.NodeStats // Used as reported
+	// estimatedUsed is stats.Used adjusted for the node's pods since the
+	// sample (estimateUsed).
+	estimatedUsed int64
 }
 
 // usable reports whether the node's PID headroom is known at now: valid

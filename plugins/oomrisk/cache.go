@@ -14,13 +14,17 @@ import (
 // Building the model sorts the node's containers and calls the kubelet's
 // adj function per container: once per change of the node or its pods.
 type nodeEntry struct {
-	node *oomkill.Node
-	err  error // the node's memory is unknown
 	// slack is the allocatable memory left above the worst case of every
 	// container on the node; -1 when the node is short already. A pod whose
 	// worst case fits into it risks nothing and puts nothing at risk, so
 	// Score needs no assessment.
 	slack int64
+	// capacity and allocatable are the node's memory in bytes, copied from
+	// the model so that Score finds the incoming pod's worst case for the
+	// node's shape without reading the model (see podWorst).
+	capacity, allocatable int64
+	err                   error // the node's memory is unknown
+	node                  *oomkill.Node
 }
 
 func (pl *OOMRisk) computeEntry(_ context.Context, ni fwk.NodeInfo, _ *nodeEntry) nodeEntry {
@@ -31,8 +35,11 @@ func (pl *OOMRisk) computeEntry(_ context.Context, ni fwk.NodeInfo, _ *nodeEntry
 	}
 	n, err := oomkill.NewNode(ni.Node(), pods, pl.est)
 	e := nodeEntry{node: n, err: err, slack: -1}
-	if err == nil && n.Shortfall() == 0 {
-		e.slack = n.Allocatable() - n.TotalWorst()
+	if err == nil {
+		e.capacity, e.allocatable = n.Capacity(), n.Allocatable()
+		if n.Shortfall() == 0 {
+			e.slack = n.Allocatable() - n.TotalWorst()
+		}
 	}
 	return e
 }

@@ -8,6 +8,7 @@ package oomrisk
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -76,10 +77,29 @@ func (pl *OOMRisk) Name() string { return Name }
 // preScoreState carries the incoming pod, prepared once per cycle, to Score.
 type preScoreState struct {
 	in *oomkill.Incoming
+	// worst is the pod's worst case on the node shape Score saw last: the
+	// nodes of a cluster mostly share a few shapes, and the worst case
+	// depends only on the shape (the estimate is the plugin's).
+	worst atomic.Pointer[shapeWorst]
 }
 
-// Clone returns the state itself: it is read-only, and Incoming is safe for
-// concurrent use.
+type shapeWorst struct {
+	capacity, allocatable, podWorst int64
+}
+
+// podWorst returns the pod's worst-case memory on e's node,
+// in.WorstOn(e.node), from the cycle's last shape when it matches.
+func (s *preScoreState) podWorst(e *nodeEntry) int64 {
+	if w := s.worst.Load(); w != nil && w.capacity == e.capacity && w.allocatable == e.allocatable {
+		return w.podWorst
+	}
+	w := &shapeWorst{capacity: e.capacity, allocatable: e.allocatable, podWorst: s.in.WorstOn(e.node)}
+	s.worst.Store(w)
+	return w.podWorst
+}
+
+// Clone returns the state itself: it describes the same pod, and it is safe
+// for concurrent use (Incoming is, and worst is an atomic memo).
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // PreScore prepares the pod for Score, or skips scoring for a Guaranteed pod.
@@ -103,7 +123,8 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 // Score scores the node by the cost of the placement's OOM risk: MaxNodeScore
 // when it puts nothing at risk, less the weighted share at risk.
 func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	in := incoming(state, pod)
+	s := incoming(state, pod)
+	in := s.in
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.MaxNodeScore, nil // as PreScore's Skip: the same everywhere
 	}
@@ -119,7 +140,7 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return neutralScore, nil
 	}
 	n := e.node
-	podWorst := in.WorstOn(n)
+	podWorst := s.podWorst(e)
 	v := logger.V(4)
 	if podWorst <= e.slack && !v.Enabled() {
 		// No shortfall even with the pod: Assess would find no risk and no
@@ -139,13 +160,13 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 
 // incoming returns the pod prepared by PreScore, or prepares it when Score
 // is called without PreScore.
-func incoming(state fwk.CycleState, pod *corev1.Pod) *oomkill.Incoming {
+func incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreState {
 	if data, err := state.Read(preScoreStateKey); err == nil {
 		if s, ok := data.(*preScoreState); ok && s.in.Pod() == pod {
-			return s.in
+			return s
 		}
 	}
-	return oomkill.NewIncoming(pod)
+	return &preScoreState{in: oomkill.NewIncoming(pod)}
 }
 
 // ScoreExtensions returns nil: scores are absolute (a node that risks nothing

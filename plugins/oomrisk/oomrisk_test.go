@@ -455,15 +455,19 @@ func TestScoreConcurrent(t *testing.T) {
 // V(4) takes the full path.
 func TestScoreShortcutMatchesAssessment(t *testing.T) {
 	pods, nodes := crowdedAndLight()
+	// A node of another shape: an unlimited pod's worst case differs there.
+	nodes = append(nodes, node("big", "64Gi"))
 	snapshot := cache.NewSnapshot(pods, nodes)
 	pl := newPlugin(t, defaultArgs(), snapshot)
 	quiet := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0))))
 	verbose := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4))))
 	for _, limit := range []string{"", "1Mi", "512Mi", "1Gi", "2Gi", "4Gi", "6Gi", "8Gi", "12Gi", "64Gi"} {
 		p := pod("incoming", "", "256Mi", limit)
-		for _, name := range []string{"crowded", "light"} {
-			state := framework.NewCycleState()
-			pl.PreScore(quiet, state, p, nil)
+		// One cycle over nodes of different shapes, twice: the pod's worst
+		// case per shape is remembered across Score calls.
+		state := framework.NewCycleState()
+		pl.PreScore(quiet, state, p, nil)
+		for _, name := range []string{"crowded", "big", "light", "big", "crowded"} {
 			ni := nodeInfo(t, snapshot, name)
 			fast, s1 := pl.Score(quiet, state, p, ni)
 			full, s2 := pl.Score(verbose, state, p, ni)

@@ -63,10 +63,12 @@ type slot[V any] struct {
 }
 
 // entry is a value computed for one generation of one NodeInfo; immutable.
+// A hit reads the generation and then the value's first fields, so they come
+// first: plugins put what Filter and Score compare at the start of V.
 type entry[V any] struct {
-	owner      fwk.NodeInfo // the NodeInfo it was computed from
 	generation int64
 	value      V
+	owner      fwk.NodeInfo // the NodeInfo it was computed from
 }
 
 // New returns an empty cache that computes values with compute. h is the
