@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
@@ -27,7 +28,11 @@ import (
 // them on B until B's pool is used up too by the estimate (its reported use
 // plus the pods placed since). The next pod fits nowhere and gets a
 // FailedScheduling event naming the pod-IP reason; after DELs on A's network
-// the agent reports the drop, and the pending pod goes to A.
+// the agent reports the drop, and the pending pod goes to A. Once both are
+// full again, deleting a pod placed on B after B's sample frees its address
+// in the estimate, and the next pending pod goes to B. Both moves come from
+// NodeIPs' queueing hints (node annotations, pod deletion): the scheduler's
+// periodic retry of unschedulable pods comes after 5 minutes.
 func TestNodeIPsWithRealIPAM(t *testing.T) {
 	netA := cniruntime.HostLocalNetwork(t, "pods-a", `[[{"subnet": "10.88.1.0/28"}]]`)
 	netB := cniruntime.HostLocalNetwork(t, "pods-b", `[[{"subnet": "10.88.2.0/28"}]]`)
@@ -175,5 +180,22 @@ func TestNodeIPsWithRealIPAM(t *testing.T) {
 	}
 	if node := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, "stuck"); node != "node-a" {
 		t.Fatalf("stuck bound to %s, want node-a", node)
+	}
+
+	// A's last free address goes to the next pod; then nothing is free
+	// again, and a pod on B that was placed after B's sample is deleted:
+	// its address leaves B's estimate, and the queueing hint for the
+	// deletion sends the pending pod there.
+	create("a-last", false)
+	if node := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, "a-last"); node != "node-a" {
+		t.Fatalf("a-last bound to %s, want node-a", node)
+	}
+	create("stuck-2", false)
+	waitEvent(ctx, t, cp.Client, "stuck-2", "FailedScheduling", "2 "+nodeips.ErrReasonNoFreeIPs)
+	if err := pods.Delete(ctx, "p00", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if node := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, "stuck-2"); node != "node-b" {
+		t.Fatalf("stuck-2 bound to %s, want node-b, where p00 left", node)
 	}
 }
