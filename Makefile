@@ -3,12 +3,15 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build tools test unit integration bench perf fuzz run down verify generate clean
+.PHONY: all build images tools test unit integration bench perf fuzz run down verify generate clean
 
 all: build
 
-build: ## headroom-scheduler, headroom-descheduler, headroom-node-agent into bin/
+build: ## Headroom's binaries and kubectl-headroom into bin/
 	hack/build.sh
+
+images: ## the binaries, then their OCI image tarballs in bin/images/ (no container engine)
+	hack/build.sh images
 
 tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, host-local, code generators into bin/
 	hack/build-tools.sh
@@ -17,13 +20,13 @@ tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, host-loc
 # parallel over nodes), so their tests run under the race detector.
 RACE_PKGS := ./pkg/... ./plugins/...
 
-test: tools build ## every unit and integration test (the CI command)
+test: tools images ## every unit and integration test (the CI command)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
 
-unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local)
+unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local; the image tests need make images: they run in make test)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/ -e /hack/images)
 
 integration: tools build ## integration tests against a real control plane
 	go test $(GO_TEST_FLAGS) -v ./test/...

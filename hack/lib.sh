@@ -3,6 +3,12 @@ HEADROOM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN_DIR=${BIN_DIR:-$HEADROOM_ROOT/bin}
 # The Kubernetes release Headroom is built on, read from go.mod so there is one source.
 K8S_VERSION=$(cd "$HEADROOM_ROOT" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+# The version every Headroom binary reports and every image is tagged with:
+# the Kubernetes release it embeds, then Headroom's own release from VERSION,
+# e.g. v1.36.3-headroom.0.1.0. An image tag cannot hold semver's "+", so
+# Headroom's part is a pre-release field; the kube-scheduler still reads its
+# own version as 1.36 (compatibility and feature gates key on major.minor).
+HEADROOM_VERSION=$K8S_VERSION-headroom.$(tr -d '[:space:]' <"$HEADROOM_ROOT/VERSION")
 k8s_ldflags() {
   local v=$1 major minor
   major=${v#v}; major=${major%%.*}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 
 	"github.com/headroom-k8s/headroom/pkg/nodeagent"
@@ -41,9 +42,11 @@ func run() error {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	verflag.AddFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
+	verflag.PrintAndExitIfRequested()
 	cfg, err := opts.Config(fs)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package main
 
 import (
 	"os"
+	"sort"
 
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
@@ -13,17 +14,21 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
-	"github.com/headroom-k8s/headroom/plugins/oomrisk"
-	"github.com/headroom-k8s/headroom/plugins/registry"
+	"github.com/headroom-k8s/headroom/plugins"
 )
 
 func main() {
+	registry := plugins.Registry()
+	names := make([]string, 0, len(registry))
+	for name := range registry {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	var opts []app.Option
-	for name, factory := range registry.Scheduler() {
-		opts = append(opts, app.WithPlugin(name, factory))
+	for _, name := range names {
+		opts = append(opts, app.WithPlugin(name, registry[name]))
 	}
 	command := app.NewSchedulerCommand(opts...)
 	command.Use = "headroom-scheduler"
-	command.AddCommand(oomrisk.NewExplainCommand())
 	os.Exit(cli.Run(command))
 }

@@ -1,5 +1,7 @@
 package nodepids
 
+import "github.com/headroom-k8s/headroom/pkg/pidstats"
+
 // strategy is NodePIDs' arithmetic, apart from the framework wiring: the
 // floor of PIDs a node keeps free, whether a pod fits, and how free PIDs
 // become a score. Every figure is a non-negative int64 and nothing here can
@@ -9,19 +11,15 @@ type strategy struct {
 	minFreePercent int64
 }
 
-// floor is max(minFreePIDs, allocatable × minFreePercent / 100), rounded
-// down.
+// floor is pidstats.Floor.Of, the rule the descheduler shares.
 func (s strategy) floor(allocatable int64) int64 {
-	a, pct := max(allocatable, 0), max(s.minFreePercent, 0)
-	// a = 100q + r, so a·pct/100 = q·pct + r·pct/100 with pct ≤ 100 (validated):
-	// no intermediate exceeds a.
-	return max(s.minFreePIDs, a/100*pct+a%100*pct/100)
+	return pidstats.Floor{MinFreePIDs: s.minFreePIDs, MinFreePercent: s.minFreePercent}.Of(allocatable)
 }
 
 // fits reports whether a node with free PIDs (estimated) and the given
 // allocatable can take a pod of need PIDs and still keep its floor free.
 func (s strategy) fits(free, allocatable, need int64) bool {
-	return need <= s.room(free, allocatable)
+	return pidstats.Floor{MinFreePIDs: s.minFreePIDs, MinFreePercent: s.minFreePercent}.Fits(free, allocatable, need)
 }
 
 // room is the most PIDs a pod may need on a node with free PIDs (estimated)

@@ -9,9 +9,8 @@ import (
 // million is one in parts per million.
 const million = 1_000_000
 
-// strategy turns an oomkill.Assessment into a node score. It is kept apart
-// from the plugin's wiring so that the scheduler and explain-oom compute the
-// same number.
+// strategy turns an oomkill.Assessment into a node score, apart from the
+// plugin's wiring. kubectl headroom gets its scores from the plugin itself.
 type strategy struct {
 	// ownRiskWeight and collateralWeight are validated to [0, 1000], not
 	// both 0: every product below stays under 10^9, far from overflow.

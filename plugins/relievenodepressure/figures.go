@@ -3,7 +3,7 @@ package relievenodepressure
 import (
 	"fmt"
 	"math/bits"
-	"time"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -20,9 +20,12 @@ type pressure struct {
 }
 
 type pidPressure struct {
+	stats                    pidstats.NodeStats
 	allocatable, start, used int64
 	threshold, target        int64
 	defaultPodPIDs           int64
+	// minPodPIDs is the least a pod must free to be evicted for PIDs.
+	minPodPIDs int64
 }
 
 type oomPressure struct {
@@ -32,21 +35,54 @@ type oomPressure struct {
 	evicted           []*v1.Pod
 }
 
-// assessPIDs returns the PID figures of node with pods on it, or nil and why
-// they are unknown.
-func assessPIDs(t *PIDsTrigger, node *v1.Node, pods []*v1.Pod, now time.Time) (*pidPressure, error) {
-	stats, err := pidstats.ParseNode(node.Annotations, now, t.MaxSampleAge.Duration)
-	if err != nil {
-		return nil, err
+// nodePIDs is a node's PID sample and its estimated use, as NodePIDs
+// counts it, or why they are unknown.
+type nodePIDs struct {
+	stats pidstats.NodeStats
+	used  int64
+	err   error
+}
+
+// pidsOf returns node's PID figures, computed once per cycle: the relief of
+// a node and the room check of every other node read the same figures.
+// pods are the node's pods, or nil to list them.
+func (c *cycle) pidsOf(node *v1.Node, pods []*v1.Pod) nodePIDs {
+	if f, ok := c.figures[node.Name]; ok {
+		return f
 	}
-	if stats.Allocatable() == 0 {
-		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", stats.Capacity, stats.Reserved)
+	t := c.args.PIDs
+	var f nodePIDs
+	f.stats, f.err = pidstats.ParseNode(node.Annotations, c.now, t.MaxSampleAge.Duration)
+	if f.err == nil && pods == nil {
+		pods, f.err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	}
-	// Counted as the scheduler counts it: the sample plus pods placed since.
-	used := pidstats.EstimateUsed(stats, pods, *t.DefaultPodPIDs)
+	if f.err == nil {
+		f.used = pidstats.EstimateUsed(f.stats, pods, *t.DefaultPodPIDs)
+	}
+	if c.figures == nil {
+		c.figures = make(map[string]nodePIDs, len(c.nodes))
+	}
+	c.figures[node.Name] = f
+	return f
+}
+
+// assessPIDs returns the PID pressure of node with pods on it, or nil and
+// why its figures are unknown.
+func (c *cycle) assessPIDs(node *v1.Node, pods []*v1.Pod) (*pidPressure, error) {
+	t := c.args.PIDs
+	f := c.pidsOf(node, pods)
+	if f.err != nil {
+		return nil, f.err
+	}
+	alloc := f.stats.Allocatable()
+	if alloc == 0 {
+		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", f.stats.Capacity, f.stats.Reserved)
+	}
+	// Counted as the scheduler counts it: the shared estimate.
 	return &pidPressure{
-		allocatable: stats.Allocatable(), start: used, used: used,
+		stats: f.stats, allocatable: alloc, start: f.used, used: f.used,
 		threshold: *t.ThresholdPercent, target: *t.TargetPercent, defaultPodPIDs: *t.DefaultPodPIDs,
+		minPodPIDs: pidstats.Floor{MinFreePercent: *t.MinPodPIDsPercent}.Of(alloc),
 	}, nil
 }
 
@@ -89,6 +125,76 @@ func (p *oomPressure) pending() bool {
 	return p.triggered() && exceeds(p.shortfall, p.model.Allocatable(), p.target)
 }
 
+// gain is the PIDs evicting pod is projected to free (see the package
+// README, "Evict only what relieves"):
+//
+//   - a pod listed in the sample's headroom.dev/pid-pods: its measured figure;
+//   - a pod placed after the sample: its declared PIDs, as the estimate
+//     counts it;
+//   - otherwise, with a complete list: 0 (it held no PIDs at the sample);
+//     with a full list: its declared PIDs, at most the smallest listed
+//     figure; without a list: its declared PIDs.
+//
+// The error reports a malformed headroom.dev/pids, counted as the default.
+func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
+	if n, ok := p.stats.Pods.Lookup(pod.UID); ok {
+		return n, nil
+	}
+	declared, err := pidstats.PodPIDs(pod, p.defaultPodPIDs)
+	switch {
+	case pidstats.PlacedAfterSample(pod, p.stats.SampledAt):
+		return declared, err
+	case p.stats.Pods.Complete():
+		return 0, err
+	}
+	if smallest, ok := p.stats.Pods.Smallest(); ok {
+		return min(declared, smallest), err
+	}
+	return declared, err
+}
+
+// podListErr is why the node's headroom.dev/pid-pods was not used, or nil.
+func (p *pidPressure) podListErr() error {
+	if p == nil || !p.triggered() {
+		return nil
+	}
+	return p.stats.Pods.Err()
+}
+
+// clone copies the projection, so that a plan can be made without touching
+// the figures the evictions are counted against.
+func (s *pressure) clone() *pressure {
+	c := &pressure{}
+	if s.pids != nil {
+		p := *s.pids
+		c.pids = &p
+	}
+	if s.oom != nil {
+		o := *s.oom
+		o.evicted = s.oom.evicted[:len(s.oom.evicted):len(s.oom.evicted)]
+		c.oom = &o
+	}
+	return c
+}
+
+// remove projects the eviction of pod, which frees pids PIDs.
+func (s *pressure) remove(pod *v1.Pod, pids int64) {
+	if s.pids != nil {
+		s.pids.used = max(s.pids.used-pids, 0)
+	}
+	if s.oom != nil {
+		s.oom.evicted = append(s.oom.evicted, pod)
+		s.oom.shortfall = s.oom.model.ShortfallWithout(s.oom.evicted...)
+	}
+}
+
+// aboveThreshold reports whether a trigger that fired is still projected
+// above its threshold: a plan that leaves the node there is not carried out.
+func (s *pressure) aboveThreshold() bool {
+	return s.pids.triggered() && exceeds(s.pids.used, s.pids.allocatable, s.pids.threshold) ||
+		s.oom.triggered() && exceeds(s.oom.shortfall, s.oom.model.Allocatable(), s.oom.threshold)
+}
+
 func (s *pressure) triggered() bool { return s.pids.triggered() || s.oom.triggered() }
 func (s *pressure) pending() bool   { return s.pids.pending() || s.oom.pending() }
 
@@ -109,6 +215,19 @@ func (s *pressure) keysAndValues(prefix string) []any {
 			percent(p.shortfall, p.model.Allocatable())))
 	}
 	return kv
+}
+
+// summary renders the figures of the triggers that fired, with their
+// thresholds, for an Event.
+func (s *pressure) summary() string {
+	var parts []string
+	if p := s.pids; p.triggered() {
+		parts = append(parts, fmt.Sprintf("PIDs %d/%d used (%s) > threshold %d%%", p.start, p.allocatable, percent(p.start, p.allocatable), p.threshold))
+	}
+	if o := s.oom; o.triggered() {
+		parts = append(parts, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%", percent(o.start, o.model.Allocatable()), o.threshold))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // thresholdsAndTargets renders the configuration of the triggers that fired.

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,8 +22,9 @@ import (
 // Burstable pods have limits adding up to 32Gi, on node-b to 2Gi. A Burstable
 // pod with a 12Gi limit must land on node-b, and the scheduler's -v=4 log must
 // show why: OOMRisk scored node-a 25 (the pod would be the first to be killed,
-// all of it needed to cover the shortfall) and node-b 100, as explain-oom
-// does. A Guaranteed pod is scheduled without OOMRisk scoring it at all.
+// all of it needed to cover the shortfall) and node-b 100, as `kubectl
+// headroom explain-oom` shows. A Guaranteed pod is scheduled without OOMRisk
+// scoring it at all.
 func TestOOMRiskPrefersLessOvercommittedNode(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -70,20 +70,22 @@ func TestOOMRiskPrefersLessOvercommittedNode(t *testing.T) {
 		waitLog(ctx, t, sched, re)
 	}
 
-	// explain-oom, run as operators would, agrees with the scheduler.
-	podFile := filepath.Join(t.TempDir(), "big.yaml")
+	// kubectl headroom explain-oom, run as operators would with the
+	// scheduler's profile, agrees with the scheduler.
+	dir := t.TempDir()
+	podFile := filepath.Join(dir, "big.yaml")
 	spec := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: big\nspec:\n  containers:\n  - name: app\n    image: app\n" +
 		"    resources:\n      requests:\n        memory: 256Mi\n      limits:\n        memory: 12Gi\n"
-	if err := os.WriteFile(podFile, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
+	configFile := filepath.Join(dir, "oomrisk-scheduler-config.yaml")
+	for path, data := range map[string][]byte{podFile: []byte(spec), configFile: repoFile(t, "manifests/samples/oomrisk-scheduler-config.yaml")} {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "headroom-scheduler"), "explain-oom",
-		"--kubeconfig", cp.KubeconfigPath, "--node", "node-a", "--pod-file", podFile).CombinedOutput()
-	if err != nil {
-		t.Fatalf("explain-oom: %v\n%s", err, out)
-	}
+	out := kubectlHeadroom(ctx, t, cp, "explain-oom", "--node", "node-a", "--pod-file", podFile,
+		"--config", configFile, "--scheduler-name", "headroom-oomrisk")
 	for _, want := range []string{"node node-a: capacity 16Gi, allocatable 16Gi, worst case 32Gi, shortfall 16Gi", "default/a-4", "score 25 of 100"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("explain-oom output lacks %q:\n%s", want, out)
 		}
 	}

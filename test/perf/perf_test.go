@@ -30,7 +30,7 @@ import (
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
-	pluginregistry "github.com/headroom-k8s/headroom/plugins/registry"
+	"github.com/headroom-k8s/headroom/plugins"
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 var runs = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 nodes per profile (make perf reports the median)")
 
 // registry is how headroom-scheduler registers the plugins (cmd/scheduler).
-func registry() frameworkruntime.Registry { return pluginregistry.Scheduler() }
+func registry() frameworkruntime.Registry { return plugins.Registry() }
 
 // profile is a scheduler configuration the workloads run under.
 type profile struct {

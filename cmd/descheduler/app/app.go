@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/component-base/version/verflag"
 	deschedulerapp "sigs.k8s.io/descheduler/cmd/descheduler/app"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 )
@@ -25,6 +26,7 @@ func NewCommand(out io.Writer, plugins ...Plugin) *cobra.Command {
 	cmd := deschedulerapp.NewDeschedulerCommand(out)
 	upstreamPreRunE := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		verflag.PrintAndExitIfRequested()
 		if upstreamPreRunE != nil {
 			if err := upstreamPreRunE(c, args); err != nil {
 				return err
@@ -34,6 +36,9 @@ func NewCommand(out io.Writer, plugins ...Plugin) *cobra.Command {
 		return nil
 	}
 	cmd.Use = "headroom-descheduler"
+	// --version prints the version every Headroom binary reports, as
+	// headroom-scheduler does: "Kubernetes <version>".
+	verflag.AddFlags(cmd.Flags())
 	cmd.AddCommand(deschedulerapp.NewVersionCommand())
 	return cmd
 }

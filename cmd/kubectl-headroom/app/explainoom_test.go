@@ -1,8 +1,6 @@
-package oomrisk
+package app
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,29 +55,14 @@ func workedExampleCluster() *fake.Clientset {
 // runExplain runs explain-oom with args against client.
 func runExplain(t *testing.T, client kubernetes.Interface, args ...string) (string, error) {
 	t.Helper()
-	cmd := newExplainCommand(func(string) (kubernetes.Interface, error) { return client, nil })
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
-}
-
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return run(t, client, append([]string{"explain-oom"}, args...)...)
 }
 
 // readmeBlock returns the fenced block that follows the marker comment
 // <!-- name --> in the README.
 func readmeBlock(t *testing.T, name string) string {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../../plugins/oomrisk/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +84,7 @@ func TestREADMEWorkedExample(t *testing.T) {
 	if !ok {
 		t.Fatal("worked example output has no command line")
 	}
-	args := strings.Fields(strings.TrimPrefix(commandLine, "$ headroom-scheduler explain-oom"))
+	args := strings.Fields(strings.TrimPrefix(commandLine, "$ kubectl headroom explain-oom"))
 	for i := range args {
 		if args[i] == "api.yaml" {
 			args[i] = podFile
@@ -142,7 +125,7 @@ func TestExplainReadOnly(t *testing.T) {
 	for _, a := range client.Actions() {
 		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
 		if l, ok := a.(k8stesting.ListAction); ok {
-			if sel := l.GetListRestrictions().Fields.String(); sel != "spec.nodeName=worker-1" {
+			if sel := l.GetListRestrictions().Fields.String(); sel != "spec.nodeName=worker-1,status.phase!=Failed,status.phase!=Succeeded" {
 				t.Errorf("pods listed with field selector %q", sel)
 			}
 		}
@@ -173,7 +156,7 @@ func TestExplainWeightsFromFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "score 100 of 100: cost 0 ppm = (3 × own risk 0 + 0 × collateral 1000000) / 3") {
+	if !strings.Contains(out, "score 100 of 100: own risk 0 ppm × weight 3, collateral 1000000 ppm × weight 0") {
 		t.Errorf("unexpected score line:\n%s", out)
 	}
 }

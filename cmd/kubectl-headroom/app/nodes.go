@@ -1,0 +1,326 @@
+package app
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// unknown is shown for a figure nobody reported.
+const unknown = "<unknown>"
+
+// nodeRow is one node's headroom as the plugins' models see it.
+type nodeRow struct {
+	name string
+	// pid is the node's PID sample; pidErr why there is none (or why it
+	// is stale: then pid holds the stale sample).
+	pid    pidstats.NodeStats
+	pidErr error
+	// estUsed is pid.Used plus the PIDs of pods placed since the sample.
+	estUsed int64
+	// oom is the node's memory model; oomErr why there is none.
+	oom    *oomkill.Node
+	oomErr error
+	// verdict is the plugins' decision for the pod of --pod-file.
+	verdict *verdict
+}
+
+func (r *nodeRow) pidKnown() bool { return r.pidErr == nil || pidstats.IsStale(r.pidErr) }
+
+func (r *nodeRow) estFree() int64 { return max(r.pid.Allocatable()-r.estUsed, 0) }
+
+// column is one column of the table: its header, its --sort-by key, how a
+// row shows in it, and the value it sorts by (ok false sorts last).
+type column struct {
+	header string
+	// key is the column's --sort-by name; empty: not sortable.
+	key string
+	// descending sorts the largest value first, as kubectl top does for
+	// usage; headroom sorts the smallest first.
+	descending bool
+	// withPod columns are shown when a pod is given (--pod-file).
+	withPod bool
+	cell    func(r *nodeRow, now time.Time) string
+	value   func(r *nodeRow, now time.Time) (v int64, ok bool)
+}
+
+// columns are the table's columns, in order. A new figure (pod IPs once
+// NodeIPs reports them) is one entry here.
+var columns = []column{
+	{header: "NAME", key: "name"},
+	{header: "PIDS-CAPACITY", key: "pid-capacity",
+		cell: pidCell(func(r *nodeRow) int64 { return r.pid.Capacity }), value: pidValue(func(r *nodeRow) int64 { return r.pid.Capacity })},
+	{header: "PIDS-ALLOCATABLE", key: "pid-allocatable",
+		cell: pidCell((*nodeRow).allocatable), value: pidValue((*nodeRow).allocatable)},
+	{header: "PIDS-USED", key: "pid-used", descending: true,
+		cell: pidCell(func(r *nodeRow) int64 { return r.pid.Used }), value: pidValue(func(r *nodeRow) int64 { return r.pid.Used })},
+	{header: "PIDS-FREE(EST)", key: "pid-free",
+		cell: pidCell((*nodeRow).estFree), value: pidValue((*nodeRow).estFree)},
+	{header: "SAMPLE-AGE", key: "sample-age", descending: true,
+		cell: func(r *nodeRow, now time.Time) string {
+			if !r.pidKnown() {
+				return pidReason(r.pidErr)
+			}
+			age := duration.HumanDuration(now.Sub(r.pid.SampledAt))
+			if r.pidErr != nil {
+				age += " (stale)"
+			}
+			return age
+		},
+		value: func(r *nodeRow, now time.Time) (int64, bool) {
+			return int64(now.Sub(r.pid.SampledAt)), r.pidKnown()
+		}},
+	{header: "POD-IPS-FREE", cell: func(*nodeRow, time.Time) string { return unknown }},
+	{header: "MEM-ALLOCATABLE", key: "mem-allocatable",
+		cell: oomCell((*oomkill.Node).Allocatable), value: oomValue((*oomkill.Node).Allocatable)},
+	{header: "MEM-WORST-CASE", key: "mem-worst-case", descending: true,
+		cell: oomCell((*oomkill.Node).TotalWorst), value: oomValue((*oomkill.Node).TotalWorst)},
+	{header: "OOM-SHORTFALL", key: "oom-shortfall", descending: true,
+		cell: oomCell((*oomkill.Node).Shortfall), value: oomValue((*oomkill.Node).Shortfall)},
+	{header: "OOM-AT-RISK", key: "oom-at-risk", descending: true,
+		cell: oomCell((*oomkill.Node).AtRiskBytes), value: oomValue((*oomkill.Node).AtRiskBytes)},
+	{header: "FILTER", withPod: true,
+		cell: func(r *nodeRow, _ time.Time) string {
+			if r.verdict.filter != nil {
+				return "fails(" + r.verdict.filter.Plugin() + ")"
+			}
+			return "passes"
+		}},
+	{header: "SCORE", key: "score", descending: true, withPod: true,
+		cell: func(r *nodeRow, _ time.Time) string {
+			if r.verdict.filter != nil {
+				return "-"
+			}
+			return strconv.FormatInt(r.verdict.total, 10)
+		},
+		value: func(r *nodeRow, _ time.Time) (int64, bool) {
+			return r.verdict.total, r.verdict.filter == nil
+		}},
+}
+
+func (r *nodeRow) allocatable() int64 { return r.pid.Allocatable() }
+
+func pidCell(f func(*nodeRow) int64) func(*nodeRow, time.Time) string {
+	return func(r *nodeRow, _ time.Time) string {
+		if !r.pidKnown() {
+			return pidReason(r.pidErr)
+		}
+		return strconv.FormatInt(f(r), 10)
+	}
+}
+
+func pidValue(f func(*nodeRow) int64) func(*nodeRow, time.Time) (int64, bool) {
+	return func(r *nodeRow, _ time.Time) (int64, bool) { return f(r), r.pidKnown() }
+}
+
+// pidReason says why a node's PID figures are missing.
+func pidReason(err error) string {
+	if pidstats.IsInvalid(err) {
+		return "<invalid>"
+	}
+	return unknown
+}
+
+func oomCell(f func(*oomkill.Node) int64) func(*nodeRow, time.Time) string {
+	return func(r *nodeRow, _ time.Time) string {
+		if r.oom == nil {
+			return unknown
+		}
+		return quantity(f(r.oom))
+	}
+}
+
+func oomValue(f func(*oomkill.Node) int64) func(*nodeRow, time.Time) (int64, bool) {
+	return func(r *nodeRow, _ time.Time) (int64, bool) {
+		if r.oom == nil {
+			return 0, false
+		}
+		return f(r.oom), true
+	}
+}
+
+func quantity(bytes int64) string {
+	return resource.NewQuantity(bytes, resource.BinarySI).String()
+}
+
+// shown returns the columns of the table: withPod ones only with a pod.
+func shown(withPod bool) []column {
+	var cols []column
+	for _, c := range columns {
+		if withPod || !c.withPod {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+func sortKeys(withPod bool) []string {
+	var keys []string
+	for _, c := range shown(withPod) {
+		if c.key != "" {
+			keys = append(keys, c.key)
+		}
+	}
+	return keys
+}
+
+func newNodesCommand(o *options) *cobra.Command {
+	var sortBy string
+	var podFlags podFlags
+	var noHeaders bool
+	cmd := &cobra.Command{
+		Use:   "nodes [--sort-by COLUMN] [--pod-file POD.yaml | --pod POD]",
+		Short: "Show every node's PID, pod-IP and memory (OOM) headroom",
+		Long: `nodes prints a row per node with the figures Headroom's plugins work from:
+PIDs from the node's headroom.dev/pid-* annotations (capacity, allocatable,
+used when sampled, free as estimated now, counting the pods placed since the
+sample) and the sample's age; memory as OOMRisk models it (allocatable, the
+worst case of the pods there, the shortfall by which it exceeds capacity and
+the memory of the containers the OOM killer would take to cover it).
+Figures use the args of the profile (--config, --scheduler-name). Given a
+pod (--pod-file or --pod, as for explain node), two columns show whether the node passes the plugins' Filter (or
+which plugin rejects it) and the sum of their weighted scores, from a
+scheduling cycle of the profile's Headroom plugins (see explain node).`,
+		Example: `  kubectl headroom nodes --sort-by pid-free
+  kubectl headroom nodes --sort-by oom-shortfall
+  kubectl headroom nodes --pod-file pod.yaml --sort-by score`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			col, err := sortColumn(sortBy, podFlags.given())
+			if err != nil {
+				return err
+			}
+			p, err := loadProfile(o.schedulerConfig, o.schedulerName)
+			if err != nil {
+				return err
+			}
+			pidArgs, err := p.nodePIDsArgs()
+			if err != nil {
+				return err
+			}
+			oomArgs, err := p.oomRiskArgs()
+			if err != nil {
+				return err
+			}
+			client, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			c, err := listCluster(cmd.Context(), client)
+			if err != nil {
+				return err
+			}
+			pod, err := podFlags.get(cmd.Context(), client, o.namespace())
+			if err != nil {
+				return err
+			}
+			if pod != nil {
+				c = c.without(pod)
+			}
+			now := time.Now()
+			rows := nodeRows(c, pidArgs, oomArgs, now)
+			if pod != nil {
+				d, err := decide(cmd.Context(), p, c, pod)
+				if err != nil {
+					return err
+				}
+				for i := range rows { // both in node order
+					rows[i].verdict = &d.verdicts[i]
+				}
+			}
+			sortRows(rows, col, now)
+			return printRows(cmd.OutOrStdout(), rows, shown(pod != nil), now, noHeaders)
+		},
+	}
+	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(true), ", ")+" (score with a pod)")
+	podFlags.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print no header row")
+	return cmd
+}
+
+func sortColumn(key string, withPod bool) (*column, error) {
+	for _, c := range shown(withPod) {
+		if c.key != "" && c.key == key {
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("--sort-by %q: want one of %s", key, strings.Join(sortKeys(withPod), ", "))
+}
+
+// nodeRows computes every node's figures with the plugins' models and args.
+func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, oomArgs *config.OOMRiskArgs, now time.Time) []*nodeRow {
+	est := oomkill.Estimate{
+		RequestMultiplierPercent:      oomArgs.NoLimitRequestPercent,
+		FractionOfAllocatablePermille: oomArgs.NoLimitAllocatablePermille,
+	}
+	rows := make([]*nodeRow, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		r := &nodeRow{name: n.Name}
+		pods := c.pods[n.Name]
+		r.pid, r.pidErr = pidstats.ParseNode(n.Annotations, now, pidArgs.MaxSampleAge.Duration)
+		if r.pidKnown() {
+			r.estUsed = pidstats.EstimateUsed(r.pid, pods, pidArgs.DefaultPodPIDs)
+		}
+		r.oom, r.oomErr = oomkill.NewNode(n, pods, est)
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// sortRows sorts by col, rows without the figure last, then by name.
+func sortRows(rows []*nodeRow, col *column, now time.Time) {
+	slices.SortStableFunc(rows, func(a, b *nodeRow) int {
+		if col.value != nil {
+			va, oka := col.value(a, now)
+			vb, okb := col.value(b, now)
+			switch {
+			case oka && !okb:
+				return -1
+			case !oka && okb:
+				return 1
+			case oka && okb && va != vb:
+				if col.descending {
+					return cmp.Compare(vb, va)
+				}
+				return cmp.Compare(va, vb)
+			}
+		}
+		return strings.Compare(a.name, b.name)
+	})
+}
+
+func printRows(out io.Writer, rows []*nodeRow, columns []column, now time.Time, noHeaders bool) error {
+	w := printers.GetNewTabWriter(out)
+	if !noHeaders {
+		var headers []string
+		for _, c := range columns {
+			headers = append(headers, c.header)
+		}
+		fmt.Fprintln(w, strings.Join(headers, "\t"))
+	}
+	for _, r := range rows {
+		cells := make([]string, len(columns))
+		for i, c := range columns {
+			if c.cell == nil {
+				cells[i] = r.name
+				continue
+			}
+			cells[i] = c.cell(r, now)
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	return w.Flush()
+}
