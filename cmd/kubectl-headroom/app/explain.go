@@ -13,8 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
@@ -54,6 +57,10 @@ The kube-scheduler's default plugins are not run.`,
 			if err != nil {
 				return err
 			}
+			ipArgs, err := p.nodeIPsArgs()
+			if err != nil {
+				return err
+			}
 			oomArgs, err := p.oomRiskArgs()
 			if err != nil {
 				return err
@@ -81,6 +88,7 @@ The kube-scheduler's default plugins are not run.`,
 				c = c.without(pod)
 			}
 			writePIDs(out, node, c.pods[name], pidArgs, p, now)
+			writeIPs(out, node, c.pods[name], ipArgs, p, now)
 			n, oomErr := oomkill.NewNode(node, c.pods[name], estimateOf(oomArgs))
 			fmt.Fprintf(out, "\n%s", section(p, oomrisk.Name, "memory"))
 			if oomErr != nil {
@@ -131,6 +139,24 @@ func writePIDs(out io.Writer, node *corev1.Node, pods []*corev1.Pod, args *confi
 	}
 	fmt.Fprintf(out, "\nestimated used %d (%+d for pods placed since the sample, %d PIDs each without %s), free %d\n",
 		estUsed, estUsed-s.Used, args.DefaultPodPIDs, pidstats.AnnotationPodPIDs, max(s.Allocatable()-estUsed, 0))
+}
+
+// writeIPs prints the node's pod-IP figures as NodeIPs reads them.
+func writeIPs(out io.Writer, node *corev1.Node, pods []*corev1.Pod, args *config.NodeIPsArgs, p *profile, now time.Time) {
+	fmt.Fprintf(out, "\n%s", section(p, nodeips.Name, "pod IPs"))
+	s, err := ipstats.ParseNode(node.Annotations, now, args.MaxSampleAge.Duration)
+	if err != nil && !sample.IsStale(err) {
+		fmt.Fprintf(out, "unknown: %v\n", err)
+		return
+	}
+	estUsed := ipstats.EstimateUsed(s, slices.Values(pods))
+	fmt.Fprintf(out, "capacity %d, used %d when sampled %s ago (%s)", s.Capacity, s.Used,
+		duration.HumanDuration(now.Sub(s.SampledAt)), s.SampledAt.UTC().Format(time.RFC3339))
+	if err != nil {
+		fmt.Fprintf(out, ": stale, %v", err)
+	}
+	fmt.Fprintf(out, "\nestimated used %d (%+d for pods on the pod network placed since the sample), free %d, floor %d\n",
+		estUsed, estUsed-s.Used, max(s.Capacity-estUsed, 0), args.MinFreeIPs)
 }
 
 // writeDecision prints Filter's verdict on the node and its scores.

@@ -30,6 +30,8 @@ func TestExplainNode(t *testing.T) {
 		{"figures", []string{"explain", "node", "short"}, []string{
 			"PIDs (NodePIDs):\ncapacity 4096, reserved 96, allocatable 4000\nused 3000 when sampled",
 			"estimated used 3500 (+500 for pods placed since the sample, 100 PIDs each without headroom.dev/pids), free 500",
+			"pod IPs (NodeIPs):\ncapacity 13, used 10 when sampled",
+			"estimated used 13 (+3 for pods on the pod network placed since the sample), free 0, floor 0",
 			"memory (OOMRisk):\nnode short: capacity 16Gi, allocatable 16Gi, worst case 21Gi, shortfall 5Gi, at risk 12Gi",
 		}},
 		// 500 free less the pod's default 100 is below max(512, 5 %).
@@ -53,6 +55,7 @@ func TestExplainNode(t *testing.T) {
 		// (1000 free less 500 is under the floor of 512).
 		{"bound pod", []string{"explain", "node", "short", "--pod", "forker"}, []string{
 			"estimated used 3000 (+0 for pods placed since the sample",
+			"estimated used 12 (+2 for pods on the pod network placed since the sample), free 1",
 			"free 1000",
 			"worst case 20Gi, shortfall 4Gi",
 			"pod default/forker: 500 PIDs",

@@ -15,8 +15,10 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // unknown is shown for a figure nobody reported.
@@ -31,6 +33,12 @@ type nodeRow struct {
 	pidErr error
 	// estUsed is pid.Used plus the PIDs of pods placed since the sample.
 	estUsed int64
+	// ip is the node's pod-IP sample, ipErr why there is none (or why it
+	// is stale), ipEstUsed ip.Used plus the pods on the pod network placed
+	// since the sample, as NodeIPs estimates it.
+	ip        ipstats.NodeStats
+	ipErr     error
+	ipEstUsed int64
 	// oom is the node's memory model; oomErr why there is none.
 	oom    *oomkill.Node
 	oomErr error
@@ -41,6 +49,10 @@ type nodeRow struct {
 func (r *nodeRow) pidKnown() bool { return r.pidErr == nil || pidstats.IsStale(r.pidErr) }
 
 func (r *nodeRow) estFree() int64 { return max(r.pid.Allocatable()-r.estUsed, 0) }
+
+func (r *nodeRow) ipKnown() bool { return r.ipErr == nil || sample.IsStale(r.ipErr) }
+
+func (r *nodeRow) ipEstFree() int64 { return max(r.ip.Capacity-r.ipEstUsed, 0) }
 
 // column is one column of the table: its header, its --sort-by key, how a
 // row shows in it, and the value it sorts by (ok false sorts last).
@@ -57,8 +69,8 @@ type column struct {
 	value   func(r *nodeRow, now time.Time) (v int64, ok bool)
 }
 
-// columns are the table's columns, in order. A new figure (pod IPs once
-// NodeIPs reports them) is one entry here.
+// columns are the table's columns, in order. A new figure is one entry
+// here.
 var columns = []column{
 	{header: "NAME", key: "name"},
 	{header: "PIDS-CAPACITY", key: "pid-capacity",
@@ -83,7 +95,10 @@ var columns = []column{
 		value: func(r *nodeRow, now time.Time) (int64, bool) {
 			return int64(now.Sub(r.pid.SampledAt)), r.pidKnown()
 		}},
-	{header: "POD-IPS-FREE", cell: func(*nodeRow, time.Time) string { return unknown }},
+	{header: "POD-IPS", key: "ip-capacity",
+		cell: ipCell(func(r *nodeRow) int64 { return r.ip.Capacity }), value: ipValue(func(r *nodeRow) int64 { return r.ip.Capacity })},
+	{header: "POD-IPS-FREE(EST)", key: "ip-free",
+		cell: ipCell((*nodeRow).ipEstFree), value: ipValue((*nodeRow).ipEstFree)},
 	{header: "MEM-ALLOCATABLE", key: "mem-allocatable",
 		cell: oomCell((*oomkill.Node).Allocatable), value: oomValue((*oomkill.Node).Allocatable)},
 	{header: "MEM-WORST-CASE", key: "mem-worst-case", descending: true,
@@ -132,6 +147,25 @@ func pidReason(err error) string {
 		return "<invalid>"
 	}
 	return unknown
+}
+
+// ipCell shows a pod-IP figure; a stale sample's figures are marked.
+func ipCell(f func(*nodeRow) int64) func(*nodeRow, time.Time) string {
+	return func(r *nodeRow, _ time.Time) string {
+		switch {
+		case sample.IsInvalid(r.ipErr):
+			return "<invalid>"
+		case !r.ipKnown():
+			return unknown
+		case r.ipErr != nil:
+			return strconv.FormatInt(f(r), 10) + "(stale)"
+		}
+		return strconv.FormatInt(f(r), 10)
+	}
+}
+
+func ipValue(f func(*nodeRow) int64) func(*nodeRow, time.Time) (int64, bool) {
+	return func(r *nodeRow, _ time.Time) (int64, bool) { return f(r), r.ipKnown() }
 }
 
 func oomCell(f func(*oomkill.Node) int64) func(*nodeRow, time.Time) string {
@@ -187,7 +221,10 @@ func newNodesCommand(o *options) *cobra.Command {
 		Long: `nodes prints a row per node with the figures Headroom's plugins work from:
 PIDs from the node's headroom.dev/pid-* annotations (capacity, allocatable,
 used when sampled, free as estimated now, counting the pods placed since the
-sample) and the sample's age; memory as OOMRisk models it (allocatable, the
+sample) and the sample's age; pod IPs from the headroom.dev/ip-* annotations
+(the CNI IPAM's capacity, free as estimated now, counting the pods on the pod
+network placed since the sample; "(stale)" past NodeIPs' maxSampleAge);
+memory as OOMRisk models it (allocatable, the
 worst case of the pods there, the shortfall by which it exceeds capacity and
 the memory of the containers the OOM killer would take to cover it).
 Figures use the args of the profile (--config, --scheduler-name). Given a
@@ -211,6 +248,10 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 			if err != nil {
 				return err
 			}
+			ipArgs, err := p.nodeIPsArgs()
+			if err != nil {
+				return err
+			}
 			oomArgs, err := p.oomRiskArgs()
 			if err != nil {
 				return err
@@ -231,7 +272,7 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 				c = c.without(pod)
 			}
 			now := time.Now()
-			rows := nodeRows(c, pidArgs, oomArgs, now)
+			rows := nodeRows(c, pidArgs, ipArgs, oomArgs, now)
 			if pod != nil {
 				d, err := decide(cmd.Context(), p, c, pod)
 				if err != nil {
@@ -261,7 +302,7 @@ func sortColumn(key string, withPod bool) (*column, error) {
 }
 
 // nodeRows computes every node's figures with the plugins' models and args.
-func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, oomArgs *config.OOMRiskArgs, now time.Time) []*nodeRow {
+func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, ipArgs *config.NodeIPsArgs, oomArgs *config.OOMRiskArgs, now time.Time) []*nodeRow {
 	est := oomkill.Estimate{
 		RequestMultiplierPercent:      oomArgs.NoLimitRequestPercent,
 		FractionOfAllocatablePermille: oomArgs.NoLimitAllocatablePermille,
@@ -273,6 +314,10 @@ func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, oomArgs *config.OOMRiskA
 		r.pid, r.pidErr = pidstats.ParseNode(n.Annotations, now, pidArgs.MaxSampleAge.Duration)
 		if r.pidKnown() {
 			r.estUsed = pidstats.EstimateUsed(r.pid, pods, pidArgs.DefaultPodPIDs)
+		}
+		r.ip, r.ipErr = ipstats.ParseNode(n.Annotations, now, ipArgs.MaxSampleAge.Duration)
+		if r.ipKnown() {
+			r.ipEstUsed = ipstats.EstimateUsed(r.ip, slices.Values(pods))
 		}
 		r.oom, r.oomErr = oomkill.NewNode(n, pods, est)
 		rows = append(rows, r)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -50,14 +51,22 @@ func boundPod(name, node, request, limit, pids string) *corev1.Pod {
 // sampled and a 500-PID pod placed since (no PodScheduled condition), so
 // 500 free; its pods' memory limits (8Gi + 12Gi + 1Gi) exceed its 16Gi by
 // 5Gi. "roomy" has 31768 free PIDs and nothing running. "blank" reports
-// nothing; "broken" has a malformed PID annotation and no memory figures.
+// nothing; "broken" has a malformed PID annotation, an incomplete pod-IP
+// sample and no memory figures. Pod IPs: "short" has 13, 10 used when
+// sampled and its three pods placed since (no PodScheduled condition), so
+// none free; "roomy"'s pod-IP sample is stale (an hour old).
 func headroomCluster() *fake.Clientset {
 	sampled := time.Now().Add(-time.Minute).Truncate(time.Second)
 	broken := pidNode("broken", nil, "")
 	broken.Annotations[pidstats.AnnotationCapacity] = "lots"
+	broken.Annotations[ipstats.AnnotationCapacity] = "13"
+	short := pidNode("short", &pidstats.NodeStats{Capacity: 4096, Reserved: 96, Used: 3000, SampledAt: sampled}, "16Gi")
+	maps.Copy(short.Annotations, ipstats.NewNodeStats(13, 10, sampled).Annotations())
+	roomy := pidNode("roomy", &pidstats.NodeStats{Capacity: 32768, Used: 1000, SampledAt: sampled.Add(-time.Minute)}, "16Gi")
+	maps.Copy(roomy.Annotations, ipstats.NewNodeStats(253, 1, sampled.Add(-time.Hour)).Annotations())
 	objs := []runtime.Object{
-		pidNode("short", &pidstats.NodeStats{Capacity: 4096, Reserved: 96, Used: 3000, SampledAt: sampled}, "16Gi"),
-		pidNode("roomy", &pidstats.NodeStats{Capacity: 32768, Used: 1000, SampledAt: sampled.Add(-time.Minute)}, "16Gi"),
+		short,
+		roomy,
 		pidNode("blank", nil, ""),
 		broken,
 		boundPod("web", "short", "1Gi", "8Gi", "0"),
@@ -84,11 +93,11 @@ func table(t *testing.T, client *fake.Clientset, args ...string) [][]string {
 func TestNodesTable(t *testing.T) {
 	rows := table(t, headroomCluster(), "--sort-by", "pid-free")
 	want := [][]string{
-		{"NAME", "PIDS-CAPACITY", "PIDS-ALLOCATABLE", "PIDS-USED", "PIDS-FREE(EST)", "SAMPLE-AGE", "POD-IPS-FREE", "MEM-ALLOCATABLE", "MEM-WORST-CASE", "OOM-SHORTFALL", "OOM-AT-RISK"},
-		{"short", "4096", "4000", "3000", "500", "*", "<unknown>", "16Gi", "21Gi", "5Gi", "12Gi"},
-		{"roomy", "32768", "32768", "1000", "31768", "*", "<unknown>", "16Gi", "0", "0", "0"},
-		{"blank", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
-		{"broken", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
+		{"NAME", "PIDS-CAPACITY", "PIDS-ALLOCATABLE", "PIDS-USED", "PIDS-FREE(EST)", "SAMPLE-AGE", "POD-IPS", "POD-IPS-FREE(EST)", "MEM-ALLOCATABLE", "MEM-WORST-CASE", "OOM-SHORTFALL", "OOM-AT-RISK"},
+		{"short", "4096", "4000", "3000", "500", "*", "13", "0", "16Gi", "21Gi", "5Gi", "12Gi"},
+		{"roomy", "32768", "32768", "1000", "31768", "*", "253(stale)", "252(stale)", "16Gi", "0", "0", "0"},
+		{"blank", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
+		{"broken", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows:\n%v\nwant\n%v", rows, want)
@@ -168,5 +177,18 @@ func TestNodesWithPod(t *testing.T) {
 	}
 	if _, err := run(t, headroomCluster(), "nodes", "--sort-by", "score"); err == nil || !strings.Contains(err.Error(), "--sort-by") {
 		t.Errorf("--sort-by score without a pod: error %v", err)
+	}
+}
+
+// Sorted by estimated free pod IPs: the fewest first, nodes without the
+// figure last.
+func TestNodesSortByIPFree(t *testing.T) {
+	rows := table(t, headroomCluster(), "--sort-by", "ip-free", "--no-headers")
+	var names []string
+	for _, r := range rows {
+		names = append(names, r[0])
+	}
+	if got := strings.Join(names, ","); got != "short,roomy,blank,broken" {
+		t.Fatalf("order %s, want short,roomy,blank,broken", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/manifests"
 	"github.com/headroom-k8s/headroom/plugins"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
@@ -135,6 +136,14 @@ func (p *profile) nodePIDsArgs() (*headroomconfig.NodePIDsArgs, error) {
 	}
 	a := &headroomconfig.NodePIDsArgs{}
 	return a, defaultArgs(&configv1.NodePIDsArgs{}, a)
+}
+
+func (p *profile) nodeIPsArgs() (*headroomconfig.NodeIPsArgs, error) {
+	if a, ok := p.args(nodeips.Name).(*headroomconfig.NodeIPsArgs); ok {
+		return a, nil
+	}
+	a := &headroomconfig.NodeIPsArgs{}
+	return a, defaultArgs(&configv1.NodeIPsArgs{}, a)
 }
 
 func (p *profile) oomRiskArgs() (*headroomconfig.OOMRiskArgs, error) {
