@@ -287,11 +287,12 @@ func parsePIDs(s string) (int64, bool) {
 }
 
 // truncate keeps error messages (and the logs and Events they end up in)
-// short whatever the annotation holds.
+// short whatever the annotation holds; a rune cut in two at the end is
+// dropped, so the result is valid UTF-8 when v is.
 func truncate(v string) string {
 	const keep = 80
 	if len(v) <= keep {
 		return v
 	}
-	return v[:keep] + "…"
+	return strings.ToValidUTF8(v[:keep], "") + "…"
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -294,5 +295,20 @@ func TestFloor(t *testing.T) {
 		if got := tt.f.Fits(tt.free, tt.alloc, tt.need); got != tt.fits {
 			t.Errorf("%+v.Fits(free %d, alloc %d, need %d) = %v, want %v", tt.f, tt.free, tt.alloc, tt.need, got, tt.fits)
 		}
+	}
+}
+
+func TestTruncateKeepsValidUTF8(t *testing.T) {
+	v := strings.Repeat("a", 79) + "é" + strings.Repeat("b", 10) // é spans bytes 79 and 80
+	got := truncate(v)
+	if !utf8.ValidString(got) || got != strings.Repeat("a", 79)+"…" {
+		t.Errorf("truncate = %q, want the cut rune dropped", got)
+	}
+	_, err := ParsePodList(v)
+	if err == nil || !utf8.ValidString(err.Error()) {
+		t.Errorf("ParsePodList error %q is not valid UTF-8", err)
+	}
+	if short := "é=1"; truncate(short) != short {
+		t.Errorf("truncate(%q) = %q", short, truncate(short))
 	}
 }
