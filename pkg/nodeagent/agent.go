@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -280,7 +281,8 @@ func (a *Agent) Tick(ctx context.Context) error {
 	return sampleErr
 }
 
-// sample runs every probe; fresh[i] is nil where probe i failed outright.
+// sample runs every probe; fresh[i] is nil where probe i failed outright,
+// or where it is Dependent on a probe that failed.
 func (a *Agent) sample(ctx context.Context) ([]Sample, error) {
 	now := a.clock.Now()
 	fresh := make([]Sample, len(a.probes))
@@ -294,7 +296,23 @@ func (a *Agent) sample(ctx context.Context) ([]Sample, error) {
 		}
 		fresh[i] = s
 	}
+	a.dropOrphans(fresh)
 	return fresh, errors.Join(errs...)
+}
+
+// dropOrphans drops the fresh sample of every Dependent probe whose probe
+// of reference produced none this tick, so that no write pairs a figure
+// with another tick's sample.
+func (a *Agent) dropOrphans(fresh []Sample) {
+	for i, p := range a.probes {
+		d, ok := p.(Dependent)
+		if !ok || fresh[i] == nil {
+			continue
+		}
+		if j := slices.IndexFunc(a.probes, func(q Probe) bool { return q.Name() == d.DependsOn() }); j < 0 || fresh[j] == nil {
+			fresh[i] = nil
+		}
+	}
 }
 
 // decide is the write policy shared by all probes.

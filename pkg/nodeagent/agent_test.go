@@ -419,38 +419,50 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 		if err := h.r.Tick(h.ctx); err == nil || !strings.Contains(err.Error(), "probe pids") || !strings.Contains(err.Error(), "garbage") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(1)
-		if got := h.patched(0); len(got) != 1 || got[pidstats.AnnotationPIDPods] != podA+"=300" {
-			t.Errorf("patch %v, want the per-pod list alone", got)
-		}
+		// The per-pod list is one sample with the totals: without them it
+		// is not written either.
+		h.wantPatches(0)
 		if got, err := testutil.GetCounterMetricValue(h.r.Metrics().probeErrors.WithLabelValues(PIDProbeName)); err != nil || got != 1 {
 			t.Errorf("probe errors of %s = %v, want 1", PIDProbeName, got)
 		}
 	})
-	t.Run("a written PID sample ages while the probe fails", func(t *testing.T) {
+	t.Run("a written PID sample ages with its per-pod list while the probe fails", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
+		h.setPodPIDs(podA, 300)
 		if err := h.r.Tick(h.ctx); err != nil {
 			t.Fatal(err)
 		}
 		h.proc.err = errors.New("garbage")
+		// Pod A grows well past the hysteresis and pod B arrives: a list
+		// naming B next to the old total would count B twice for readers.
+		h.setPodPIDs(podA, 3000)
+		h.setPodPIDs(podB, 1200)
 		for range 60 { // 10 minutes, well past the max interval
 			if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "garbage") {
 				t.Fatalf("err = %v", err)
 			}
 		}
-		h.wantPatches(3) // the forced writes carry the per-pod probe only
-		for i := 1; i < 3; i++ {
-			if got := h.patched(i); len(got) != 1 {
-				t.Errorf("forced write %d: %v", i, got)
-			}
-		}
+		h.wantPatches(1)
 		h.wantUsed("5000")
+		if got := h.node().Annotations[pidstats.AnnotationPIDPods]; got != podA+"=300" {
+			t.Errorf("pid-pods = %q, want the list of the written sample", got)
+		}
 		if age := h.r.Metrics().lastWrittenSampleAge(); age != 600 {
 			t.Errorf("last written sample age %vs, want 600s: the PID sample's", age)
 		}
 		// The annotation ages, so readers see the agent is not keeping up.
 		if _, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), 6*time.Minute); !pidstats.IsStale(err) {
 			t.Errorf("want stale annotations, got %v", err)
+		}
+		// Once the totals are back, the list comes with them.
+		h.proc.err = nil
+		if err := h.tick(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(2)
+		if got := h.patched(1); got[pidstats.AnnotationPIDPods] != podA+"=3000,"+podB+"=1200" || got[pidstats.AnnotationUsed] != "5000" ||
+			got[pidstats.AnnotationSampledAt] != "2026-05-01T12:10:10Z" {
+			t.Errorf("patch %v", got)
 		}
 	})
 	t.Run("unreadable cgroups publish an empty list with the totals", func(t *testing.T) {
@@ -655,7 +667,7 @@ func TestOnce(t *testing.T) {
 		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(1) // the per-pod probe's
+		h.wantPatches(0) // the per-pod list is not written without its totals
 		if _, ok := h.node().Annotations[pidstats.AnnotationUsed]; ok {
 			t.Error("PID totals written despite the error")
 		}
@@ -668,7 +680,7 @@ func TestOnce(t *testing.T) {
 		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(1) // an empty per-pod list is still the safe figure
+		h.wantPatches(0)
 	})
 	t.Run("API error", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)

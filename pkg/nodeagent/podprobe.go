@@ -30,6 +30,10 @@ const PodPIDsProbeName = "pid-pods"
 // Name implements Probe.
 func (p *PodPIDsProbe) Name() string { return PodPIDsProbeName }
 
+// DependsOn implements Dependent: the list is one sample with the PID
+// totals, so it is written only together with a fresh PIDProbe sample.
+func (p *PodPIDsProbe) DependsOn() string { return PIDProbeName }
+
 // Sample implements Probe. When the kubepods cgroup cannot be found or
 // listed it returns an empty list with the error: the list is subtracted
 // from the node's use of the same write, and a list left from an older

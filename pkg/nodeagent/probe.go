@@ -27,6 +27,16 @@ type Probe interface {
 	Adopt(annotations map[string]string, now time.Time) (Sample, error)
 }
 
+// A Probe that also implements Dependent publishes a figure that belongs
+// with another probe's sample (the per-pod list is subtracted from the PID
+// total of the same sample). Its sample is written only in a patch that
+// also carries a fresh sample of the probe DependsOn names; while that probe
+// fails, the dependent's annotations are left alone too, so that they stay
+// next to the sample they were taken with.
+type Dependent interface {
+	DependsOn() string
+}
+
 // A Sample is one measurement of a Probe.
 type Sample interface {
 	// Annotations are the figure's Node annotations.
