@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -385,12 +384,21 @@ func (a *Agent) nextDue(sampledAt time.Time) time.Time {
 }
 
 // patch writes every fresh sample's annotations in one JSON merge patch,
-// which leaves the Node's other annotations alone.
+// which leaves the Node's other annotations alone; keys a sample withdraws
+// are set to null, which removes them.
 func (a *Agent) patch(ctx context.Context, fresh []Sample) error {
-	annotations := map[string]string{}
+	annotations := map[string]*string{}
 	for _, s := range fresh {
-		if s != nil {
-			maps.Copy(annotations, s.Annotations())
+		if s == nil {
+			continue
+		}
+		if w, ok := s.(Withdrawer); ok {
+			for _, k := range w.Withdrawn() {
+				annotations[k] = nil
+			}
+		}
+		for k, v := range s.Annotations() {
+			annotations[k] = &v
 		}
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})

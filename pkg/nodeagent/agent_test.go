@@ -465,7 +465,7 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 			t.Errorf("patch %v", got)
 		}
 	})
-	t.Run("unreadable cgroups publish an empty list with the totals", func(t *testing.T) {
+	t.Run("unreadable cgroups withdraw the list with the next totals", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
 		h.setPodPIDs(podB, 1200)
 		if err := h.r.Tick(h.ctx); err != nil {
@@ -474,20 +474,81 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 		if err := os.RemoveAll(filepath.Join(h.cgroups, "kubepods")); err != nil {
 			t.Fatal(err)
 		}
+		// Within the hysteresis nothing is written: the old list stays
+		// next to the totals it was taken with.
+		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "no kubepods cgroup") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(1)
 		// Pod B stopped: its PIDs left the total, and a list still naming
-		// it would subtract them again.
+		// it would subtract them again; an empty list would tell readers
+		// that no pod holds PIDs. The list is removed.
 		h.proc.sample.Used = 3800
 		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "no kubepods cgroup") {
 			t.Fatalf("err = %v", err)
 		}
 		h.wantPatches(2)
-		if got := h.patched(1); got[pidstats.AnnotationPIDPods] != "" || got[pidstats.AnnotationUsed] != "3800" {
+		h.wantUsed("3800")
+		h.wantPodListRemoved(1)
+		// Back again: the list is written with the next tick's totals.
+		h.setPodPIDs(podA, 20)
+		if err := (os.MkdirAll(filepath.Join(h.cgroups, "kubepods", "burstable"), 0o755)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.tick(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(3)
+		if got := h.patched(2); got[pidstats.AnnotationPIDPods] != podA+"=20" || got[pidstats.AnnotationUsed] != "3800" {
 			t.Errorf("patch %v", got)
 		}
-		if _, ok := h.patched(1)[pidstats.AnnotationPIDPods]; !ok {
-			t.Error("pid-pods not written")
+	})
+	t.Run("one unreadable pod withdraws the list", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.setPodPIDs(podA, 300)
+		h.setPodPIDs(podB, 1200)
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.cgroups, "kubepods", "burstable", "pod"+podB, "pids.current"), []byte("lots\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h.proc.sample.Used = 9000
+		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "lots") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(2)
+		h.wantUsed("9000")
+		h.wantPodListRemoved(1)
+		// Readers see no list, not a complete one without pod B.
+		s, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Pods.Complete() || s.Pods.Len() != 0 {
+			t.Errorf("readers see the list %q (complete %v), want none", s.Pods, s.Pods.Complete())
 		}
 	})
+}
+
+// wantPodListRemoved checks that patch i removes pid-pods (sets it to null)
+// and that the node no longer carries it.
+func (h *harness) wantPodListRemoved(i int) {
+	h.t.Helper()
+	var body struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(h.patches()[i].GetPatch(), &body); err != nil {
+		h.t.Fatal(err)
+	}
+	if v, ok := body.Metadata.Annotations[pidstats.AnnotationPIDPods]; !ok || v != nil {
+		h.t.Errorf("patch %d: %s", i, h.patches()[i].GetPatch())
+	}
+	if v, ok := h.node().Annotations[pidstats.AnnotationPIDPods]; ok {
+		h.t.Errorf("node still carries %s=%q", pidstats.AnnotationPIDPods, v)
+	}
 }
 
 func TestMetrics(t *testing.T) {

@@ -162,6 +162,12 @@ func newPodList(entries []PodUsage) *podList {
 //     than Smallest;
 //   - no list (the zero PodList: no annotation, or a malformed one): nothing
 //     is known about any pod.
+//
+// The agent never publishes a list it knows to be incomplete below the
+// bound: when the kubepods cgroup or one pod's pids.current cannot be read,
+// it removes the annotation with its next write of the totals, so readers
+// see no list and fall back to the pods' declared PIDs. An empty value thus
+// always means that every pod was measured and none held PIDs.
 func (p PodList) Complete() bool {
 	return p.l != nil && p.l.err == nil && len(p.l.entries) < MaxListedPods
 }
