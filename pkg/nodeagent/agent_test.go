@@ -814,3 +814,66 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("New accepted an invalid config")
 	}
 }
+
+func TestHealthz(t *testing.T) {
+	get := func(h *harness) (int, string) {
+		rec := httptest.NewRecorder()
+		h.r.HealthzHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	t.Run("writes keep it healthy, a stuck write loop does not", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		if code, body := get(h); code != 200 || body != "ok" {
+			t.Fatalf("at start: %d %q", code, body)
+		}
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Forced writes every max interval keep it healthy.
+		for range 90 { // 15 minutes
+			if err := h.tick(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if code, body := get(h); code != 200 {
+				t.Fatalf("at %s: %d %q", h.clock.Now().Sub(t0), code, body)
+			}
+		}
+		last := h.r.lastWrite.Load()
+		h.patchErrs = make([]error, 1000)
+		for i := range h.patchErrs {
+			h.patchErrs[i] = apierrors.NewServiceUnavailable("down")
+		}
+		h.clock.SetTime(time.Unix(0, last).Add(10 * time.Minute))
+		if code, body := get(h); code != 200 {
+			t.Fatalf("at twice the max interval: %d %q", code, body)
+		}
+		for range 7 {
+			_ = h.tick(10 * time.Second)
+		}
+		code, body := get(h)
+		if code != 503 || !strings.Contains(body, "last successful write 11m10s ago") || !strings.Contains(body, "node-1") {
+			t.Fatalf("writes failing for 11m10s: %d %q", code, body)
+		}
+		// One write later it is healthy again.
+		h.patchErrs = nil
+		h.clock.Step(5 * time.Minute)
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := get(h); code != 200 {
+			t.Fatalf("after a write: %d %q", code, body)
+		}
+	})
+	t.Run("no write since the start", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.proc.err = errors.New("garbage")
+		h.clock.Step(10 * time.Minute)
+		if code, body := get(h); code != 200 {
+			t.Fatalf("within the grace: %d %q", code, body)
+		}
+		h.clock.Step(time.Second)
+		if code, body := get(h); code != 503 || !strings.Contains(body, "no successful write") {
+			t.Fatalf("after the grace: %d %q", code, body)
+		}
+	})
+}
