@@ -162,7 +162,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 	}
 	if n.floor != nil {
 		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
-		target, ok := n.roomFor(need, reserved)
+		target, ok := n.roomFor(pod, need, reserved)
 		if !ok {
 			return s, fmt.Sprintf("no other node has room for its %d PIDs above NodePIDs' floor", need)
 		}

@@ -203,8 +203,17 @@ func TestOnlyPodsOfTheConfiguredSchedulersAreEvicted(t *testing.T) {
 	}
 }
 
+func cordoned(n *v1.Node) *v1.Node { n.Spec.Unschedulable = true; return n }
+
+func tainted(n *v1.Node, key string) *v1.Node {
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: v1.TaintEffectNoSchedule})
+	return n
+}
+
 func TestEvictsOnlyWhereAnotherNodeHasRoomUnderNodePIDsFloor(t *testing.T) {
-	pods := []*v1.Pod{testPod("a", "n1", pids(1000))}
+	pods := []*v1.Pod{testPod("a", "n1", pids(1000), func(p *v1.Pod) {
+		p.Spec.Tolerations = []v1.Toleration{{Key: "tolerated", Operator: v1.TolerationOpExists}}
+	})}
 	n1 := pidNode("n1", 10000, 9700)
 	for _, tc := range []struct {
 		name  string
@@ -216,6 +225,12 @@ func TestEvictsOnlyWhereAnotherNodeHasRoomUnderNodePIDsFloor(t *testing.T) {
 		// 1500 free − 1000 = 500 < 512: NodePIDs would not place it there.
 		{"room only below the floor", pidNode("n2", 10000, 8500), nil},
 		{"unknown headroom: NodePIDs lets it through", spareNode("n2"), []string{"a"}},
+		// The scheduler places nothing on a cordoned node, nor where a
+		// NoSchedule taint is not tolerated (nodeFit is off here).
+		{"room only on a cordoned node", cordoned(pidNode("n2", 10000, 8400)), nil},
+		{"unknown headroom on a cordoned node", cordoned(spareNode("n2")), nil},
+		{"room only behind an untolerated taint", tainted(pidNode("n2", 10000, 8400), "dedicated"), nil},
+		{"room behind a tolerated taint", tainted(pidNode("n2", 10000, 8400), "tolerated"), []string{"a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, setup{}, objects([]*v1.Node{n1, tc.other}, pods)...)
