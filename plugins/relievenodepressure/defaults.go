@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -34,7 +35,7 @@ const (
 	// DefaultSchedulerName is the only scheduler whose pods are evicted by
 	// default: Headroom's, which places the replacement off the pressured
 	// node.
-	DefaultSchedulerName = "headroom-scheduler"
+	DefaultSchedulerName = config.SchedulerName
 )
 
 // SetDefaults_RelieveNodePressureArgs fills unset fields of a
