@@ -2,6 +2,7 @@ package v1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
@@ -29,18 +30,20 @@ const (
 	DefaultNoLimitAllocatablePermille = oomkill.DefaultFractionOfAllocatablePermille
 )
 
-func setDefault(p **int64, v int64) {
-	if *p == nil {
-		*p = &v
-	}
-}
-
 // SetDefaults_NodePIDsArgs fills unset NodePIDsArgs fields.
 func SetDefaults_NodePIDsArgs(obj *NodePIDsArgs) {
-	setDefault(&obj.DefaultPodPIDs, DefaultPodPIDs)
-	setDefault(&obj.MinFreePIDs, DefaultMinFreePIDs)
-	setDefault(&obj.MinFreePercent, DefaultMinFreePercent)
-	setDefault(&obj.UnknownNodeScore, DefaultUnknownNodeScore)
+	if obj.DefaultPodPIDs == nil {
+		obj.DefaultPodPIDs = ptr.To[int64](DefaultPodPIDs)
+	}
+	if obj.MinFreePIDs == nil {
+		obj.MinFreePIDs = ptr.To[int64](DefaultMinFreePIDs)
+	}
+	if obj.MinFreePercent == nil {
+		obj.MinFreePercent = ptr.To[int64](DefaultMinFreePercent)
+	}
+	if obj.UnknownNodeScore == nil {
+		obj.UnknownNodeScore = ptr.To[int64](DefaultUnknownNodeScore)
+	}
 	if obj.MaxSampleAge == nil {
 		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
 	}
@@ -48,8 +51,16 @@ func SetDefaults_NodePIDsArgs(obj *NodePIDsArgs) {
 
 // SetDefaults_OOMRiskArgs fills unset OOMRiskArgs fields.
 func SetDefaults_OOMRiskArgs(obj *OOMRiskArgs) {
-	setDefault(&obj.OwnRiskWeight, DefaultOwnRiskWeight)
-	setDefault(&obj.CollateralWeight, DefaultCollateralWeight)
-	setDefault(&obj.NoLimitRequestPercent, DefaultNoLimitRequestPercent)
-	setDefault(&obj.NoLimitAllocatablePermille, DefaultNoLimitAllocatablePermille)
+	if obj.OwnRiskWeight == nil {
+		obj.OwnRiskWeight = ptr.To[int64](DefaultOwnRiskWeight)
+	}
+	if obj.CollateralWeight == nil {
+		obj.CollateralWeight = ptr.To[int64](DefaultCollateralWeight)
+	}
+	if obj.NoLimitRequestPercent == nil {
+		obj.NoLimitRequestPercent = ptr.To[int64](DefaultNoLimitRequestPercent)
+	}
+	if obj.NoLimitAllocatablePermille == nil {
+		obj.NoLimitAllocatablePermille = ptr.To[int64](DefaultNoLimitAllocatablePermille)
+	}
 }
