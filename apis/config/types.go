@@ -4,6 +4,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// SchedulerName is the schedulerName of the secondary-scheduler profile
+// Headroom ships, which runs its plugins: pods placed by it are the ones
+// RelieveNodePressure evicts by default, and the profile kubectl-headroom
+// reads by default.
+const SchedulerName = "headroom-scheduler"
+
 // UnknownNodeScoreMeanOfKnown, as NodePIDsArgs.UnknownNodeScore or
 // NodeIPsArgs.UnknownNodeScore, scores a node with unknown headroom at the
 // mean score of the nodes whose headroom is known in the same cycle:

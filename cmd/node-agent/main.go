@@ -76,7 +76,7 @@ func run() error {
 		return agent.Once(ctx)
 	}
 	if opts.MetricsAddress != "" && opts.MetricsAddress != "0" {
-		if err := serve(ctx, opts.MetricsAddress, agent.Metrics().Handler()); err != nil {
+		if err := serve(ctx, opts.MetricsAddress, agent.Metrics().Handler(), agent.HealthzHandler()); err != nil {
 			return err
 		}
 	}
@@ -84,10 +84,10 @@ func run() error {
 }
 
 // serve starts the /metrics and /healthz endpoints; they stop with ctx.
-func serve(ctx context.Context, addr string, metrics http.Handler) error {
+func serve(ctx context.Context, addr string, metrics, healthz http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.Handle("/healthz", healthz)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)

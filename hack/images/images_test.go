@@ -135,25 +135,14 @@ func extract(t *testing.T, open func() (io.ReadCloser, error), name string) stri
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var path string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range readTar(t, rc) {
+		h := e.header
 		if h.Name != name || h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 || h.Uid != 0 {
 			t.Fatalf("layer entry %q (type %c, mode %o, uid %d), want only the executable %s owned by root", h.Name, h.Typeflag, h.Mode, h.Uid, name)
 		}
 		path = filepath.Join(t.TempDir(), name)
-		var buf bytes.Buffer
-		if _, err := io.Copy(&buf, tr); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o755); err != nil {
+		if err := os.WriteFile(path, e.data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,6 +150,33 @@ func extract(t *testing.T, open func() (io.ReadCloser, error), name string) stri
 		t.Fatalf("layer holds no %s", name)
 	}
 	return path
+}
+
+// tarEntry is one entry of a tar stream, read whole.
+type tarEntry struct {
+	header *tar.Header
+	data   []byte
+}
+
+// readTar reads every entry of a tar stream.
+func readTar(t *testing.T, r io.Reader) []tarEntry {
+	t.Helper()
+	var out []tarEntry
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tarEntry{header: h, data: data})
+	}
 }
 
 // TestManifestsUseTheImages checks that manifests/kustomization.yaml points
@@ -240,20 +256,8 @@ func checkDockerArchive(t *testing.T, path string) {
 	}
 	defer f.Close()
 	files := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = data
+	for _, e := range readTar(t, f) {
+		files[e.header.Name] = e.data
 	}
 	var manifest []struct {
 		Config   string

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,6 +145,11 @@ type Agent struct {
 	backoff  wait.Backoff // current retry state; reset after a success
 	retryAt  time.Time    // no write attempt before this
 	failures int          // consecutive failed writes
+
+	// started and lastWrite (UnixNano of the last accepted write; 0 for
+	// none) are what Healthy reads, from another goroutine.
+	started   time.Time
+	lastWrite atomic.Int64
 }
 
 // Option adjusts an Agent; tests use them to fake time, /proc and probes.
@@ -192,6 +199,7 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 	if a.metrics == nil {
 		a.metrics = NewMetrics()
 	}
+	a.started = a.clock.Now()
 	a.metrics.setClock(a.clock)
 	a.written = make([]Sample, len(a.probes))
 	return a, nil
@@ -220,6 +228,38 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ticker.C():
 		}
 	}
+}
+
+// Healthy reports an error when the agent has not written its node for
+// twice the max interval: it writes at least once per max interval while
+// its probes and the API server work, so a longer silence means it is
+// stuck (a probe failing for good, writes refused, a hung request). The
+// time since the agent was created counts as the first write's grace.
+// Safe for concurrent use.
+func (a *Agent) Healthy() error {
+	last := a.started
+	if w := a.lastWrite.Load(); w != 0 {
+		last = time.Unix(0, w)
+	}
+	if since, limit := a.clock.Since(last), 2*a.cfg.MaxInterval; since > limit {
+		what := "last successful write"
+		if a.lastWrite.Load() == 0 {
+			what = "start, and no successful write since"
+		}
+		return fmt.Errorf("node %s: %s %s ago, more than twice the max interval (%s)", a.cfg.NodeName, what, since.Round(time.Second), limit)
+	}
+	return nil
+}
+
+// HealthzHandler serves Healthy: 200 "ok", or 503 with its error.
+func (a *Agent) HealthzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := a.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
 }
 
 // Once samples every probe and writes what they measured, unconditionally,
@@ -299,7 +339,8 @@ func (a *Agent) Tick(ctx context.Context) error {
 	return sampleErr
 }
 
-// sample runs every probe; fresh[i] is nil where probe i failed outright.
+// sample runs every probe; fresh[i] is nil where probe i failed outright,
+// or where it is Dependent on a probe that failed.
 func (a *Agent) sample(ctx context.Context) ([]Sample, error) {
 	now := a.clock.Now()
 	fresh := make([]Sample, len(a.probes))
@@ -313,7 +354,23 @@ func (a *Agent) sample(ctx context.Context) ([]Sample, error) {
 		}
 		fresh[i] = s
 	}
+	a.dropOrphans(fresh)
 	return fresh, errors.Join(errs...)
+}
+
+// dropOrphans drops the fresh sample of every Dependent probe whose probe
+// of reference produced none this tick, so that no write pairs a figure
+// with another tick's sample.
+func (a *Agent) dropOrphans(fresh []Sample) {
+	for i, p := range a.probes {
+		d, ok := p.(Dependent)
+		if !ok || fresh[i] == nil {
+			continue
+		}
+		if j := slices.IndexFunc(a.probes, func(q Probe) bool { return q.Name() == d.DependsOn() }); j < 0 || fresh[j] == nil {
+			fresh[i] = nil
+		}
+	}
 }
 
 // decide is the write policy shared by all probes.
@@ -349,6 +406,7 @@ func (a *Agent) recordWrite(fresh []Sample) {
 		at = a.clock.Now()
 	}
 	a.dueAt = a.nextDue(at)
+	a.lastWrite.Store(a.clock.Now().UnixNano())
 	a.metrics.writes.Inc()
 	// The age metric follows the annotations' own times: a write that
 	// carried none (the PID probe failing) leaves the old PID sample aging.
@@ -386,12 +444,21 @@ func (a *Agent) nextDue(sampledAt time.Time) time.Time {
 }
 
 // patch writes every fresh sample's annotations in one JSON merge patch,
-// which leaves the Node's other annotations alone.
+// which leaves the Node's other annotations alone; keys a sample withdraws
+// are set to null, which removes them.
 func (a *Agent) patch(ctx context.Context, fresh []Sample) error {
-	annotations := map[string]string{}
+	annotations := map[string]*string{}
 	for _, s := range fresh {
-		if s != nil {
-			maps.Copy(annotations, s.Annotations())
+		if s == nil {
+			continue
+		}
+		if w, ok := s.(Withdrawer); ok {
+			for _, k := range w.Withdrawn() {
+				annotations[k] = nil
+			}
+		}
+		for k, v := range s.Annotations() {
+			annotations[k] = &v
 		}
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})

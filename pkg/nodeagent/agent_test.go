@@ -423,32 +423,34 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 		if err := h.r.Tick(h.ctx); err == nil || !strings.Contains(err.Error(), "probe pids") || !strings.Contains(err.Error(), "garbage") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(1)
-		if got := h.patched(0); len(got) != 1 || got[pidstats.AnnotationPIDPods] != podA+"=300" {
-			t.Errorf("patch %v, want the per-pod list alone", got)
-		}
+		// The per-pod list is one sample with the totals: without them it
+		// is not written either.
+		h.wantPatches(0)
 		if got, err := testutil.GetCounterMetricValue(h.r.Metrics().probeErrors.WithLabelValues(PIDProbeName)); err != nil || got != 1 {
 			t.Errorf("probe errors of %s = %v, want 1", PIDProbeName, got)
 		}
 	})
-	t.Run("a written PID sample ages while the probe fails", func(t *testing.T) {
+	t.Run("a written PID sample ages with its per-pod list while the probe fails", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
+		h.setPodPIDs(podA, 300)
 		if err := h.r.Tick(h.ctx); err != nil {
 			t.Fatal(err)
 		}
 		h.proc.err = errors.New("garbage")
+		// Pod A grows well past the hysteresis and pod B arrives: a list
+		// naming B next to the old total would count B twice for readers.
+		h.setPodPIDs(podA, 3000)
+		h.setPodPIDs(podB, 1200)
 		for range 60 { // 10 minutes, well past the max interval
 			if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "garbage") {
 				t.Fatalf("err = %v", err)
 			}
 		}
-		h.wantPatches(3) // the forced writes carry the per-pod probe only
-		for i := 1; i < 3; i++ {
-			if got := h.patched(i); len(got) != 1 {
-				t.Errorf("forced write %d: %v", i, got)
-			}
-		}
+		h.wantPatches(1)
 		h.wantUsed("5000")
+		if got := h.node().Annotations[pidstats.AnnotationPIDPods]; got != podA+"=300" {
+			t.Errorf("pid-pods = %q, want the list of the written sample", got)
+		}
 		if age := h.r.Metrics().lastWrittenSampleAge(); age != 600 {
 			t.Errorf("last written sample age %vs, want 600s: the PID sample's", age)
 		}
@@ -456,8 +458,18 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 		if _, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), 6*time.Minute); !pidstats.IsStale(err) {
 			t.Errorf("want stale annotations, got %v", err)
 		}
+		// Once the totals are back, the list comes with them.
+		h.proc.err = nil
+		if err := h.tick(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(2)
+		if got := h.patched(1); got[pidstats.AnnotationPIDPods] != podA+"=3000,"+podB+"=1200" || got[pidstats.AnnotationUsed] != "5000" ||
+			got[pidstats.AnnotationSampledAt] != "2026-05-01T12:10:10Z" {
+			t.Errorf("patch %v", got)
+		}
 	})
-	t.Run("unreadable cgroups publish an empty list with the totals", func(t *testing.T) {
+	t.Run("unreadable cgroups withdraw the list with the next totals", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
 		h.setPodPIDs(podB, 1200)
 		if err := h.r.Tick(h.ctx); err != nil {
@@ -466,20 +478,81 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 		if err := os.RemoveAll(filepath.Join(h.cgroups, "kubepods")); err != nil {
 			t.Fatal(err)
 		}
+		// Within the hysteresis nothing is written: the old list stays
+		// next to the totals it was taken with.
+		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "no kubepods cgroup") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(1)
 		// Pod B stopped: its PIDs left the total, and a list still naming
-		// it would subtract them again.
+		// it would subtract them again; an empty list would tell readers
+		// that no pod holds PIDs. The list is removed.
 		h.proc.sample.Used = 3800
 		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "no kubepods cgroup") {
 			t.Fatalf("err = %v", err)
 		}
 		h.wantPatches(2)
-		if got := h.patched(1); got[pidstats.AnnotationPIDPods] != "" || got[pidstats.AnnotationUsed] != "3800" {
+		h.wantUsed("3800")
+		h.wantPodListRemoved(1)
+		// Back again: the list is written with the next tick's totals.
+		h.setPodPIDs(podA, 20)
+		if err := (os.MkdirAll(filepath.Join(h.cgroups, "kubepods", "burstable"), 0o755)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.tick(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.wantPatches(3)
+		if got := h.patched(2); got[pidstats.AnnotationPIDPods] != podA+"=20" || got[pidstats.AnnotationUsed] != "3800" {
 			t.Errorf("patch %v", got)
 		}
-		if _, ok := h.patched(1)[pidstats.AnnotationPIDPods]; !ok {
-			t.Error("pid-pods not written")
+	})
+	t.Run("one unreadable pod withdraws the list", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.setPodPIDs(podA, 300)
+		h.setPodPIDs(podB, 1200)
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.cgroups, "kubepods", "burstable", "pod"+podB, "pids.current"), []byte("lots\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h.proc.sample.Used = 9000
+		if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "lots") {
+			t.Fatalf("err = %v", err)
+		}
+		h.wantPatches(2)
+		h.wantUsed("9000")
+		h.wantPodListRemoved(1)
+		// Readers see no list, not a complete one without pod B.
+		s, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Pods.Complete() || s.Pods.Len() != 0 {
+			t.Errorf("readers see the list %q (complete %v), want none", s.Pods, s.Pods.Complete())
 		}
 	})
+}
+
+// wantPodListRemoved checks that patch i removes pid-pods (sets it to null)
+// and that the node no longer carries it.
+func (h *harness) wantPodListRemoved(i int) {
+	h.t.Helper()
+	var body struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(h.patches()[i].GetPatch(), &body); err != nil {
+		h.t.Fatal(err)
+	}
+	if v, ok := body.Metadata.Annotations[pidstats.AnnotationPIDPods]; !ok || v != nil {
+		h.t.Errorf("patch %d: %s", i, h.patches()[i].GetPatch())
+	}
+	if v, ok := h.node().Annotations[pidstats.AnnotationPIDPods]; ok {
+		h.t.Errorf("node still carries %s=%q", pidstats.AnnotationPIDPods, v)
+	}
 }
 
 func TestMetrics(t *testing.T) {
@@ -660,7 +733,7 @@ func TestOnce(t *testing.T) {
 		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(1) // the per-pod probe's
+		h.wantPatches(0) // the per-pod list is not written without its totals
 		if _, ok := h.node().Annotations[pidstats.AnnotationUsed]; ok {
 			t.Error("PID totals written despite the error")
 		}
@@ -673,7 +746,7 @@ func TestOnce(t *testing.T) {
 		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(1) // an empty per-pod list is still the safe figure
+		h.wantPatches(0)
 	})
 	t.Run("API error", func(t *testing.T) {
 		h := newHarness(t, testConfig(), nil)
@@ -747,4 +820,67 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := New(fake.NewClientset(), mod(func(c *Config) { c.NodeName = "" })); err == nil {
 		t.Error("New accepted an invalid config")
 	}
+}
+
+func TestHealthz(t *testing.T) {
+	get := func(h *harness) (int, string) {
+		rec := httptest.NewRecorder()
+		h.r.HealthzHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	t.Run("writes keep it healthy, a stuck write loop does not", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		if code, body := get(h); code != 200 || body != "ok" {
+			t.Fatalf("at start: %d %q", code, body)
+		}
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Forced writes every max interval keep it healthy.
+		for range 90 { // 15 minutes
+			if err := h.tick(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if code, body := get(h); code != 200 {
+				t.Fatalf("at %s: %d %q", h.clock.Now().Sub(t0), code, body)
+			}
+		}
+		last := h.r.lastWrite.Load()
+		h.patchErrs = make([]error, 1000)
+		for i := range h.patchErrs {
+			h.patchErrs[i] = apierrors.NewServiceUnavailable("down")
+		}
+		h.clock.SetTime(time.Unix(0, last).Add(10 * time.Minute))
+		if code, body := get(h); code != 200 {
+			t.Fatalf("at twice the max interval: %d %q", code, body)
+		}
+		for range 7 {
+			_ = h.tick(10 * time.Second)
+		}
+		code, body := get(h)
+		if code != 503 || !strings.Contains(body, "last successful write 11m10s ago") || !strings.Contains(body, "node-1") {
+			t.Fatalf("writes failing for 11m10s: %d %q", code, body)
+		}
+		// One write later it is healthy again.
+		h.patchErrs = nil
+		h.clock.Step(5 * time.Minute)
+		if err := h.r.Tick(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := get(h); code != 200 {
+			t.Fatalf("after a write: %d %q", code, body)
+		}
+	})
+	t.Run("no write since the start", func(t *testing.T) {
+		h := newHarness(t, testConfig(), nil)
+		h.proc.err = errors.New("garbage")
+		h.clock.Step(10 * time.Minute)
+		if code, body := get(h); code != 200 {
+			t.Fatalf("within the grace: %d %q", code, body)
+		}
+		h.clock.Step(time.Second)
+		if code, body := get(h); code != 503 || !strings.Contains(body, "no successful write") {
+			t.Fatalf("after the grace: %d %q", code, body)
+		}
+	})
 }

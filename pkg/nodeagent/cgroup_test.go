@@ -122,17 +122,27 @@ func TestPodPIDsProbeErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no kubepods cgroup under "+root) {
 		t.Fatalf("err = %v", err)
 	}
-	if s == nil || s.Annotations()[pidstats.AnnotationPIDPods] != "" {
-		t.Fatalf("sample %v, want an empty list", s)
+	if w, ok := s.(Withdrawer); !ok || len(s.Annotations()) != 0 || !slices.Equal(w.Withdrawn(), []string{pidstats.AnnotationPIDPods}) {
+		t.Fatalf("sample %v, want the list withdrawn", s)
 	}
 	// A pod cgroup without pids.current (it is being removed) is skipped; a
-	// malformed one is reported and left out.
+	// malformed one is reported and withdraws the list, which would be
+	// incomplete without it.
 	writeFile(t, filepath.Join(root, "kubepods", "burstable", "pod"+uidBurstable, "cgroup.procs"), "")
 	writeFile(t, filepath.Join(root, "kubepods", "besteffort", "pod"+uidBestEffort, pidsCurrent), "lots\n")
 	writeFile(t, filepath.Join(root, "kubepods", "pod"+uidGuaranteed, pidsCurrent), "12\n")
 	s, err = p.Sample(context.Background(), time.Now())
 	if err == nil || !strings.Contains(err.Error(), "lots") {
 		t.Fatalf("err = %v", err)
+	}
+	if w, ok := s.(Withdrawer); !ok || len(s.Annotations()) != 0 || len(w.Withdrawn()) != 1 {
+		t.Errorf("sample %v, want the list withdrawn", s)
+	}
+	if err := os.Remove(filepath.Join(root, "kubepods", "besteffort", "pod"+uidBestEffort, pidsCurrent)); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = p.Sample(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	if got := s.Annotations()[pidstats.AnnotationPIDPods]; got != uidGuaranteed+"=12" {
 		t.Errorf("annotation %q", got)

@@ -30,19 +30,28 @@ const PodPIDsProbeName = "pid-pods"
 // Name implements Probe.
 func (p *PodPIDsProbe) Name() string { return PodPIDsProbeName }
 
-// Sample implements Probe. When the kubepods cgroup cannot be found or
-// listed it returns an empty list with the error: the list is subtracted
-// from the node's use of the same write, and a list left from an older
-// sample would subtract pods that had already left the newer figure. A pod
-// whose cgroup vanishes while it is read (it just stopped) is skipped.
+// DependsOn implements Dependent: the list is one sample with the PID
+// totals, so it is written only together with a fresh PIDProbe sample.
+func (p *PodPIDsProbe) DependsOn() string { return PIDProbeName }
+
+// Sample implements Probe. The list must name every pod it could measure,
+// or readers would take an unlisted pod for one that held no PIDs
+// (pidstats.PodList.Complete). So when the kubepods cgroup cannot be found
+// or listed, or one pod's pids.current cannot be read, it returns a sample
+// that withdraws the list, with the error: the next write removes the
+// annotation and readers fall back to the pods' declared PIDs. Until a
+// write is due for another reason, the old list stays next to the totals it
+// was taken with. A pod whose cgroup vanishes while it is read (it just
+// stopped) is skipped.
 func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
+	withdrawn := podSample{withdrawn: true, hysteresis: p.HysteresisPIDs}
 	layout, err := DetectCgroupLayout(p.CgroupRoot)
 	if err != nil {
-		return podSample{hysteresis: p.HysteresisPIDs}, err
+		return withdrawn, err
 	}
 	pods, err := layout.PodCgroups()
 	if err != nil {
-		return podSample{hysteresis: p.HysteresisPIDs}, err
+		return withdrawn, err
 	}
 	usage := make([]pidstats.PodUsage, 0, len(pods))
 	var errs []error
@@ -52,7 +61,6 @@ func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error
 		case errors.Is(err, fs.ErrNotExist):
 			continue
 		case err != nil:
-			// Not listing the pod is safe: only listed pods are subtracted.
 			errs = append(errs, err)
 			continue
 		}
@@ -60,8 +68,11 @@ func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error
 			usage = append(usage, pidstats.PodUsage{UID: pod.UID, PIDs: n})
 		}
 	}
+	if len(errs) > 0 {
+		return withdrawn, fmt.Errorf("withdrawing %s, which would be incomplete: %w", pidstats.AnnotationPIDPods, errors.Join(errs...))
+	}
 	klog.FromContext(ctx).V(5).Info("Read pod cgroups", "layout", layout, "pods", len(usage))
-	return podSample{list: pidstats.NewPodList(usage), hysteresis: p.HysteresisPIDs}, errors.Join(errs...)
+	return podSample{list: pidstats.NewPodList(usage), hysteresis: p.HysteresisPIDs}, nil
 }
 
 // Adopt implements Probe.
@@ -78,22 +89,51 @@ func (p *PodPIDsProbe) Adopt(annotations map[string]string, _ time.Time) (Sample
 }
 
 type podSample struct {
-	list       pidstats.PodList
+	list pidstats.PodList
+	// withdrawn: the probe could not measure every pod; the annotation is
+	// removed with the next write instead of written.
+	withdrawn  bool
 	hysteresis int64
 }
 
 func (s podSample) Annotations() map[string]string {
+	if s.withdrawn {
+		return nil
+	}
 	return map[string]string{pidstats.AnnotationPIDPods: s.list.String()}
 }
+
+// Withdrawn implements Withdrawer.
+func (s podSample) Withdrawn() []string {
+	if s.withdrawn {
+		return []string{pidstats.AnnotationPIDPods}
+	}
+	return nil
+}
+
 func (s podSample) SampledAt() time.Time { return time.Time{} }
-func (s podSample) String() string       { return s.list.String() }
+func (s podSample) String() string {
+	if s.withdrawn {
+		return "<withdrawn>"
+	}
+	return s.list.String()
+}
 
 // Changed reports the largest move of one pod's figure beyond the
-// hysteresis; a pod missing from either list counts as 0 there.
+// hysteresis; a pod missing from either list counts as 0 there. A
+// withdrawal never asks for a write, and a list after a withdrawal always
+// does.
 func (s podSample) Changed(last Sample) (bool, string) {
 	l, ok := last.(podSample)
-	if !ok {
+	switch {
+	case s.withdrawn:
+		// A withdrawal needs no write of its own: the list written stays
+		// true to the totals written with it until they are rewritten.
+		return false, ""
+	case !ok:
 		return true, "no per-pod sample written"
+	case l.withdrawn:
+		return true, "per-pod list measured again after it was withdrawn"
 	}
 	var worst int64
 	var who types.UID

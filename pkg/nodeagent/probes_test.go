@@ -86,7 +86,8 @@ func TestPodSampleChanged(t *testing.T) {
 		{"big pod moves past the hysteresis", list(a + "=1499," + b + "=400"), true, "pod " + a + " moved by 501"},
 		{"big pod leaves", list(b + "=400"), true, "moved by 2000"},
 		{"big pod comes", list(c + "=3000," + a + "=2000," + b + "=400"), true, "pod " + c + " moved by 3000"},
-		{"empty list after failure", list(""), true, "moved by 2000"},
+		{"empty list", list(""), true, "moved by 2000"},
+		{"withdrawn: no write of its own", podSample{withdrawn: true, hysteresis: 500}, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,5 +96,9 @@ func TestPodSampleChanged(t *testing.T) {
 				t.Errorf("Changed = %v (%q), want %v (%q)", got, reason, tc.want, tc.wantReason)
 			}
 		})
+	}
+	// After a withdrawal was written, any list is worth a write.
+	if got, reason := list("").Changed(podSample{withdrawn: true}); !got || !strings.Contains(reason, "withdrawn") {
+		t.Errorf("list after a withdrawal: Changed = %v (%q), want true", got, reason)
 	}
 }

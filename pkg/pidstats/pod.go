@@ -63,6 +63,7 @@ func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (i
 //	  the sample (not among pods), are terminating (deletionTimestamp set)
 //	  or are terminal
 //	+ the PIDs of the node's pods placed after the sample (PodContribution)
+//	  that the list does not name (a listed pod was measured)
 //
 // so that a burst scheduled within one reporting interval does not all land
 // on one node, and PIDs that are being freed are not counted against it.
@@ -104,9 +105,15 @@ func (e *estimator) add(p *corev1.Pod) {
 	if p == nil {
 		return
 	}
-	// Pod UIDs are unique, so no listed figure is counted twice.
-	if n, ok := e.stats.Pods.Lookup(p.UID); ok && !isLeaving(p) {
-		e.staying += n
+	// Pod UIDs are unique, so no listed figure is counted twice. A listed
+	// pod was measured at the sample, so it never adds its declared PIDs,
+	// even when it looks placed after the sample (bound in the sample's
+	// second, or without a PodScheduled condition).
+	if n, ok := e.stats.Pods.Lookup(p.UID); ok {
+		if !isLeaving(p) {
+			e.staying += n
+		}
+		return
 	}
 	c, _ := PodContribution(p, e.stats.SampledAt, e.defaultPIDs)
 	e.added = SaturatingAdd(e.added, c)

@@ -162,6 +162,12 @@ func newPodList(entries []PodUsage) *podList {
 //     than Smallest;
 //   - no list (the zero PodList: no annotation, or a malformed one): nothing
 //     is known about any pod.
+//
+// The agent never publishes a list it knows to be incomplete below the
+// bound: when the kubepods cgroup or one pod's pids.current cannot be read,
+// it removes the annotation with its next write of the totals, so readers
+// see no list and fall back to the pods' declared PIDs. An empty value thus
+// always means that every pod was measured and none held PIDs.
 func (p PodList) Complete() bool {
 	return p.l != nil && p.l.err == nil && len(p.l.entries) < MaxListedPods
 }
@@ -287,11 +293,12 @@ func parsePIDs(s string) (int64, bool) {
 }
 
 // truncate keeps error messages (and the logs and Events they end up in)
-// short whatever the annotation holds.
+// short whatever the annotation holds; a rune cut in two at the end is
+// dropped, so the result is valid UTF-8 when v is.
 func truncate(v string) string {
 	const keep = 80
 	if len(v) <= keep {
 		return v
 	}
-	return v[:keep] + "…"
+	return strings.ToValidUTF8(v[:keep], "") + "…"
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -178,6 +179,12 @@ func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
 			mkPod("old", withUID(uid(50)), before), mkPod("new", withUID(uid(51)), after, withPIDs("70"))}, 5000 + 70},
 		{"everyone left", nil, 5000 - 4050},
 		{"nil pods are skipped", []*corev1.Pod{nil, mkPod("a", withUID(uid(1)), before)}, 5000 - 1050},
+		// A listed pod was measured: it never adds its declared PIDs too,
+		// even when it looks placed after the sample (bound in the same
+		// second, or no PodScheduled condition).
+		{"listed pods bound in the sample's second count once", []*corev1.Pod{
+			mkPod("a", withUID(uid(1)), scheduledAt(now.Truncate(time.Second)), withPIDs("900")), mkPod("b", withUID(uid(2)), before),
+			mkPod("c", withUID(uid(3)), after), mkPod("d", withUID(uid(4)))}, 5000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,6 +208,14 @@ func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
 	small := NodeStats{Capacity: 32768, Used: 1000, SampledAt: now, Pods: list}
 	if got := EstimateUsed(small, nil, 100); got != 0 {
 		t.Errorf("EstimateUsed with more listed than used = %d, want 0", got)
+	}
+	// Reported 1000, a listed pod of 300 bound in the sample's second is
+	// still there: the estimate is what was reported.
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	one := NewPodList([]PodUsage{{uid(1), 300}})
+	sameSecond := NodeStats{Capacity: 10000, Used: 1000, SampledAt: at.Add(500 * time.Millisecond), Pods: one}
+	if got := EstimateUsed(sameSecond, []*corev1.Pod{mkPod("a", withUID(uid(1)), scheduledAt(at))}, 100); got != 1000 {
+		t.Errorf("EstimateUsed with a listed pod bound in the sample's second = %d, want 1000", got)
 	}
 	// Without a list, nothing is subtracted.
 	if got := EstimateUsed(NodeStats{Capacity: 32768, Used: 5000, SampledAt: now}, nil, 100); got != 5000 {
@@ -280,5 +295,20 @@ func TestFloor(t *testing.T) {
 		if got := tt.f.Fits(tt.free, tt.alloc, tt.need); got != tt.fits {
 			t.Errorf("%+v.Fits(free %d, alloc %d, need %d) = %v, want %v", tt.f, tt.free, tt.alloc, tt.need, got, tt.fits)
 		}
+	}
+}
+
+func TestTruncateKeepsValidUTF8(t *testing.T) {
+	v := strings.Repeat("a", 79) + "é" + strings.Repeat("b", 10) // é spans bytes 79 and 80
+	got := truncate(v)
+	if !utf8.ValidString(got) || got != strings.Repeat("a", 79)+"…" {
+		t.Errorf("truncate = %q, want the cut rune dropped", got)
+	}
+	_, err := ParsePodList(v)
+	if err == nil || !utf8.ValidString(err.Error()) {
+		t.Errorf("ParsePodList error %q is not valid UTF-8", err)
+	}
+	if short := "é=1"; truncate(short) != short {
+		t.Errorf("truncate(%q) = %q", short, truncate(short))
 	}
 }

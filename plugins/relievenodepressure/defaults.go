@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -34,7 +35,7 @@ const (
 	// DefaultSchedulerName is the only scheduler whose pods are evicted by
 	// default: Headroom's, which places the replacement off the pressured
 	// node.
-	DefaultSchedulerName = "headroom-scheduler"
+	DefaultSchedulerName = config.SchedulerName
 )
 
 // SetDefaults_RelieveNodePressureArgs fills unset fields of a
@@ -50,21 +51,41 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 		args.PIDs = &PIDsTrigger{}
 	}
 	if p := args.PIDs; p != nil {
-		setDefault(&p.ThresholdPercent, DefaultPIDsThresholdPercent)
-		setDefault(&p.TargetPercent, max(*p.ThresholdPercent-DefaultTargetGap, 0))
-		setDefault(&p.DefaultPodPIDs, DefaultPodPIDs)
-		setDefault(&p.MinPodPIDsPercent, DefaultMinPodPIDsPercent)
-		setDefault(&p.MinFreePIDs, DefaultMinFreePIDs)
-		setDefault(&p.MinFreePercent, DefaultMinFreePercent)
+		if p.ThresholdPercent == nil {
+			p.ThresholdPercent = ptr.To[int64](DefaultPIDsThresholdPercent)
+		}
+		if p.TargetPercent == nil {
+			p.TargetPercent = ptr.To[int64](max(*p.ThresholdPercent-DefaultTargetGap, 0))
+		}
+		if p.DefaultPodPIDs == nil {
+			p.DefaultPodPIDs = ptr.To[int64](DefaultPodPIDs)
+		}
+		if p.MinPodPIDsPercent == nil {
+			p.MinPodPIDsPercent = ptr.To[int64](DefaultMinPodPIDsPercent)
+		}
+		if p.MinFreePIDs == nil {
+			p.MinFreePIDs = ptr.To[int64](DefaultMinFreePIDs)
+		}
+		if p.MinFreePercent == nil {
+			p.MinFreePercent = ptr.To[int64](DefaultMinFreePercent)
+		}
 		if p.MaxSampleAge == nil {
 			p.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
 		}
 	}
 	if o := args.OOM; o != nil {
-		setDefault(&o.ThresholdPercent, DefaultOOMThresholdPercent)
-		setDefault(&o.TargetPercent, max(*o.ThresholdPercent-DefaultTargetGap, 0))
-		setDefault(&o.NoLimitRequestPercent, DefaultNoLimitRequestPercent)
-		setDefault(&o.NoLimitAllocatablePermille, DefaultNoLimitAllocatablePermille)
+		if o.ThresholdPercent == nil {
+			o.ThresholdPercent = ptr.To[int64](DefaultOOMThresholdPercent)
+		}
+		if o.TargetPercent == nil {
+			o.TargetPercent = ptr.To[int64](max(*o.ThresholdPercent-DefaultTargetGap, 0))
+		}
+		if o.NoLimitRequestPercent == nil {
+			o.NoLimitRequestPercent = ptr.To[int64](DefaultNoLimitRequestPercent)
+		}
+		if o.NoLimitAllocatablePermille == nil {
+			o.NoLimitAllocatablePermille = ptr.To[int64](DefaultNoLimitAllocatablePermille)
+		}
 	}
 	if len(args.SchedulerNames) == 0 {
 		args.SchedulerNames = []string{DefaultSchedulerName}
@@ -74,11 +95,5 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 	}
 	if args.DeletePriorityAnnotation == "" {
 		args.DeletePriorityAnnotation = deleteorder.DefaultPriorityAnnotation
-	}
-}
-
-func setDefault(p **int64, v int64) {
-	if *p == nil {
-		*p = &v
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -151,7 +150,11 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 		return s, "evicting it would not move the node toward its target"
 	}
 
-	pdbs := n.matchingPDBs(pod)
+	pdbs, err := n.matchingPDBs(pod)
+	if err != nil {
+		n.logger.Error(err, "Not planning to evict the pod this run", "pod", klog.KObj(pod))
+		return s, "its PodDisruptionBudgets could not be listed"
+	}
 	for _, pdb := range pdbs {
 		if pdb.Status.DisruptionsAllowed-disruptions[pdb.UID] < 1 {
 			return s, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
@@ -159,7 +162,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 	}
 	if n.floor != nil {
 		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
-		target, ok := n.roomFor(need, reserved)
+		target, ok := n.roomFor(pod, need, reserved)
 		if !ok {
 			return s, fmt.Sprintf("no other node has room for its %d PIDs above NodePIDs' floor", need)
 		}
@@ -196,7 +199,13 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
 		if err == nil {
 			n.evicted++
-			for _, pdb := range n.matchingPDBs(s.pod) {
+			pdbs, err := n.matchingPDBs(s.pod)
+			if err != nil {
+				// Later plans this run may then count on a disruption the
+				// budget no longer allows; the API server refuses that one.
+				podLogger.Error(err, "Evicted pod's disruption not counted against its PodDisruptionBudgets")
+			}
+			for _, pdb := range pdbs {
 				if n.disrupted == nil {
 					n.disrupted = map[types.UID]int32{}
 				}
@@ -325,28 +334,26 @@ func schedulerName(pod *v1.Pod) string {
 	return pod.Spec.SchedulerName
 }
 
-// matchingPDBs returns the PodDisruptionBudgets whose selector matches pod.
-func (n *nodeRelief) matchingPDBs(pod *v1.Pod) []*policyv1.PodDisruptionBudget {
+// matchingPDBs returns the PodDisruptionBudgets whose selector matches pod,
+// as client-go's lister matches them (a nil selector matches nothing, an
+// empty one every pod of the namespace). The lister reports "none" as an
+// error; only other errors are returned.
+func (n *nodeRelief) matchingPDBs(pod *v1.Pod) ([]*policyv1.PodDisruptionBudget, error) {
 	if n.pdbs == nil {
-		return nil
+		return nil, nil
 	}
-	all, err := n.pdbs.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
-	if err != nil {
-		return nil
+	pdbs, err := n.pdbs.GetPodPodDisruptionBudgets(pod)
+	if err != nil && !isNoPDB(err) {
+		return nil, fmt.Errorf("listing the PodDisruptionBudgets of pod %s: %w", klog.KObj(pod), err)
 	}
-	var out []*policyv1.PodDisruptionBudget
-	for _, pdb := range all {
-		// As the eviction API: a nil selector matches nothing, an empty
-		// one every pod of the namespace.
-		if pdb.Spec.Selector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err == nil && sel.Matches(labels.Set(pod.Labels)) {
-			out = append(out, pdb)
-		}
-	}
-	return out
+	return pdbs, nil
+}
+
+// isNoPDB reports whether err is GetPodPodDisruptionBudgets' way of saying
+// that no PodDisruptionBudget matches (an unexported fmt.Errorf upstream;
+// TestIsNoPDB pins its text).
+func isNoPDB(err error) bool {
+	return strings.HasPrefix(err.Error(), "could not find PodDisruptionBudget for pod ")
 }
 
 // checkPriority reports a malformed delete-priority annotation once; the

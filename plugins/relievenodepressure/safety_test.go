@@ -2,6 +2,7 @@ package relievenodepressure
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
@@ -200,8 +203,17 @@ func TestOnlyPodsOfTheConfiguredSchedulersAreEvicted(t *testing.T) {
 	}
 }
 
+func cordoned(n *v1.Node) *v1.Node { n.Spec.Unschedulable = true; return n }
+
+func tainted(n *v1.Node, key string) *v1.Node {
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: v1.TaintEffectNoSchedule})
+	return n
+}
+
 func TestEvictsOnlyWhereAnotherNodeHasRoomUnderNodePIDsFloor(t *testing.T) {
-	pods := []*v1.Pod{testPod("a", "n1", pids(1000))}
+	pods := []*v1.Pod{testPod("a", "n1", pids(1000), func(p *v1.Pod) {
+		p.Spec.Tolerations = []v1.Toleration{{Key: "tolerated", Operator: v1.TolerationOpExists}}
+	})}
 	n1 := pidNode("n1", 10000, 9700)
 	for _, tc := range []struct {
 		name  string
@@ -213,6 +225,12 @@ func TestEvictsOnlyWhereAnotherNodeHasRoomUnderNodePIDsFloor(t *testing.T) {
 		// 1500 free − 1000 = 500 < 512: NodePIDs would not place it there.
 		{"room only below the floor", pidNode("n2", 10000, 8500), nil},
 		{"unknown headroom: NodePIDs lets it through", spareNode("n2"), []string{"a"}},
+		// The scheduler places nothing on a cordoned node, nor where a
+		// NoSchedule taint is not tolerated (nodeFit is off here).
+		{"room only on a cordoned node", cordoned(pidNode("n2", 10000, 8400)), nil},
+		{"unknown headroom on a cordoned node", cordoned(spareNode("n2")), nil},
+		{"room only behind an untolerated taint", tainted(pidNode("n2", 10000, 8400), "dedicated"), nil},
+		{"room behind a tolerated taint", tainted(pidNode("n2", 10000, 8400), "tolerated"), []string{"a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, setup{}, objects([]*v1.Node{n1, tc.other}, pods)...)
@@ -392,5 +410,35 @@ func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
 	e := newEnv(t, setup{}, append(objects([]*v1.Node{n1, n2, spareNode("n3")}, pods), pdb)...)
 	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web", "n2-other"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
+
+// failingPDBLister fails every lookup, as a broken cache would.
+type failingPDBLister struct {
+	policylisters.PodDisruptionBudgetLister
+}
+
+func (failingPDBLister) GetPodPodDisruptionBudgets(*v1.Pod) ([]*policyv1.PodDisruptionBudget, error) {
+	return nil, errors.New("cache broken")
+}
+
+func TestPDBListErrorsKeepThePod(t *testing.T) {
+	n1 := pidNode("n1", 10000, 9700)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, hotNodePods("n1", 4))...)
+	e.plugin.pdbs = failingPDBLister{e.plugin.pdbs}
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+		t.Fatalf("evicted %v although no pod's PodDisruptionBudgets could be listed", got)
+	}
+}
+
+// TestIsNoPDB pins the text by which the lister says that no budget matches.
+func TestIsNoPDB(t *testing.T) {
+	lister := policylisters.NewPodDisruptionBudgetLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
+	_, err := lister.GetPodPodDisruptionBudgets(testPod("a", "n1"))
+	if err == nil || !isNoPDB(err) {
+		t.Fatalf("GetPodPodDisruptionBudgets without budgets: %v, which isNoPDB does not recognise", err)
+	}
+	if isNoPDB(errors.New("cache broken")) {
+		t.Error("isNoPDB takes any error for none")
 	}
 }

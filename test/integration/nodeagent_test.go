@@ -206,6 +206,11 @@ func TestNodeAgent(t *testing.T) {
 				"may only change headroom.dev/ annotations"},
 			{"own other annotation removed", agent, "node-a", `{"metadata":{"annotations":{"kwok.x-k8s.io/node":null}}}`,
 				"may only change headroom.dev/ annotations"},
+			{"own finalizer", agent, "node-a", `{"metadata":{"finalizers":["example.com/block-deletion"]}}`,
+				"may not change a Node's finalizers"},
+			{"own ownerReference", agent, "node-a",
+				`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"default","uid":"0a1b2c3d-0000-4000-8000-00000000000a"}]}}`,
+				"may not change a Node's ownerReferences"},
 			{"own taints", agent, "node-a", `{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`, "may not change a Node's spec"},
 			{"unbound token", unbound, "node-a", `{"metadata":{"annotations":{"headroom.dev/pid-used":"7"}}}`, "bound to no node"},
 		}

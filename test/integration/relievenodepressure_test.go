@@ -143,28 +143,7 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := cp.StartProcess("headroom-descheduler",
-		"--policy-config-file", policy,
-		"--kubeconfig", cp.KubeconfigPath,
-		"--descheduling-interval", "0",
-		"--secure-port", "0",
-		"--v", "4",
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(2 * time.Minute); err != nil {
-		t.Fatalf("headroom-descheduler: %v\n%s", err, p.Log(8<<10))
-	}
-	logData, err := os.ReadFile(p.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := string(logData)
+	log := rnpRun(t, cp)
 
 	// The plugin's plan, from its log (V(2) evictions, V(4) pods passed
 	// over with why): every decision up to the target.

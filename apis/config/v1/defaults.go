@@ -1,9 +1,8 @@
 package v1
 
 import (
-	"time"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
@@ -37,38 +36,50 @@ const (
 	DefaultNoLimitAllocatablePermille = oomkill.DefaultFractionOfAllocatablePermille
 )
 
-func setDefault(p **int64, v int64) {
-	if *p == nil {
-		*p = &v
-	}
-}
-
-func setDefaultDuration(p **metav1.Duration, v time.Duration) {
-	if *p == nil {
-		*p = &metav1.Duration{Duration: v}
-	}
-}
-
 // SetDefaults_NodePIDsArgs fills unset NodePIDsArgs fields.
 func SetDefaults_NodePIDsArgs(obj *NodePIDsArgs) {
-	setDefault(&obj.DefaultPodPIDs, DefaultPodPIDs)
-	setDefault(&obj.MinFreePIDs, DefaultMinFreePIDs)
-	setDefault(&obj.MinFreePercent, DefaultMinFreePercent)
-	setDefault(&obj.UnknownNodeScore, DefaultUnknownNodeScore)
-	setDefaultDuration(&obj.MaxSampleAge, DefaultMaxSampleAge)
+	if obj.DefaultPodPIDs == nil {
+		obj.DefaultPodPIDs = ptr.To[int64](DefaultPodPIDs)
+	}
+	if obj.MinFreePIDs == nil {
+		obj.MinFreePIDs = ptr.To[int64](DefaultMinFreePIDs)
+	}
+	if obj.MinFreePercent == nil {
+		obj.MinFreePercent = ptr.To[int64](DefaultMinFreePercent)
+	}
+	if obj.UnknownNodeScore == nil {
+		obj.UnknownNodeScore = ptr.To[int64](DefaultUnknownNodeScore)
+	}
+	if obj.MaxSampleAge == nil {
+		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+	}
 }
 
 // SetDefaults_NodeIPsArgs fills unset NodeIPsArgs fields.
 func SetDefaults_NodeIPsArgs(obj *NodeIPsArgs) {
-	setDefault(&obj.MinFreeIPs, DefaultMinFreeIPs)
-	setDefault(&obj.UnknownNodeScore, DefaultUnknownNodeScore)
-	setDefaultDuration(&obj.MaxSampleAge, DefaultMaxSampleAge)
+	if obj.MinFreeIPs == nil {
+		obj.MinFreeIPs = ptr.To[int64](DefaultMinFreeIPs)
+	}
+	if obj.UnknownNodeScore == nil {
+		obj.UnknownNodeScore = ptr.To[int64](DefaultUnknownNodeScore)
+	}
+	if obj.MaxSampleAge == nil {
+		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+	}
 }
 
 // SetDefaults_OOMRiskArgs fills unset OOMRiskArgs fields.
 func SetDefaults_OOMRiskArgs(obj *OOMRiskArgs) {
-	setDefault(&obj.OwnRiskWeight, DefaultOwnRiskWeight)
-	setDefault(&obj.CollateralWeight, DefaultCollateralWeight)
-	setDefault(&obj.NoLimitRequestPercent, DefaultNoLimitRequestPercent)
-	setDefault(&obj.NoLimitAllocatablePermille, DefaultNoLimitAllocatablePermille)
+	if obj.OwnRiskWeight == nil {
+		obj.OwnRiskWeight = ptr.To[int64](DefaultOwnRiskWeight)
+	}
+	if obj.CollateralWeight == nil {
+		obj.CollateralWeight = ptr.To[int64](DefaultCollateralWeight)
+	}
+	if obj.NoLimitRequestPercent == nil {
+		obj.NoLimitRequestPercent = ptr.To[int64](DefaultNoLimitRequestPercent)
+	}
+	if obj.NoLimitAllocatablePermille == nil {
+		obj.NoLimitAllocatablePermille = ptr.To[int64](DefaultNoLimitAllocatablePermille)
+	}
 }

@@ -49,26 +49,11 @@ The kube-scheduler's default plugins are not run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			p, err := loadProfile(o.schedulerConfig, o.schedulerName)
+			s, err := o.setup()
 			if err != nil {
 				return err
 			}
-			pidArgs, err := p.nodePIDsArgs()
-			if err != nil {
-				return err
-			}
-			ipArgs, err := p.nodeIPsArgs()
-			if err != nil {
-				return err
-			}
-			oomArgs, err := p.oomRiskArgs()
-			if err != nil {
-				return err
-			}
-			client, err := o.newClient()
-			if err != nil {
-				return err
-			}
+			p, pidArgs, ipArgs, oomArgs, client := s.profile, s.pidArgs, s.ipArgs, s.oomArgs, s.client
 			pod, err := podFlags.get(cmd.Context(), client, o.namespace())
 			if err != nil {
 				return err

@@ -33,15 +33,12 @@ assessment and the score OOMRisk gives the node. The args are the profile's
 from the API server: the node, and the pods bound to it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(o.schedulerConfig, o.schedulerName)
+			s, err := o.setup()
 			if err != nil {
 				return err
 			}
-			args, err := p.oomRiskArgs()
-			if err != nil {
-				return err
-			}
-			a := *args
+			p := s.profile
+			a := *s.oomArgs
 			fs := cmd.Flags()
 			for flag, f := range map[string]struct{ dst, src *int64 }{
 				"own-risk-weight":               {&a.OwnRiskWeight, &overrides.OwnRiskWeight},
@@ -63,11 +60,7 @@ from the API server: the node, and the pods bound to it.`,
 					return err
 				}
 			}
-			client, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			c, err := getNode(cmd.Context(), client, node)
+			c, err := getNode(cmd.Context(), s.client, node)
 			if err != nil {
 				return err
 			}

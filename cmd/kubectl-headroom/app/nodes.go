@@ -240,26 +240,11 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 			if err != nil {
 				return err
 			}
-			p, err := loadProfile(o.schedulerConfig, o.schedulerName)
+			s, err := o.setup()
 			if err != nil {
 				return err
 			}
-			pidArgs, err := p.nodePIDsArgs()
-			if err != nil {
-				return err
-			}
-			ipArgs, err := p.nodeIPsArgs()
-			if err != nil {
-				return err
-			}
-			oomArgs, err := p.oomRiskArgs()
-			if err != nil {
-				return err
-			}
-			client, err := o.newClient()
-			if err != nil {
-				return err
-			}
+			p, pidArgs, ipArgs, oomArgs, client := s.profile, s.pidArgs, s.ipArgs, s.oomArgs, s.client
 			c, err := listCluster(cmd.Context(), client)
 			if err != nil {
 				return err

@@ -27,9 +27,6 @@ import (
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
-// defaultSchedulerName is the schedulerName of the shipped profile.
-const defaultSchedulerName = "headroom-scheduler"
-
 // profile is the part of a scheduler profile kubectl-headroom runs:
 // Headroom's plugins as the profile enables and configures them.
 type profile struct {
@@ -64,12 +61,12 @@ func loadProfile(path, schedulerName string) (*profile, error) {
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
 		names = append(names, p.SchedulerName)
-		if p.SchedulerName == schedulerName || (schedulerName == "" && (p.SchedulerName == defaultSchedulerName || len(cfg.Profiles) == 1)) {
+		if p.SchedulerName == schedulerName || (schedulerName == "" && (p.SchedulerName == headroomconfig.SchedulerName || len(cfg.Profiles) == 1)) {
 			return headroomProfile(source, p), nil
 		}
 	}
 	if schedulerName == "" {
-		schedulerName = defaultSchedulerName
+		schedulerName = headroomconfig.SchedulerName
 	}
 	return nil, fmt.Errorf("%s: no profile with schedulerName %q (profiles: %s)", source, schedulerName, strings.Join(names, ", "))
 }
