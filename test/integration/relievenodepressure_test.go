@@ -141,7 +141,7 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 	}
 	p, err := cp.StartProcess("headroom-descheduler",
 		"--policy-config-file", policy,
-		"--kubeconfig", cp.KubeconfigPath,
+		"--kubeconfig", shippedIdentity(ctx, t, cp, "headroom-descheduler"),
 		"--descheduling-interval", "0",
 		"--secure-port", "0",
 		"--v", "4",
