@@ -248,6 +248,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"serving.key": key,
 		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		"tokens.csv":  []byte(adminToken + ",admin,admin,system:masters\n"),
+		"audit.yaml":  []byte(auditPolicy),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
@@ -273,6 +274,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
+		"--audit-policy-file=" + filepath.Join(certDir, "audit.yaml"),
+		"--audit-log-path=" + filepath.Join(cp.Dir, AuditLog),
+		"--audit-log-format=json",
 	}
 	if !cp.opts.ControllerManager {
 		// Nobody would create the default ServiceAccount pods need.
