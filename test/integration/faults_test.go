@@ -292,4 +292,3 @@ func TestSchedulerLeaderFailover(t *testing.T) {
 		}
 	}
 }
-
