@@ -8,7 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
+	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -43,6 +43,9 @@ func (e *nodeEntry) estimated() pidstats.NodeStats {
 // is a lock-free load that allocates nothing.
 type nodeCache struct {
 	defaultPodPIDs int64
+	// recorder receives the Warning Events about invalid node annotations;
+	// nil records none.
+	recorder events.EventRecorder
 	entries        sync.Map // node name → *nodeEntry
 	size           atomic.Int64
 }
@@ -70,14 +73,7 @@ func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time, sto
 		e.stats, e.parseErr = prev.stats, prev.parseErr
 	} else {
 		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, now, 0)
-		if pidstats.IsInvalid(e.parseErr) {
-			// Once per change of the Node object, not per pod and node.
-			klog.FromContext(ctx).V(2).Info("Node has an invalid PID annotation; its PID headroom counts as unknown",
-				"node", klog.KObj(node), "err", e.parseErr)
-		} else if err := e.stats.Pods.Err(); err != nil {
-			klog.FromContext(ctx).V(2).Info("Node has an invalid per-pod PID list; its reported use counts alone",
-				"node", klog.KObj(node), "err", err)
-		}
+		c.reportInvalid(ctx, node, prev, e)
 	}
 	if e.parseErr == nil {
 		e.estimatedUsed = pidstats.EstimateUsedSeq(e.stats, podsOf(ni), c.defaultPodPIDs)
