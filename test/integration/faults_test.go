@@ -3,6 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,5 +294,133 @@ func TestSchedulerLeaderFailover(t *testing.T) {
 		if user != "system:serviceaccount:headroom-system:headroom-scheduler" {
 			t.Errorf("pods bound by %s, want only the shipped headroom-scheduler ServiceAccount (%v)", user, byUser)
 		}
+	}
+}
+
+// TestAPIServerRestart stops kube-apiserver (etcd keeps running) in the
+// middle of a burst of pods and starts it again with the same flags after
+// longer than the scheduler's renew deadline. headroom-scheduler runs with
+// the shipped config and identity, restarted the way a kubelet restarts a
+// container when it exits on losing its lease; headroom-node-agent runs
+// with its pod-bound token and writes every second. After recovery every
+// pod is bound exactly once, and the agent's first write after the API
+// server is back comes within its backoff bound (DefaultBackoff: the delay
+// pending at recovery is at most 1.5 × (outage + 10 s), plus one interval).
+func TestAPIServerRestart(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	for _, name := range []string{"node-a", "node-b", "node-c"} {
+		if _, err := cp.CreateNode(ctx, name, resources("32", "128Gi", "110"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The node agent on node-a, with the shipped DaemonSet's pod and a
+	// token bound to it.
+	if err := cp.ApplyShippedIdentities(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agent := agentPod(ctx, t, cp.Client, "node-a")
+	cgroupRoot := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cgroupRoot, "pids", "kubepods"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	const interval = time.Second
+	agentProc, err := cp.StartProcessAs("node-agent-a", "headroom-node-agent", "--node-name=node-a",
+		"--kubeconfig="+serviceAccountKubeconfig(ctx, t, cp, controlplane.Namespace, "headroom-node-agent", agent),
+		"--cgroup-root="+cgroupRoot, "--interval="+interval.String(), "--max-interval=2s",
+		"--hysteresis-pids=0", "--hysteresis-percent=0", "--metrics-bind-address="+metricsAddr, "--v=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := func() int {
+		m := regexp.MustCompile(`(?m)^headroom_node_agent_writes_total (\d+)$`).FindStringSubmatch(get(t, "http://"+metricsAddr+"/metrics"))
+		if m == nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return writes() >= 2, nil
+	}); err != nil {
+		t.Fatalf("the node agent never wrote twice: %v\n%s", err, agentProc.Log(4<<10))
+	}
+
+	sched, err := cp.StartSchedulerWith(ctx, controlplane.SchedulerOptions{LeaderElection: true}, repoFile(t, shippedSchedulerConfig), "--v=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's restart back-off starts at 10 s.
+	kubelet := cp.Supervise(sched, 10*time.Second)
+	defer kubelet.Stop()
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(sched.Log(1<<20), acquiredLease), nil
+	}); err != nil {
+		t.Fatalf("the scheduler never became leader: %v", err)
+	}
+
+	const n = 200
+	bindings := watchBindings(ctx, t, cp, metav1.NamespaceDefault)
+	var created atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		createBurst(ctx, t, cp, "burst", n, 20, &created)
+	}()
+	waitBoundCount(ctx, t, bindings, n/4, time.Minute)
+
+	// Writes are counted from the agent's own /metrics, which stays up.
+	var writesDown int
+	stopped := time.Now()
+	cp.StopAPIServer()
+	down := time.Now()
+	writesDown = writes()
+	time.Sleep(12 * time.Second) // past the renew deadline of 10 s
+	if err := cp.RestartAPIServer(ctx); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	up := time.Now()
+	outage := up.Sub(stopped)
+	var resumed time.Time
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		if writes() > writesDown {
+			resumed = time.Now()
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the node agent never wrote again: %v\n%s", err, agentProc.Log(8<<10))
+	}
+	<-done
+	waitBoundCount(ctx, t, bindings, n, 3*time.Minute)
+
+	boundDuring, _ := bindings.boundBetween(down, up)
+	after, firstAfter := bindings.boundBetween(up, time.Now().Add(time.Hour))
+	t.Logf("kube-apiserver took %.1fs to stop (SIGTERM, SIGKILL after 10 s), down %.1fs in all; of %d pods, %d were seen bound during the outage, %d after it, the first %.1fs after recovery",
+		down.Sub(stopped).Seconds(), outage.Seconds(), created.Load(), boundDuring, after, firstAfter.Sub(up).Seconds())
+	restarts := kubelet.Restarts()
+	t.Logf("headroom-scheduler restarted %d times (at %v after recovery)", len(restarts), func() []string {
+		var s []string
+		for _, r := range restarts {
+			s = append(s, fmt.Sprintf("%+.1fs", r.Sub(up).Seconds()))
+		}
+		return s
+	}())
+	if len(restarts) == 0 {
+		t.Errorf("the scheduler did not exit on losing its lease during an outage of %s (its renew deadline is 10 s):\n%s", outage, sched.Log(4<<10))
+	}
+	checkBoundOnce(t, cp, bindings, "burst", n)
+
+	agentDelay := resumed.Sub(up)
+	bound := time.Duration(1.5*float64(outage+10*time.Second)) + interval
+	t.Logf("node agent: first write %.1fs after kube-apiserver was back (bound %.1fs for an outage of %.1fs)", agentDelay.Seconds(), bound.Seconds(), outage.Seconds())
+	if agentDelay > bound+time.Second {
+		t.Errorf("node agent resumed writing %s after recovery, beyond its backoff bound %s", agentDelay, bound)
+	}
+	if exited, err := agentProc.Exited(); exited {
+		t.Errorf("node agent exited: %v", err)
 	}
 }
