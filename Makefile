@@ -32,8 +32,8 @@ bench: ## micro-benchmarks (allocations reported) with ratios to in-run baseline
 	hack/bench.sh
 
 FUZZTIME ?= 30s
-fuzz: ## every fuzz test, FUZZTIME each
-	@for pkg in $$(go list ./pkg/... ./plugins/...); do \
+fuzz: ## every fuzz test (annotation parsers, args decoders, models), FUZZTIME each
+	@for pkg in $$(go list ./apis/... ./pkg/... ./plugins/...); do \
 	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo ">> $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
