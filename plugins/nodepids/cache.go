@@ -46,8 +46,8 @@ type nodeCache struct {
 	// recorder receives the Warning Events about invalid node annotations;
 	// nil records none.
 	recorder events.EventRecorder
-	entries        sync.Map // node name → *nodeEntry
-	size           atomic.Int64
+	entries  sync.Map // node name → *nodeEntry
+	size     atomic.Int64
 }
 
 // get returns the entry for ni, computing it on a miss. now is only used by
