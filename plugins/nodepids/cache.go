@@ -43,11 +43,12 @@ func (e *nodeEntry) estimated() pidstats.NodeStats {
 // is a lock-free load that allocates nothing.
 type nodeCache struct {
 	defaultPodPIDs int64
+	entries        sync.Map // node name → *nodeEntry
+	size           atomic.Int64
+
 	// recorder receives the Warning Events about invalid node annotations;
 	// nil records none.
 	recorder events.EventRecorder
-	entries  sync.Map // node name → *nodeEntry
-	size     atomic.Int64
 }
 
 // get returns the entry for ni, computing it on a miss. now is only used by
