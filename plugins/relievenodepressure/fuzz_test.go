@@ -5,6 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 )
 
 // FuzzPolicyArgs feeds arbitrary RelieveNodePressureArgs (JSON, which YAML
@@ -28,6 +32,7 @@ func FuzzPolicyArgs(f *testing.F) {
 		f.Add(seed)
 	}
 	useRegistry()
+	client := fake.NewClientset()
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, args string) {
 		policy := fmt.Sprintf(`{"apiVersion":"descheduler/v1alpha2","kind":"DeschedulerPolicy","profiles":[{"name":"p",
@@ -36,7 +41,7 @@ func FuzzPolicyArgs(f *testing.F) {
 		if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p, err := loadPolicy(t, path)
+		p, err := descheduler.LoadPolicyConfig(path, client, pluginregistry.PluginRegistry)
 		if err != nil {
 			return
 		}
