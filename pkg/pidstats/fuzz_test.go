@@ -84,6 +84,8 @@ func FuzzPodPIDs(f *testing.F) {
 	f.Add("-1", int64(100), true, true, int64(-5))
 	f.Add("9223372036854775808", int64(0), true, false, int64(1))
 	f.Add("x", int64(-3), false, true, int64(3))
+	f.Add("4194304", int64(100), true, false, int64(0))
+	f.Add("4194305", int64(100), true, false, int64(0))
 
 	sample := now
 	f.Fuzz(func(t *testing.T, v string, def int64, present, terminal bool, scheduledOffset int64) {
@@ -103,7 +105,7 @@ func FuzzPodPIDs(f *testing.F) {
 			t.Fatalf("PodPIDs = %d, negative", got)
 		}
 		parsed, perr := strconv.ParseInt(v, 10, 64)
-		wellFormed := present && perr == nil && parsed >= 0
+		wellFormed := present && perr == nil && parsed >= 0 && parsed <= MaxPodPIDs
 		switch {
 		case wellFormed:
 			if err != nil || got != parsed {

@@ -39,6 +39,11 @@ const (
 	AnnotationPodPIDs = "headroom.dev/pids"
 )
 
+// MaxNodePIDs is the most PIDs a node can have: 2^22 = 4194304 is
+// PID_MAX_LIMIT on 64-bit Linux, the ceiling of kernel.pid_max. A larger
+// pid-capacity is invalid, and so is a pod declaring more PIDs.
+const MaxNodePIDs = 1 << 22
+
 // ClockSkewAllowance is how far in the future a sample time may lie before
 // it is rejected (sample.ClockSkewAllowance).
 const ClockSkewAllowance = sample.ClockSkewAllowance
@@ -112,7 +117,7 @@ func (s NodeStats) Free() int64 {
 }
 
 // Validate checks the relations ParseNode guarantees: no negative values,
-// reserved and used not above capacity. The node agent calls it before it
+// capacity at most MaxNodePIDs, reserved and used not above capacity. The node agent calls it before it
 // writes, so it never publishes stats its readers would reject.
 func (s NodeStats) Validate() error {
 	switch {
@@ -122,6 +127,9 @@ func (s NodeStats) Validate() error {
 		return &InvalidError{Key: AnnotationReserved, Value: strconv.FormatInt(s.Reserved, 10), Reason: "must not be negative"}
 	case s.Used < 0:
 		return &InvalidError{Key: AnnotationUsed, Value: strconv.FormatInt(s.Used, 10), Reason: "must not be negative"}
+	case s.Capacity > MaxNodePIDs:
+		return &InvalidError{Key: AnnotationCapacity, Value: strconv.FormatInt(s.Capacity, 10),
+			Reason: fmt.Sprintf("above %d, the most PIDs a Linux node can have", MaxNodePIDs)}
 	case s.Reserved > s.Capacity:
 		return &InvalidError{Key: AnnotationReserved, Value: strconv.FormatInt(s.Reserved, 10),
 			Reason: fmt.Sprintf("exceeds %s %d", AnnotationCapacity, s.Capacity)}
@@ -149,7 +157,8 @@ func (s NodeStats) Annotations() map[string]string {
 //   - none of capacity, used and sampled-at present: ErrNoStats (reserved
 //     alone does not make a sample);
 //   - some but not all of them present, a value that is not a base-10
-//     64-bit integer, a negative value, reserved or used above capacity, a
+//     64-bit integer, a negative value, a capacity above MaxNodePIDs,
+//     reserved or used above capacity, a
 //     time that is not RFC 3339, or a time more than ClockSkewAllowance after
 //     now: an *InvalidError naming the annotation, and zero NodeStats;
 //   - maxAge > 0 and the sample older than maxAge: the parsed NodeStats and a

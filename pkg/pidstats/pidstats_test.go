@@ -59,8 +59,11 @@ func TestParseNode(t *testing.T) {
 			wantStat: NodeStats{SampledAt: now.Add(-30 * time.Second)}},
 		{name: "used equals capacity", ann: full(AnnotationUsed, "32768"), want: ok,
 			wantStat: NodeStats{Capacity: 32768, Used: 32768, SampledAt: now.Add(-30 * time.Second)}},
-		{name: "max int64 capacity", ann: full(AnnotationCapacity, "9223372036854775807", AnnotationReserved, "9223372036854775807"), want: ok,
-			wantStat: NodeStats{Capacity: math.MaxInt64, Reserved: math.MaxInt64, Used: 1200, SampledAt: now.Add(-30 * time.Second)}},
+		{name: "max capacity", ann: full(AnnotationCapacity, "4194304", AnnotationReserved, "4194304"), want: ok,
+			wantStat: NodeStats{Capacity: MaxNodePIDs, Reserved: MaxNodePIDs, Used: 1200, SampledAt: now.Add(-30 * time.Second)}},
+		{name: "capacity above 2^22", ann: full(AnnotationCapacity, "4194305"), want: invalid, wantKey: AnnotationCapacity},
+		{name: "max int64 capacity", ann: full(AnnotationCapacity, "9223372036854775807", AnnotationReserved, "9223372036854775807"),
+			want: invalid, wantKey: AnnotationCapacity},
 
 		{name: "capacity missing", ann: full(AnnotationCapacity, "<delete>"), want: invalid, wantKey: AnnotationCapacity},
 		{name: "used missing", ann: full(AnnotationUsed, "<delete>"), want: invalid, wantKey: AnnotationUsed},

@@ -12,9 +12,10 @@ import (
 )
 
 // PodPIDs returns the PIDs a pod declares in its headroom.dev/pids
-// annotation, or defaultPIDs when it has none. A malformed or negative value
+// annotation, or defaultPIDs when it has none. A malformed value — not a
+// base-10 integer, negative, or above MaxPodPIDs (more than any node has) —
 // yields defaultPIDs and an error naming the pod, the key and the value, so
-// the caller can warn (log, Event) and carry on. A negative defaultPIDs
+// the caller can warn (log, Event, metric) and carry on. A negative defaultPIDs
 // counts as 0, so the result is never negative.
 func PodPIDs(pod *corev1.Pod, defaultPIDs int64) (int64, error) {
 	defaultPIDs = max(defaultPIDs, 0)
@@ -26,9 +27,9 @@ func PodPIDs(pod *corev1.Pod, defaultPIDs int64) (int64, error) {
 		return defaultPIDs, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return defaultPIDs, fmt.Errorf("pod %s/%s: annotation %s=%q is not a non-negative base-10 integer; using the default of %d PIDs",
-			pod.Namespace, pod.Name, AnnotationPodPIDs, v, defaultPIDs)
+	if err != nil || n < 0 || n > MaxPodPIDs {
+		return defaultPIDs, fmt.Errorf("pod %s/%s: annotation %s=%q is not a base-10 integer in [0, %d]; using the default of %d PIDs",
+			pod.Namespace, pod.Name, AnnotationPodPIDs, v, MaxPodPIDs, defaultPIDs)
 	}
 	return n, nil
 }

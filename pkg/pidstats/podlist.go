@@ -25,9 +25,9 @@ const (
 	// matter for the estimate are the big PID users; a pod not listed held
 	// fewer PIDs than every listed one.
 	MaxListedPods = 32
-	// MaxPodPIDs is the largest figure of one pod: 2^22 = 4194304 is
-	// PID_MAX_LIMIT on 64-bit Linux, the most PIDs a node can have.
-	MaxPodPIDs = 1 << 22
+	// MaxPodPIDs is the largest figure of one pod, listed or declared in
+	// headroom.dev/pids: all of a node's PIDs.
+	MaxPodPIDs = MaxNodePIDs
 	// uidLen is the length of a pod UID as the API server generates it, an
 	// RFC 4122 UUID in its canonical form.
 	uidLen = 36

@@ -2,6 +2,7 @@ package nodeips
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/sample"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
@@ -91,6 +93,10 @@ func (pl *NodeIPs) reportInvalid(ctx context.Context, node *corev1.Node, prev, e
 	// Structured logging has no warning level; Info at V(0) is its warning.
 	klog.FromContext(ctx).Info("Node has an invalid pod-IP annotation; its pod-IP headroom counts as unknown",
 		"node", klog.KObj(node), "err", e.parseErr)
+	var ie *sample.InvalidError
+	if errors.As(e.parseErr, &ie) {
+		headroommetrics.InvalidAnnotation(Name, ie.Key)
+	}
 	if pl.handle != nil && pl.handle.EventRecorder() != nil {
 		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidIPs, "Scheduling",
 			"%s; the node's pod-IP headroom counts as unknown", e.parseErr)

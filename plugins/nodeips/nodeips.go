@@ -24,6 +24,7 @@ import (
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
@@ -91,6 +92,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		clock:        clock.RealClock{},
 	}
 	pl.cache = nodecache.New(h, pl.computeEntry)
+	headroommetrics.Register()
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}

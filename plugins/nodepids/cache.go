@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -72,14 +71,7 @@ func (pl *NodePIDs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nod
 		e.stats, e.parseErr, e.staleAfter = prev.stats, prev.parseErr, prev.staleAfter
 	} else {
 		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, pl.clock.Now(), 0)
-		if pidstats.IsInvalid(e.parseErr) {
-			// Once per change of the Node object, not per pod and node.
-			klog.FromContext(ctx).V(2).Info("Node has an invalid PID annotation; its PID headroom counts as unknown",
-				"node", klog.KObj(node), "err", e.parseErr)
-		} else if err := e.stats.Pods.Err(); err != nil {
-			klog.FromContext(ctx).V(2).Info("Node has an invalid per-pod PID list; its reported use counts alone",
-				"node", klog.KObj(node), "err", err)
-		}
+		pl.reportInvalid(ctx, node, prev, &e)
 		if e.parseErr == nil && pl.maxSampleAge > 0 {
 			e.staleAfter = e.stats.SampledAt.Add(pl.maxSampleAge)
 		}

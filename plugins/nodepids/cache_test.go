@@ -53,8 +53,8 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	}
 }
 
-// An invalid node annotation is logged at V(2) once per Node object, not
-// once per pod and node.
+// An invalid node annotation is logged once per distinct bad value, not
+// once per pod and node, nor per update of the Node that keeps the value.
 func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 	bad := annotatedNode("n", pidstats.AnnotationCapacity, "32768", pidstats.AnnotationUsed, "-1",
 		pidstats.AnnotationSampledAt, now.Format(time.RFC3339))
@@ -87,10 +87,19 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 	if buf := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); !strings.Contains(buf, pidstats.AnnotationUsed) {
 		t.Errorf("log does not name the annotation: %s", buf)
 	}
+	// A new Node object with the same bad value (a kubelet status update)
+	// is not reported again; another bad value is.
 	ni.SetNode(bad.DeepCopy())
 	tp.cache.Get(ctx, ni)
+	if got := count(); got != 1 {
+		t.Fatalf("logged %d times after an update that left the bad value, want 1", got)
+	}
+	worse := bad.DeepCopy()
+	worse.Annotations[pidstats.AnnotationUsed] = "-2"
+	ni.SetNode(worse)
+	tp.cache.Get(ctx, ni)
 	if got := count(); got != 2 {
-		t.Fatalf("logged %d times after the Node object changed, want 2", got)
+		t.Fatalf("logged %d times after the bad value changed, want 2", got)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
@@ -40,6 +41,9 @@ const (
 	// EventReasonInvalidPIDs is the reason of the Warning Event on a pod
 	// whose headroom.dev/pids annotation is malformed.
 	EventReasonInvalidPIDs = "InvalidPIDsAnnotation"
+	// EventReasonInvalidNodePIDs is the reason of the Warning Event on a
+	// Node whose headroom.dev/pid-* annotations are invalid.
+	EventReasonInvalidNodePIDs = "InvalidPIDAnnotation"
 
 	preFilterStateKey fwk.StateKey = "PreFilter" + Name
 	preScoreStateKey  fwk.StateKey = "PreScore" + Name
@@ -90,6 +94,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		clock:          clock.RealClock{},
 	}
 	pl.cache = nodecache.New(h, pl.computeEntry)
+	headroommetrics.Register()
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
@@ -136,6 +141,7 @@ func (pl *NodePIDs) newPodState(ctx context.Context, pod *corev1.Pod) *podState 
 	if err != nil {
 		// Structured logging has no warning level; Info at V(0) is its warning.
 		klog.FromContext(ctx).Info("Malformed PIDs annotation on pod, using the default", "pod", klog.KObj(pod), "err", err)
+		headroommetrics.InvalidAnnotation(Name, pidstats.AnnotationPodPIDs)
 		if pl.handle != nil && pl.handle.EventRecorder() != nil {
 			pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, EventReasonInvalidPIDs, "Scheduling", "%s", err)
 		}

@@ -64,7 +64,10 @@ func TestFilter(t *testing.T) {
 		{name: "same use without the reservation fits", node: pidNode("n", capacity, 0, 29200, sample), pod: pod("x", "")},
 		{name: "declared PIDs too many", node: n(capacity - 3000), pod: pod("x", "2000"), reject: true},
 		{name: "declared PIDs fit", node: n(capacity - 3000), pod: pod("x", "1000")},
-		{name: "declared MaxInt64", node: n(0), pod: pod("x", "9223372036854775807"), reject: true},
+		{name: "declared all a node can have", node: n(0), pod: pod("x", "4194304"), reject: true},
+		{name: "declared above 2^22: malformed, the default fits", node: n(0), pod: pod("x", "4194305")},
+		{name: "declared MaxInt64: malformed, the default fits", node: n(0), pod: pod("x", "9223372036854775807")},
+		{name: "capacity above 2^22: invalid, unknown, passes", node: pidNode("n", pidstats.MaxNodePIDs+1, 0, pidstats.MaxNodePIDs+1, sample), pod: pod("x", "")},
 		{name: "no floor: the last PID can be taken", args: noFloor, node: n(capacity - 100), pod: pod("x", "")},
 		{name: "no floor: one PID too many", args: noFloor, node: n(capacity - 99), pod: pod("x", ""), reject: true},
 		{name: "stale sample: unknown, passes", node: pidNode("n", capacity, 0, 32700, now.Add(-11*time.Minute)), pod: pod("x", "")},
@@ -207,11 +210,12 @@ func TestScore(t *testing.T) {
 			t.Fatalf("only node full: scores = %v", got)
 		}
 	})
-	t.Run("extreme figures stay in range", func(t *testing.T) {
+	t.Run("largest figures stay in range", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		huge := pidNode("huge", math.MaxInt64, 0, 0, sample)
-		half := pidNode("half", math.MaxInt64, 0, math.MaxInt64/2, sample)
-		tiny := pidNode("tiny", math.MaxInt64, 0, math.MaxInt64-200, sample)
+		const most = pidstats.MaxNodePIDs
+		huge := pidNode("huge", most, 0, 0, sample)
+		half := pidNode("half", most, 0, most/2, sample)
+		tiny := pidNode("tiny", most, 0, most-200, sample)
 		got := tp.scores(t, pod("x", "100"), nodeInfo(huge), nodeInfo(half), nodeInfo(tiny))
 		if got["huge"] != 100 || got["half"] != 49 || got["tiny"] != 0 {
 			t.Fatalf("scores = %v, want huge 100, half 49, tiny 0", got)
@@ -254,7 +258,7 @@ func TestMalformedPodAnnotation(t *testing.T) {
 	if s := tp.PreScore(ctx, state, bad, []fwk.NodeInfo{nodeInfo(node)}); !s.IsSuccess() {
 		t.Fatalf("PreScore: %v", s)
 	}
-	wantEvent := `Warning InvalidPIDsAnnotation pod ns/bad: annotation headroom.dev/pids="lots%d" is not a non-negative base-10 integer; using the default of 100 PIDs`
+	wantEvent := `Warning InvalidPIDsAnnotation pod ns/bad: annotation headroom.dev/pids="lots%d" is not a base-10 integer in [0, 4194304]; using the default of 100 PIDs`
 	select {
 	case got := <-tp.recorder.Events:
 		if got != wantEvent {

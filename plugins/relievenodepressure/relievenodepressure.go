@@ -23,6 +23,7 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -119,6 +120,7 @@ func New(ctx context.Context, args runtime.Object, handle frameworktypes.Handle)
 }
 
 func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Handle, recorder events.EventRecorder) (*RelieveNodePressure, error) {
+	headroommetrics.Register()
 	in, ok := obj.(*RelieveNodePressureArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args of type RelieveNodePressureArgs, got %T", obj)
@@ -279,9 +281,15 @@ func (c *cycle) assess(logger klog.Logger, node *v1.Node, pods []*v1.Pod) *press
 	return st
 }
 
-// warn logs err about pod and records a Warning Event on it.
+// warn logs err about pod, records a Warning Event on it and counts it in
+// headroom_invalid_annotations_total.
 func (c *cycle) warn(logger klog.Logger, pod *v1.Pod, reason string, err error) {
 	logger.Info("Warning: malformed pod annotation", "pod", klog.KObj(pod), "reason", reason, "err", err.Error())
+	annotation := pidstats.AnnotationPodPIDs
+	if reason == ReasonMalformedDeletePriority {
+		annotation = c.order.PriorityAnnotation
+	}
+	headroommetrics.InvalidAnnotation(PluginName, annotation)
 	if c.recorder != nil {
 		c.recorder.Eventf(pod, nil, v1.EventTypeWarning, reason, PluginName, "%s", err.Error())
 	}

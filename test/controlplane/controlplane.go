@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +65,13 @@ type ControlPlane struct {
 	opts      Options
 	ownsDir   bool
 	etcdURL   string
+	mu        sync.Mutex // guards processes and stopped
 	processes []*Process
+	stopped   bool
+
+	apiServer         *Process
+	apiServerReady    func(context.Context, *Process) error
+	identitiesApplied bool
 }
 
 const adminToken = "headroom-admin-token"
@@ -136,27 +143,62 @@ func (cp *ControlPlane) StartProcessAs(logName, bin string, args ...string) (*Pr
 	if err != nil {
 		return nil, err
 	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	cp.processes = append(cp.processes, p)
 	return p, nil
 }
 
+// Restart starts p's binary again with the same arguments and log, once p
+// has ended (it stops p first if it has not), as a kubelet restarts a
+// container. The new process takes p's place in Processes.
+func (cp *ControlPlane) Restart(p *Process) (*Process, error) {
+	p.Stop(10 * time.Second)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.stopped {
+		return nil, errors.New("control plane stopped")
+	}
+	np, err := startProcess(cp.Dir, p.Name, p.cmd.Path, cp.opts.Detached, p.cmd.Args[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	np.Port = p.Port
+	for i := range cp.processes {
+		if cp.processes[i] == p {
+			cp.processes[i] = np
+			return np, nil
+		}
+	}
+	cp.processes = append(cp.processes, np)
+	return np, nil
+}
+
 // Stop stops every process, newest first, and removes a temporary Dir.
 func (cp *ControlPlane) Stop() {
-	for i := len(cp.processes) - 1; i >= 0; i-- {
-		cp.processes[i].Stop(10 * time.Second)
-	}
+	cp.mu.Lock()
+	cp.stopped = true
+	processes := cp.processes
 	cp.processes = nil
+	cp.mu.Unlock()
+	for i := len(processes) - 1; i >= 0; i-- {
+		processes[i].Stop(10 * time.Second)
+	}
 	if cp.ownsDir {
 		os.RemoveAll(cp.Dir)
 	}
 }
 
 // Processes lists what runs, oldest first.
-func (cp *ControlPlane) Processes() []*Process { return cp.processes }
+func (cp *ControlPlane) Processes() []*Process {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]*Process(nil), cp.processes...)
+}
 
 func (cp *ControlPlane) logTails() string {
 	var s string
-	for _, p := range cp.processes {
+	for _, p := range cp.Processes() {
 		s += fmt.Sprintf("\n--- %s (last 3 KiB of %s) ---\n%s", p.Name, p.LogPath, p.Log(3<<10))
 	}
 	return s
@@ -206,6 +248,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"serving.key": key,
 		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		"tokens.csv":  []byte(adminToken + ",admin,admin,system:masters\n"),
+		"audit.yaml":  []byte(auditPolicy),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
@@ -231,6 +274,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
+		"--audit-policy-file=" + filepath.Join(certDir, "audit.yaml"),
+		"--audit-log-path=" + filepath.Join(cp.Dir, AuditLog),
+		"--audit-log-format=json",
 	}
 	if !cp.opts.ControllerManager {
 		// Nobody would create the default ServiceAccount pods need.
@@ -240,6 +286,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cp.apiServer = p
 
 	host := "https://127.0.0.1:" + strconv.Itoa(port)
 	cp.Config = &rest.Config{
@@ -257,11 +304,33 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, p, host+"/readyz", &http.Client{Transport: transport}); err != nil {
+	cp.apiServerReady = func(ctx context.Context, p *Process) error {
+		return waitHTTP(ctx, p, host+"/readyz", &http.Client{Transport: transport})
+	}
+	if err := cp.apiServerReady(ctx, p); err != nil {
 		return err
 	}
 	cp.Client, err = kubernetes.NewForConfig(cp.Config)
 	return err
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 10 s),
+// leaving etcd and every other process running.
+func (cp *ControlPlane) StopAPIServer() {
+	cp.apiServer.Stop(10 * time.Second)
+}
+
+// RestartAPIServer starts kube-apiserver again after StopAPIServer, with
+// the same flags: the same port, certificates, ServiceAccount signing key
+// and etcd prefix, so clients reconnect to what they knew and tokens stay
+// valid. It waits until /readyz answers.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	p, err := cp.Restart(cp.apiServer)
+	if err != nil {
+		return err
+	}
+	cp.apiServer = p
+	return cp.apiServerReady(ctx, p)
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {

@@ -17,9 +17,11 @@ import (
 type Process struct {
 	Name    string
 	LogPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
+	// Port is the secure port a Headroom binary serves on, when known.
+	Port int
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
 }
 
 // startProcess starts bin with args in its own process group. Unless detached,

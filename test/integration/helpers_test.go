@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
 // repoFile reads a file of the repository, e.g. a shipped manifest, so tests
@@ -65,4 +68,50 @@ func waitBound(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, na
 		t.Fatalf("pod %s/%s not bound: %v", ns, name, err)
 	}
 	return node
+}
+
+// repoPath is the absolute path of a file of the repository.
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	path := filepath.Join(controlplane.RepoDir(), rel)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// applyManifests runs kubectl apply -k on directories of manifests/.
+func applyManifests(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath,
+			"apply", "-k", filepath.Dir(repoPath(t, filepath.Join("manifests", dir, "kustomization.yaml")))).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl apply -k manifests/%s: %v\n%s", dir, err, out)
+		}
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig for the control plane that
+// authenticates with a token of the ServiceAccount, bound to pod unless it
+// is nil (a pod-bound token names the pod's node in the user's extra).
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns, name string, pod *corev1.Pod) string {
+	t.Helper()
+	path, err := cp.ServiceAccountKubeconfig(ctx, ns, name, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// shippedIdentity returns a kubeconfig with a token of the shipped
+// ServiceAccount name (headroom-scheduler, headroom-descheduler,
+// headroom-node-agent), whose rights are the shipped RBAC's.
+func shippedIdentity(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string) string {
+	t.Helper()
+	path, err := cp.ShippedIdentityKubeconfig(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

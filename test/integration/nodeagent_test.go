@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,18 +29,6 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
-
-// applyManifests runs kubectl apply -k on directories of manifests/.
-func applyManifests(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, dirs ...string) {
-	t.Helper()
-	for _, dir := range dirs {
-		out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath,
-			"apply", "-k", filepath.Dir(repoPath(t, filepath.Join("manifests", dir, "kustomization.yaml")))).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl apply -k manifests/%s: %v\n%s", dir, err, out)
-		}
-	}
-}
 
 // shippedPodSpec decodes a shipped workload manifest and returns its pod
 // template.

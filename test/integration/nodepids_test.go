@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,14 +11,11 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -365,45 +360,6 @@ func TestNodePIDsBurstSpreadsByFreePIDs(t *testing.T) {
 			}
 		}
 	}
-}
-
-// repoPath is the absolute path of a file of the repository.
-func repoPath(t *testing.T, rel string) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(file), "..", "..", rel)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// serviceAccountKubeconfig writes a kubeconfig for the control plane that
-// authenticates with a token of the ServiceAccount, bound to pod unless it
-// is nil (a pod-bound token names the pod's node in the user's extra).
-func serviceAccountKubeconfig(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns, name string, pod *corev1.Pod) string {
-	t.Helper()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
-	if pod != nil {
-		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
-	}
-	tr, err := cp.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := tr.Status.Token
-	cfg, err := clientcmd.LoadFromFile(cp.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, auth := range cfg.AuthInfos {
-		auth.Token = token
-	}
-	path := filepath.Join(t.TempDir(), name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // watchThreads reads the task total of /proc/loadavg in a loop until the

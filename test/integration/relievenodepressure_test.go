@@ -442,7 +442,7 @@ func rnpRun(t *testing.T, cp *controlplane.ControlPlane) string {
 	rnpRuns++
 	p, err := cp.StartProcessAs(fmt.Sprintf("headroom-descheduler-run-%d", rnpRuns), "headroom-descheduler",
 		"--policy-config-file", policy,
-		"--kubeconfig", cp.KubeconfigPath,
+		"--kubeconfig", shippedIdentity(t.Context(), t, cp, "headroom-descheduler"),
 		"--descheduling-interval", "0",
 		"--secure-port", "0",
 		"--v", "4",

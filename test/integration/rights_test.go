@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+// rightsNamespaces are where effective rights are listed: an ordinary
+// namespace, Headroom's own and kube-system (where the scheduler reads the
+// authentication ConfigMap).
+var rightsNamespaces = []string{"default", controlplane.Namespace, "kube-system"}
+
+// TestShippedRights lists what each shipped ServiceAccount may do, bound
+// through the shipped RBAC (kubectl auth can-i --list, a
+// SelfSubjectRulesReview, with a TokenRequest token of the ServiceAccount
+// itself), and compares it with the reviewed list in
+// testdata/rights/<name>.txt, so a widened (or narrowed) role fails here
+// and is reviewed. HEADROOM_UPDATE_RIGHTS=1 rewrites the lists.
+//
+// It also checks the few rights that matter most by name.
+func TestShippedRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	for _, sa := range []string{"headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
+		t.Run(sa, func(t *testing.T) {
+			kubeconfig := shippedIdentity(ctx, t, cp, sa)
+			var got strings.Builder
+			for _, ns := range rightsNamespaces {
+				got.WriteString("# namespace " + ns + "\n")
+				for _, line := range canIList(ctx, t, cp, kubeconfig, ns) {
+					got.WriteString(line + "\n")
+				}
+			}
+			path := filepath.Join(controlplane.RepoDir(), "test", "integration", "testdata", "rights", sa+".txt")
+			if os.Getenv("HEADROOM_UPDATE_RIGHTS") != "" {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (HEADROOM_UPDATE_RIGHTS=1 writes it for review)", err)
+			}
+			if got.String() != string(want) {
+				t.Errorf("effective rights of %s differ from the reviewed %s:\n%s\nReview the change; HEADROOM_UPDATE_RIGHTS=1 rewrites the list.",
+					sa, path, lineDiff(string(want), got.String()))
+			}
+		})
+	}
+
+	// The rights that matter most, by name.
+	for _, tc := range []struct {
+		sa, ns string
+		args   []string
+		want   bool
+	}{
+		{"headroom-descheduler", "default", []string{"create", "pods", "--subresource=eviction"}, true},
+		{"headroom-descheduler", "default", []string{"delete", "pods"}, false},
+		{"headroom-descheduler", "default", []string{"update", "pods"}, false},
+		{"headroom-descheduler", "default", []string{"patch", "nodes"}, false},
+		{"headroom-scheduler", "default", []string{"create", "pods", "--subresource=binding"}, true},
+		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/headroom-scheduler"}, true},
+		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/other"}, false},
+		{"headroom-scheduler", "default", []string{"delete", "pods"}, true}, // preemption: kube-scheduler's own role
+		{"headroom-scheduler", "default", []string{"patch", "nodes"}, false},
+		{"headroom-node-agent", "default", []string{"patch", "nodes"}, true},
+		{"headroom-node-agent", "default", []string{"list", "nodes"}, false},
+		{"headroom-node-agent", "default", []string{"get", "pods"}, false},
+		{"headroom-node-agent", "default", []string{"patch", "nodes", "--subresource=status"}, false},
+	} {
+		args := append([]string{"--kubeconfig", shippedIdentity(ctx, t, cp, tc.sa), "auth", "can-i", "-n", tc.ns}, tc.args...)
+		out, _ := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), args...).Output()
+		if got := strings.TrimSpace(string(out)) == "yes"; got != tc.want {
+			t.Errorf("%s: can-i %s in %s = %q, want %v", tc.sa, strings.Join(tc.args, " "), tc.ns, strings.TrimSpace(string(out)), tc.want)
+		}
+	}
+}
+
+// canIList returns kubectl auth can-i --list in ns for kubeconfig's user:
+// its header, then one rule a line, columns separated by one space, sorted,
+// without repeats (rules of several roles come in no fixed order).
+func canIList(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, kubeconfig, ns string) []string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", kubeconfig,
+		"auth", "can-i", "--list", "-n", ns).Output()
+	if err != nil {
+		t.Fatalf("kubectl auth can-i --list -n %s: %v%s", ns, err, stderr(err))
+	}
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(line), " "))
+	}
+	rules := lines[1:]
+	slices.Sort(rules)
+	return append(lines[:1], slices.Compact(rules)...)
+}
+
+func stderr(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return "\n" + string(ee.Stderr)
+	}
+	return ""
+}
+
+// lineDiff lists the lines only in want (-) and only in got (+).
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var out []string
+	for _, l := range w {
+		if !slices.Contains(g, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range g {
+		if !slices.Contains(w, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
