@@ -89,19 +89,17 @@ func ParsePriority(pod *corev1.Pod, key string) (int32, error) {
 // (getPodsRankedByRelatedPodsOnSameNode), with the owner UID in place of the
 // ReplicaSet because Headroom sorts the pods of many controllers together.
 //
-// A pod without a node has rank 0: it doubles up nowhere, and upstream sorts
-// it before every scheduled pod anyway. A pod without a controller owner has
-// rank 0 too: it has no siblings that would stand in for it, and nothing
-// recreates it once evicted, so it must never look doubled up.
+// Unscheduled pods of one owner count together, under the empty node name,
+// exactly as the ReplicaSet controller counts them. A pod without a
+// controller owner has rank 0: it has no siblings that would stand in for
+// it, and nothing recreates it once evicted, so it must never look doubled
+// up.
 func Ranks(pods []*corev1.Pod) []int {
 	type group struct {
 		node  string
 		owner types.UID
 	}
 	groupOf := func(pod *corev1.Pod) (group, bool) {
-		if pod.Spec.NodeName == "" {
-			return group{}, false
-		}
 		ref := metav1.GetControllerOfNoCopy(pod)
 		if ref == nil {
 			return group{}, false

@@ -405,9 +405,11 @@ func TestRanks(t *testing.T) {
 		{newPod("b-rs1-unknown", onNode("node-b"), ownedBy("rs-1"), phase(corev1.PodUnknown)), 2},
 		// other owner, same node
 		{newPod("a-rs2", ownedBy("rs-2")), 1},
-		// unscheduled pods of one owner do not double up anywhere
-		{newPod("unscheduled-rs1-1", onNode(""), ownedBy("rs-1"), phase(corev1.PodPending)), 0},
-		{newPod("unscheduled-rs1-2", onNode(""), ownedBy("rs-1"), phase(corev1.PodPending)), 0},
+		// unscheduled pods of one owner count together, as the ReplicaSet
+		// controller counts them
+		{newPod("unscheduled-rs1-1", onNode(""), ownedBy("rs-1"), phase(corev1.PodPending)), 2},
+		{newPod("unscheduled-rs1-2", onNode(""), ownedBy("rs-1"), phase(corev1.PodPending)), 2},
+		{newPod("unscheduled-rs2", onNode(""), ownedBy("rs-2"), phase(corev1.PodPending)), 1},
 		// no controller owner
 		{newPod("a-no-owner-1"), 0},
 		{newPod("a-no-owner-2"), 0},

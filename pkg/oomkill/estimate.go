@@ -23,7 +23,15 @@ type Estimate struct {
 
 // DefaultEstimate assumes an unlimited container uses twice its request, and
 // at least 10 % of the node's allocatable memory.
-var DefaultEstimate = Estimate{RequestMultiplierPercent: 200, FractionOfAllocatablePermille: 100}
+var DefaultEstimate = Estimate{RequestMultiplierPercent: DefaultRequestMultiplierPercent, FractionOfAllocatablePermille: DefaultFractionOfAllocatablePermille}
+
+// The fields of DefaultEstimate, as constants for the defaulters of the
+// OOMRisk scheduler plugin's and the RelieveNodePressure descheduler
+// plugin's args.
+const (
+	DefaultRequestMultiplierPercent      int64 = 200
+	DefaultFractionOfAllocatablePermille int64 = 100
+)
 
 // Validate reports settings that make no sense: a multiplier below 100 %
 // (a container is entitled to its request) or a fraction outside [0, 1000].

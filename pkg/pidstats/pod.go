@@ -51,12 +51,13 @@ func PlacedAfterSample(pod *corev1.Pod, sampledAt time.Time) bool {
 }
 
 // PodContribution is what one pod of the node adds to the node's reported
-// use: its PodPIDs when it was placed after the sample and is not terminal,
-// otherwise 0. It does not allocate unless the annotation is malformed, in
+// use: its PodPIDs when it was placed after the sample and is neither
+// terminating nor terminal, otherwise 0: PIDs on their way out never count
+// against a node. It does not allocate unless the annotation is malformed, in
 // which case the default is used and the PodPIDs error is returned for the
 // caller to report. Sum contributions with SaturatingAdd.
 func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (int64, error) {
-	if pod == nil || isTerminal(pod) || !PlacedAfterSample(pod, sampledAt) {
+	if pod == nil || isLeaving(pod) || !PlacedAfterSample(pod, sampledAt) {
 		return 0, nil
 	}
 	return PodPIDs(pod, defaultPIDs)

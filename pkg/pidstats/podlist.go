@@ -35,6 +35,11 @@ const (
 	MaxPodListBytes = MaxListedPods*(uidLen+len("=")+len("4194304")+len(",")) - len(",")
 )
 
+// written is the list of a node whose agent wrote AnnotationPIDPods empty:
+// it measured no pod, which is not the same as a node without the annotation
+// (see Complete).
+var written = &podList{}
+
 // PodList indexes its entries with uint8.
 var _ [256 - MaxListedPods]struct{}
 
@@ -69,7 +74,7 @@ func ParsePodList(v string) (PodList, error) {
 		return PodList{}, &InvalidError{Key: AnnotationPIDPods, Value: truncate(v), Reason: fmt.Sprintf(reason, args...)}
 	}
 	if v == "" {
-		return PodList{}, nil
+		return PodList{l: written}, nil
 	}
 	if len(v) > MaxPodListBytes {
 		return invalid("%d bytes, more than the limit of %d", len(v), MaxPodListBytes)
@@ -141,6 +146,33 @@ func newPodList(entries []PodUsage) *podList {
 		return strings.Compare(string(entries[a].UID), string(entries[b].UID))
 	})
 	return l
+}
+
+// Complete reports whether the list names every pod that held PIDs at the
+// sample. The node agent lists every pod it measured, largest first, and
+// cuts the list at MaxListedPods; so a list that was written (the annotation
+// is present, possibly empty) and holds fewer than MaxListedPods entries is
+// complete. This is the one rule both the writer and the readers use:
+//
+//   - complete: a pod of the node that is not listed and was placed before
+//     the sample held no PIDs at the sample (at most a rounding, 0 for a
+//     reader); a pod placed after the sample counts its declared PIDs, as
+//     EstimateUsed adds them;
+//   - not complete (MaxListedPods entries): an unlisted pod held fewer PIDs
+//     than Smallest;
+//   - no list (the zero PodList: no annotation, or a malformed one): nothing
+//     is known about any pod.
+func (p PodList) Complete() bool {
+	return p.l != nil && p.l.err == nil && len(p.l.entries) < MaxListedPods
+}
+
+// Smallest is the smallest listed figure, and false when nothing is listed.
+// A pod not on a full list held fewer PIDs than this.
+func (p PodList) Smallest() (int64, bool) {
+	if p.l == nil || len(p.l.entries) == 0 {
+		return 0, false
+	}
+	return p.l.entries[len(p.l.entries)-1].PIDs, true
 }
 
 // Len is the number of pods listed.

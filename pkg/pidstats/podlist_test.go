@@ -207,3 +207,78 @@ func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
 		t.Errorf("EstimateUsed without a list = %d, want 5000", got)
 	}
 }
+
+func TestCompleteAndSmallest(t *testing.T) {
+	full := make([]PodUsage, MaxListedPods)
+	for i := range full {
+		full[i] = PodUsage{UID: uid(i), PIDs: int64(1000 - i)}
+	}
+	fullList, err := ParsePodList(NewPodList(full).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := ParsePodList("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := ParsePodList(string(uid(1)) + "=300," + string(uid(2)) + "=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := now.Format(time.RFC3339)
+	malformed, _ := ParseNode(map[string]string{AnnotationCapacity: "100", AnnotationUsed: "5", AnnotationSampledAt: at,
+		AnnotationPIDPods: "nonsense"}, now, 0)
+	for _, tt := range []struct {
+		name     string
+		l        PodList
+		complete bool
+		smallest int64
+		listed   bool
+	}{
+		{"no annotation", PodList{}, false, 0, false},
+		{"malformed", malformed.Pods, false, 0, false},
+		{"written empty: the agent measured no pod", empty, true, 0, false},
+		{"fewer than the bound", short, true, 7, true},
+		{"at the bound", fullList, false, 1000 - MaxListedPods + 1, true},
+	} {
+		if got := tt.l.Complete(); got != tt.complete {
+			t.Errorf("%s: Complete() = %v, want %v", tt.name, got, tt.complete)
+		}
+		if got, ok := tt.l.Smallest(); got != tt.smallest || ok != tt.listed {
+			t.Errorf("%s: Smallest() = %d, %v, want %d, %v", tt.name, got, ok, tt.smallest, tt.listed)
+		}
+	}
+}
+
+func TestTerminatingPodsPlacedAfterTheSampleDoNotCount(t *testing.T) {
+	stats := NodeStats{Capacity: 10000, Used: 1000, SampledAt: now.Add(-time.Minute)}
+	after := scheduledAt(now)
+	pods := []*corev1.Pod{mkPod("new", after, withPIDs("50")), mkPod("leaving", after, withPIDs("70"), terminating())}
+	if got := EstimateUsed(stats, pods, 100); got != 1050 {
+		t.Errorf("EstimateUsed = %d, want 1050: the terminating pod placed after the sample adds nothing", got)
+	}
+}
+
+func TestFloor(t *testing.T) {
+	for _, tt := range []struct {
+		f           Floor
+		alloc, want int64
+		free, need  int64
+		fits        bool
+	}{
+		{DefaultFloor, 100000, 5000, 6000, 1000, true},
+		{DefaultFloor, 100000, 5000, 6000, 1001, false},
+		{DefaultFloor, 1000, 512, 612, 100, true},
+		{DefaultFloor, 1000, 512, 611, 100, false},
+		{Floor{MinFreePercent: 100}, 1<<62 + 99, 1<<62 + 99, 1<<62 + 99, 0, true},
+		{Floor{MinFreePIDs: -5, MinFreePercent: 200}, 300, 300, 300, 1, false},
+		{Floor{}, -7, 0, 0, 0, true},
+	} {
+		if got := tt.f.Of(tt.alloc); got != tt.want {
+			t.Errorf("%+v.Of(%d) = %d, want %d", tt.f, tt.alloc, got, tt.want)
+		}
+		if got := tt.f.Fits(tt.free, tt.alloc, tt.need); got != tt.fits {
+			t.Errorf("%+v.Fits(free %d, alloc %d, need %d) = %v, want %v", tt.f, tt.free, tt.alloc, tt.need, got, tt.fits)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
 // strategy is NodePIDs' arithmetic, apart from the framework wiring: the
@@ -15,19 +17,15 @@ type strategy struct {
 	minFreePercent int64
 }
 
-// floor is max(minFreePIDs, allocatable × minFreePercent / 100), rounded
-// down.
+// floor is pidstats.Floor.Of, the rule the descheduler shares.
 func (s strategy) floor(allocatable int64) int64 {
-	a, pct := max(allocatable, 0), max(s.minFreePercent, 0)
-	// a = 100q + r, so a·pct/100 = q·pct + r·pct/100 with pct ≤ 100 (validated):
-	// no intermediate exceeds a.
-	return max(s.minFreePIDs, a/100*pct+a%100*pct/100)
+	return pidstats.Floor{MinFreePIDs: s.minFreePIDs, MinFreePercent: s.minFreePercent}.Of(allocatable)
 }
 
 // fits reports whether a node with free PIDs (estimated) and the given
 // allocatable can take a pod of need PIDs and still keep its floor free.
 func (s strategy) fits(free, allocatable, need int64) bool {
-	return need <= free && free-need >= s.floor(allocatable)
+	return pidstats.Floor{MinFreePIDs: s.minFreePIDs, MinFreePercent: s.minFreePercent}.Fits(free, allocatable, need)
 }
 
 // freeAfter is what a node has left after placing a pod of need PIDs, the

@@ -22,7 +22,9 @@ func TestDefaults(t *testing.T) {
 		in:   RelieveNodePressureArgs{},
 		want: RelieveNodePressureArgs{
 			PIDs: &PIDsTrigger{ThresholdPercent: ptr.To[int64](95), TargetPercent: ptr.To[int64](90),
-				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute}},
+				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute},
+				MinPodPIDsPercent: ptr.To[int64](1), MinFreePIDs: ptr.To[int64](512), MinFreePercent: ptr.To[int64](5)},
+			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
 		},
 	}, {
@@ -31,6 +33,7 @@ func TestDefaults(t *testing.T) {
 		want: RelieveNodePressureArgs{
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](20), TargetPercent: ptr.To[int64](15),
 				NoLimitRequestPercent: ptr.To[int64](200), NoLimitAllocatablePermille: ptr.To[int64](100)},
+			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
 		},
 	}, {
@@ -38,7 +41,9 @@ func TestDefaults(t *testing.T) {
 		in:   RelieveNodePressureArgs{PIDs: &PIDsTrigger{ThresholdPercent: ptr.To[int64](80)}, DeletePriorityAnnotation: "example.com/p"},
 		want: RelieveNodePressureArgs{
 			PIDs: &PIDsTrigger{ThresholdPercent: ptr.To[int64](80), TargetPercent: ptr.To[int64](75),
-				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute}},
+				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute},
+				MinPodPIDsPercent: ptr.To[int64](1), MinFreePIDs: ptr.To[int64](512), MinFreePercent: ptr.To[int64](5)},
+			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
 			DeletePriorityAnnotation: "example.com/p",
 		},
 	}, {
@@ -48,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		want: RelieveNodePressureArgs{
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](3), TargetPercent: ptr.To[int64](0),
 				NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0)},
+			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
 		},
 	}} {
@@ -83,6 +89,10 @@ func TestValidation(t *testing.T) {
 		{"allocatable share above 1000", RelieveNodePressureArgs{OOM: &OOMTrigger{NoLimitAllocatablePermille: ptr.To[int64](1001)}}, "oom.noLimitAllocatablePermille"},
 		{"annotation key", RelieveNodePressureArgs{DeletePriorityAnnotation: "not a key!"}, "deletePriorityAnnotation"},
 		{"include and exclude", RelieveNodePressureArgs{Namespaces: &api.Namespaces{Include: []string{"a"}, Exclude: []string{"b"}}}, "namespaces"},
+		{"floor above 100 %", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinPodPIDsPercent: ptr.To[int64](101)}}, "pids.minPodPIDsPercent"},
+		{"negative NodePIDs floor", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinFreePIDs: ptr.To[int64](-1)}}, "pids.minFreePIDs"},
+		{"NodePIDs floor above 100 %", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinFreePercent: ptr.To[int64](101)}}, "pids.minFreePercent"},
+		{"empty scheduler name", RelieveNodePressureArgs{SchedulerNames: []string{"a", ""}}, "schedulerNames[1]"},
 		{"bad selector", RelieveNodePressureArgs{LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Near"}}}}, "labelSelector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

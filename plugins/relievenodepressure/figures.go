@@ -20,9 +20,12 @@ type pressure struct {
 }
 
 type pidPressure struct {
+	stats                    pidstats.NodeStats
 	allocatable, start, used int64
 	threshold, target        int64
 	defaultPodPIDs           int64
+	// minPodPIDs is the least a pod must free to be evicted for PIDs.
+	minPodPIDs int64
 }
 
 type oomPressure struct {
@@ -44,9 +47,11 @@ func assessPIDs(t *PIDsTrigger, node *v1.Node, pods []*v1.Pod, now time.Time) (*
 	}
 	// Counted as the scheduler counts it: the sample plus pods placed since.
 	used := pidstats.EstimateUsed(stats, pods, *t.DefaultPodPIDs)
+	alloc := stats.Allocatable()
 	return &pidPressure{
-		allocatable: stats.Allocatable(), start: used, used: used,
+		stats: stats, allocatable: alloc, start: used, used: used,
 		threshold: *t.ThresholdPercent, target: *t.TargetPercent, defaultPodPIDs: *t.DefaultPodPIDs,
+		minPodPIDs: pidstats.Floor{MinFreePercent: *t.MinPodPIDsPercent}.Of(alloc),
 	}, nil
 }
 
@@ -87,6 +92,68 @@ func (p *oomPressure) triggered() bool {
 
 func (p *oomPressure) pending() bool {
 	return p.triggered() && exceeds(p.shortfall, p.model.Allocatable(), p.target)
+}
+
+// gain is the PIDs evicting pod is projected to free (see the package
+// README, "Evict only what relieves"):
+//
+//   - a pod listed in the sample's headroom.dev/pid-pods: its measured figure;
+//   - a pod placed after the sample: its declared PIDs, as the estimate
+//     counts it;
+//   - otherwise, with a complete list: 0 (it held no PIDs at the sample);
+//     with a full list: its declared PIDs, at most the smallest listed
+//     figure; without a list: its declared PIDs.
+//
+// The error reports a malformed headroom.dev/pids, counted as the default.
+func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
+	if n, ok := p.stats.Pods.Lookup(pod.UID); ok {
+		return n, nil
+	}
+	declared, err := pidstats.PodPIDs(pod, p.defaultPodPIDs)
+	switch {
+	case pidstats.PlacedAfterSample(pod, p.stats.SampledAt):
+		return declared, err
+	case p.stats.Pods.Complete():
+		return 0, err
+	}
+	if smallest, ok := p.stats.Pods.Smallest(); ok {
+		return min(declared, smallest), err
+	}
+	return declared, err
+}
+
+// clone copies the projection, so that a plan can be made without touching
+// the figures the evictions are counted against.
+func (s *pressure) clone() *pressure {
+	c := &pressure{}
+	if s.pids != nil {
+		p := *s.pids
+		c.pids = &p
+	}
+	if s.oom != nil {
+		o := *s.oom
+		o.evicted = s.oom.evicted[:len(s.oom.evicted):len(s.oom.evicted)]
+		c.oom = &o
+	}
+	return c
+}
+
+// remove projects the eviction of pod, which frees pids PIDs.
+func (s *pressure) remove(pod *v1.Pod, pids int64) {
+	if s.pids != nil {
+		s.pids.used = max(s.pids.used-pids, 0)
+	}
+	if s.oom != nil {
+		s.oom.evicted = append(s.oom.evicted, pod)
+		s.oom.shortfall = s.oom.model.ShortfallWithout(s.oom.evicted...)
+	}
+}
+
+// aboveThreshold reports whether a trigger that fired is still projected
+// above its threshold: a plan that leaves the node there is not carried out.
+func (s *pressure) aboveThreshold() bool {
+	return s.pids.triggered() && exceeds(s.pids.used, s.pids.allocatable, s.pids.threshold) ||
+		s.oom.triggered() && exceeds(s.oom.shortfall, s.oom.model.Allocatable(), s.oom.threshold)
 }
 
 func (s *pressure) triggered() bool { return s.pids.triggered() || s.oom.triggered() }

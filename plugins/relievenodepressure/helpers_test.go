@@ -50,8 +50,10 @@ type podOption func(*v1.Pod)
 func testPod(name, node string, opts ...podOption) *v1.Pod {
 	pod := test.BuildTestPod(name, 100, 0, node, nil)
 	pod.Spec.Containers[0].Name = "app"
+	pod.Spec.SchedulerName = DefaultSchedulerName
 	pod.CreationTimestamp = metav1.NewTime(now.Add(-3 * time.Hour))
 	pod.Status.Phase = v1.PodRunning
+	pod.Status.StartTime = &metav1.Time{Time: now.Add(-3 * time.Hour)}
 	pod.Status.Conditions = []v1.PodCondition{
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
 		{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))},
@@ -191,6 +193,10 @@ func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
 	}
 	p.now = func() time.Time { return now }
 	e.plugin = p
+	// The informers the plugin requested in New, as the descheduler starts
+	// them after building its plugins.
+	handle.SharedInformerFactory().Start(ctx.Done())
+	handle.SharedInformerFactory().WaitForCacheSync(ctx.Done())
 	return e
 }
 

@@ -67,16 +67,21 @@ func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
 		t.Fatalf("LoadPolicyConfig: %v", err)
 	}
 	got := pluginArgs[*RelieveNodePressureArgs](t, policy, PluginName)
-	want := &RelieveNodePressureArgs{Namespaces: &api.Namespaces{Exclude: []string{"kube-system", "headroom-system"}}}
+	want := &RelieveNodePressureArgs{Namespaces: &api.Namespaces{Exclude: []string{"kube-system", "headroom-system"}},
+		MaxPodsToEvictPerNode: policy.MaxNoOfPodsToEvictPerNode}
 	SetDefaults_RelieveNodePressureArgs(want)
 	if !equalArgs(got, want) {
-		t.Fatalf("sample decodes to\n%s\nwant the defaults\n%s", dump(got), dump(want))
+		t.Fatalf("sample decodes to\n%s\nwant the defaults, and the policy's per-node limit\n%s", dump(got), dump(want))
 	}
-	if ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName); !ev.NodeFit {
-		t.Fatal("the sample's DefaultEvictor does not check nodeFit")
+	ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName)
+	if !ev.NodeFit || ev.MinReplicas != 2 || ev.MinPodAge == nil || ev.MinPodAge.Duration != 10*time.Minute {
+		t.Fatalf("the sample's DefaultEvictor: nodeFit %v, minReplicas %d, minPodAge %v; want true, 2, 10m", ev.NodeFit, ev.MinReplicas, ev.MinPodAge)
 	}
-	if n := policy.MaxNoOfPodsToEvictPerNode; n == nil || *n != 5 {
-		t.Fatalf("maxNoOfPodsToEvictPerNode = %v, want 5", n)
+	for name, limit := range map[string]*uint{"maxNoOfPodsToEvictPerNode": policy.MaxNoOfPodsToEvictPerNode,
+		"maxNoOfPodsToEvictPerNamespace": policy.MaxNoOfPodsToEvictPerNamespace, "maxNoOfPodsToEvictTotal": policy.MaxNoOfPodsToEvictTotal} {
+		if limit == nil || *limit == 0 {
+			t.Errorf("the sample sets no %s", name)
+		}
 	}
 }
 
@@ -182,11 +187,10 @@ func dryRunCycles(entries []ktesting.LogEntry, of string) []dryRunCycle {
 	complete := true
 	for _, e := range entries {
 		switch e.Message {
-		case "Node above threshold, relieving it":
-			cur, complete = nil, true
+		case "Node above threshold, planning its relief":
+			cur, complete = nil, kv(e.ParameterKVList, "pods") == of
 		case "Evicted pod to relieve node":
 			cur = append(cur, kv(e.WithKVList, "pod"))
-			complete = complete && kv(e.WithKVList, "of") == of
 		case "Node relieved":
 			if complete && len(cur) > 0 {
 				cycles = append(cycles, cur)

@@ -1,19 +1,23 @@
 package relievenodepressure
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/events"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
@@ -39,17 +43,34 @@ const (
 // evictor uses the eviction reason as the Event's reason.
 const maxEventReason = 128
 
+// ReasonNodePressureUnrelievable is the reason of the Warning Event on a
+// Node above a threshold that no plan within the limits brings to or below
+// it: nothing was evicted.
+const ReasonNodePressureUnrelievable = "NodePressureUnrelievable"
+
 // RelieveNodePressure evicts pods from nodes above a PID or memory-shortfall
-// threshold, in the ReplicaSet controller's delete order, until each node is
-// projected at or below its target.
+// threshold, lower priority first and then in the ReplicaSet controller's
+// delete order, but only when a plan of evictions within the limits brings
+// the node to or below its threshold (ideally its target).
 type RelieveNodePressure struct {
 	logger   klog.Logger
 	handle   frameworktypes.Handle
 	args     *RelieveNodePressureArgs
 	order    deleteorder.Order
-	victims  podutil.FilterFunc
+	include  sets.Set[string]
+	exclude  sets.Set[string]
+	selector labels.Selector
+	// schedulers are the args' schedulerNames.
+	schedulers sets.Set[string]
+	// floor is NodePIDs' floor, for the room check; nil without the PID
+	// trigger.
+	floor *pidstats.Floor
+	// pdbs lists PodDisruptionBudgets; nil when the handle has no informers.
+	pdbs     policylisters.PodDisruptionBudgetLister
 	recorder events.EventRecorder
-	now      func() time.Time
+	// flush waits for the recorder's Events to be written; nil in tests.
+	flush func(klog.Logger)
+	now   func() time.Time
 }
 
 var _ frameworktypes.DeschedulePlugin = &RelieveNodePressure{}
@@ -66,17 +87,31 @@ func Utilities() pluginregistry.PluginUtilities {
 	}
 }
 
-// New builds the plugin. It needs no informer beyond the pods the handle
-// indexes by node, which the descheduler always runs, and it reads no
-// ReplicaSets: delete-order ranks come from the pods' controller owner UIDs,
-// so the plugin works the same in dry-run mode, whose sandbox holds no
-// workload controllers.
+// New builds the plugin. Beyond the pods the handle indexes by node, which
+// the descheduler always runs, it requests the PodDisruptionBudget informer
+// here (informers requested later never start); it reads no ReplicaSets:
+// delete-order ranks come from the pods' controller owner UIDs, so the
+// plugin works the same in dry-run mode, whose sandbox mirrors pods, nodes
+// and PDBs but no workload controllers.
 func New(ctx context.Context, args runtime.Object, handle frameworktypes.Handle) (frameworktypes.Plugin, error) {
-	recorder, err := newRecorder(ctx, handle)
+	RegisterMetrics()
+	var (
+		rec   events.EventRecorder
+		flush func(klog.Logger)
+	)
+	if client := handle.ClientSet(); client != nil {
+		r, err := newRecorder(ctx, client)
+		if err != nil {
+			return nil, fmt.Errorf("starting the event recorder: %w", err)
+		}
+		rec, flush = r, r.flush
+	}
+	p, err := newPlugin(ctx, args, handle, rec)
 	if err != nil {
 		return nil, err
 	}
-	return newPlugin(ctx, args, handle, recorder)
+	p.flush = flush
+	return p, nil
 }
 
 func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Handle, recorder events.EventRecorder) (*RelieveNodePressure, error) {
@@ -92,49 +127,36 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 	args := in.DeepCopy()
 	SetDefaults_RelieveNodePressureArgs(args)
 
-	var include, exclude sets.Set[string]
+	p := &RelieveNodePressure{
+		logger:     klog.FromContext(ctx).WithValues("plugin", PluginName),
+		handle:     handle,
+		args:       args,
+		order:      deleteorder.Order{PriorityAnnotation: args.DeletePriorityAnnotation},
+		selector:   labels.Everything(),
+		schedulers: sets.New(args.SchedulerNames...),
+		recorder:   recorder,
+		now:        time.Now,
+	}
 	if args.Namespaces != nil {
-		include = sets.New(args.Namespaces.Include...)
-		exclude = sets.New(args.Namespaces.Exclude...)
+		p.include = sets.New(args.Namespaces.Include...)
+		p.exclude = sets.New(args.Namespaces.Exclude...)
 	}
-	// PreEvictionFilter (nodeFit, which lists nodes) runs later, only for the
-	// pods the plugin is about to evict.
-	victims, err := podutil.NewOptions().
-		WithFilter(handle.Evictor().Filter).
-		WithNamespaces(include).
-		WithoutNamespaces(exclude).
-		WithLabelSelector(args.LabelSelector).
-		BuildFilterFunc()
-	if err != nil {
-		return nil, fmt.Errorf("building the pod filter: %w", err)
+	if args.LabelSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(args.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("labelSelector: %w", err)
+		}
+		p.selector = sel
 	}
-	return &RelieveNodePressure{
-		logger:   klog.FromContext(ctx).WithValues("plugin", PluginName),
-		handle:   handle,
-		args:     args,
-		order:    deleteorder.Order{PriorityAnnotation: args.DeletePriorityAnnotation},
-		victims:  victims,
-		recorder: recorder,
-		now:      time.Now,
-	}, nil
-}
-
-// newRecorder returns a recorder for Warning Events on pods. The handle
-// offers none and the evictor's is private, so the plugin records through
-// the handle's client: in dry-run mode that is the descheduler's sandbox,
-// so a dry run writes no Events to the cluster, as upstream's evictor does.
-func newRecorder(ctx context.Context, handle frameworktypes.Handle) (events.EventRecorder, error) {
-	client := handle.ClientSet()
-	if client == nil {
-		return nil, nil
+	if t := args.PIDs; t != nil {
+		p.floor = &pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
 	}
-	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, client)
-	broadcaster.StartRecordingToSink(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		broadcaster.Shutdown()
-	}()
-	return broadcaster.NewRecorder(EventReportingController), nil
+	if f := handle.SharedInformerFactory(); f != nil {
+		pdbs := f.Policy().V1().PodDisruptionBudgets()
+		pdbs.Informer() // requested now, so that the descheduler starts it
+		p.pdbs = pdbs.Lister()
+	}
+	return p, nil
 }
 
 // Name returns PluginName.
@@ -143,10 +165,14 @@ func (d *RelieveNodePressure) Name() string { return PluginName }
 // Deschedule relieves each node in turn. It stops early only at the
 // descheduler's total eviction limit; the per-node limit moves it on to the
 // next node and the per-namespace limit excludes that namespace's pods for
-// the rest of the cycle.
+// the rest of the cycle. Before it returns, the Events it recorded are
+// written, so that a one-shot run loses none.
 func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(klog.NewContext(ctx, d.logger)).WithValues("ExtensionPoint", frameworktypes.DescheduleExtensionPoint)
-	c := &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), limited: sets.New[string]()}
+	if d.flush != nil {
+		defer d.flush(logger)
+	}
+	c := &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string]()}
 	for _, node := range nodes {
 		stop, err := c.relieve(ctx, node)
 		if err != nil {
@@ -164,12 +190,15 @@ type cycle struct {
 	*RelieveNodePressure
 	logger klog.Logger
 	now    time.Time
+	nodes  []*v1.Node
 	// limited holds the namespaces that reached the per-namespace limit.
 	limited sets.Set[string]
+	// room is the other nodes' PID headroom, built on first use.
+	room *room
 }
 
-// relieve evicts pods from node until it is projected at or below target.
-// stop reports that the total eviction limit is reached.
+// relieve plans the relief of node and carries the plan out; stop reports
+// that the total eviction limit is reached.
 func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err error) {
 	logger := c.logger.WithValues("node", klog.KObj(node))
 	// Every pod that is not Succeeded or Failed takes part: the figures count
@@ -183,80 +212,37 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 		logger.V(4).Info("Node within thresholds", st.keysAndValues("")...)
 		return false, nil
 	}
-	logger.V(2).Info("Node above threshold, relieving it", append(st.keysAndValues(""), st.thresholdsAndTargets()...)...)
+	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
 
+	n := &nodeRelief{cycle: c, node: node, order: c.sort(pods), logger: logger, tried: sets.New[types.UID]()}
+	for _, pod := range n.order {
+		n.checkPriority(pod)
+	}
+	p := n.plan(st)
+	if p.aboveThreshold {
+		n.unrelievable(st, p)
+		return false, nil
+	}
+	planned := make([]string, len(p.steps))
+	for i, s := range p.steps {
+		planned[i] = klog.KObj(s.pod).String()
+	}
+	logger.V(2).Info("Relief planned", "pods", planned)
+	NodesTotal.WithLabelValues(ResultRelieved).Inc()
+	return n.carryOut(ctx, st, p)
+}
+
+// sort returns the node's pods in the order they are evicted: lower
+// spec.priority first (with lowerPriorityFirst), then the delete order.
+func (c *cycle) sort(pods []*v1.Pod) []*v1.Pod {
 	order := slices.Clone(pods)
 	c.order.Sort(order, c.now)
-	candidate := make([]bool, len(order))
-	for i, pod := range order {
-		if candidate[i] = c.victims(pod); candidate[i] {
-			c.checkPriority(logger, pod)
-		}
+	if *c.args.LowerPriorityFirst {
+		slices.SortStableFunc(order, func(a, b *v1.Pod) int {
+			return cmp.Compare(corev1helpers.PodPriority(a), corev1helpers.PodPriority(b))
+		})
 	}
-
-	for i, pod := range order {
-		if !st.pending() {
-			break
-		}
-		podLogger := logger.WithValues("pod", klog.KObj(pod), "position", i+1, "of", len(order))
-		if !candidate[i] {
-			podLogger.V(4).Info("Skipping pod: the evictor's filter, the namespaces or the label selector exclude it")
-			continue
-		}
-		if c.limited.Has(pod.Namespace) {
-			podLogger.V(4).Info("Skipping pod: its namespace reached the eviction limit")
-			continue
-		}
-		freedPIDs, reasons := c.gain(podLogger, st, pod)
-		if len(reasons) == 0 {
-			podLogger.V(4).Info("Skipping pod: evicting it would not move the node toward its target")
-			continue
-		}
-		if !c.handle.Evictor().PreEvictionFilter(pod) {
-			podLogger.V(4).Info("Skipping pod: the evictor's pre-eviction filter rejects it")
-			continue
-		}
-		before := st.keysAndValues("before")
-		reason := eventReason(fmt.Sprintf("%s: node %s %s", PluginName, node.Name, strings.Join(reasons, ", ")))
-		err := c.handle.Evictor().Evict(ctx, pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
-		if err == nil {
-			if st.pids != nil {
-				st.pids.used = max(st.pids.used-freedPIDs, 0)
-			}
-			if st.oom != nil {
-				st.oom.evicted = append(st.oom.evicted, pod)
-				st.oom.shortfall = st.oom.model.ShortfallWithout(st.oom.evicted...)
-			}
-			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
-			continue
-		}
-		var (
-			nodeLimit      *evictions.EvictionNodeLimitError
-			namespaceLimit *evictions.EvictionNamespaceLimitError
-			totalLimit     *evictions.EvictionTotalLimitError
-		)
-		switch {
-		case errors.As(err, &nodeLimit):
-			logger.V(2).Info("Node reached the per-node eviction limit; moving on", st.keysAndValues("")...)
-			return false, nil
-		case errors.As(err, &totalLimit):
-			logger.V(2).Info("Reached the total eviction limit; stopping", st.keysAndValues("")...)
-			return true, nil
-		case errors.As(err, &namespaceLimit):
-			podLogger.V(2).Info("Namespace reached the per-namespace eviction limit; skipping its pods")
-			c.limited.Insert(pod.Namespace)
-		default:
-			// E.g. a PodDisruptionBudget refused it: the projection stands,
-			// the next pod in order may do.
-			podLogger.V(2).Info("Eviction failed; trying the next pod", "err", err.Error())
-		}
-	}
-	if st.pending() {
-		logger.V(2).Info("Node still above target: no more pods to evict", st.keysAndValues("")...)
-	} else {
-		logger.V(2).Info("Node relieved", st.keysAndValues("")...)
-	}
-	return false, nil
+	return order
 }
 
 // assess computes the node's figures for the enabled triggers.
@@ -277,34 +263,6 @@ func (c *cycle) assess(logger klog.Logger, node *v1.Node, pods []*v1.Pod) *press
 		st.oom = p
 	}
 	return st
-}
-
-// gain returns the PIDs evicting pod frees, and a reason for each pending
-// trigger the eviction moves toward its target (none: it helps none).
-func (c *cycle) gain(logger klog.Logger, st *pressure, pod *v1.Pod) (freedPIDs int64, reasons []string) {
-	if p := st.pids; p != nil {
-		n, err := pidstats.PodPIDs(pod, p.defaultPodPIDs)
-		if err != nil {
-			c.warn(logger, pod, ReasonMalformedPodPIDs, err)
-		}
-		freedPIDs = n
-		if p.pending() && n > 0 {
-			reasons = append(reasons, fmt.Sprintf("PIDs %s used > threshold %d%%", percent(p.start, p.allocatable), p.threshold))
-		}
-	}
-	if p := st.oom; p.pending() && p.shortfallWithout(pod) < p.shortfall {
-		reasons = append(reasons, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%",
-			percent(p.start, p.model.Allocatable()), p.threshold))
-	}
-	return freedPIDs, reasons
-}
-
-// checkPriority reports a malformed delete-priority annotation; the order
-// already counts it as 0.
-func (c *cycle) checkPriority(logger klog.Logger, pod *v1.Pod) {
-	if _, err := c.order.Priority(pod); err != nil {
-		c.warn(logger, pod, ReasonMalformedDeletePriority, err)
-	}
 }
 
 // warn logs err about pod and records a Warning Event on it.

@@ -28,6 +28,24 @@ type RelieveNodePressureArgs struct {
 	Namespaces *api.Namespaces `json:"namespaces,omitempty"`
 	// LabelSelector limits the victims to pods it matches.
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// SchedulerNames limits the victims to pods placed by these schedulers,
+	// so that a replacement is placed by a scheduler that sees the pressure;
+	// default [headroom-scheduler]. A pod's schedulerName is "default-scheduler"
+	// when its spec leaves it empty.
+	SchedulerNames []string `json:"schedulerNames,omitempty"`
+	// LowerPriorityFirst ranks pods by spec.priority, lower first, before the
+	// delete order, as the kubelet ranks pods for eviction; default true. The
+	// delete order's annotations are set by whoever may edit a pod, so across
+	// workloads they only decide among pods of equal priority: a tenant cannot
+	// push evictions onto a more important neighbour with them.
+	LowerPriorityFirst *bool `json:"lowerPriorityFirst,omitempty"`
+	// MaxPodsToEvictPerNode bounds the plan for a node: a node is relieved
+	// only if the first pods of the order, at most this many, bring it to
+	// or below its threshold. Set it to the policy's
+	// maxNoOfPodsToEvictPerNode (the plugin cannot read the evictor's limit);
+	// unset means no limit of its own, and the evictor's limit, if any, may
+	// then cut a plan short.
+	MaxPodsToEvictPerNode *uint `json:"maxPodsToEvictPerNode,omitempty"`
 }
 
 // +k8s:deepcopy-gen=true
@@ -49,6 +67,16 @@ type PIDsTrigger struct {
 	// PID use counts as unknown and the trigger leaves it alone; default 10m
 	// (NodePIDs' default); 0 means samples never go stale.
 	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+	// MinPodPIDsPercent: a pod that frees fewer PIDs than this percentage of
+	// the node's allocatable PIDs is never evicted for PIDs; in [0, 100];
+	// default 1.
+	MinPodPIDsPercent *int64 `json:"minPodPIDsPercent,omitempty"`
+	// MinFreePIDs and MinFreePercent are NodePIDs' floor: a pod is evicted
+	// only when another node could take its PIDs and keep
+	// max(minFreePIDs, allocatable × minFreePercent / 100) free. Defaults
+	// 512 and 5, NodePIDs' defaults; set them as NodePIDsArgs sets them.
+	MinFreePIDs    *int64 `json:"minFreePIDs,omitempty"`
+	MinFreePercent *int64 `json:"minFreePercent,omitempty"`
 }
 
 // +k8s:deepcopy-gen=true

@@ -29,6 +29,15 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 		if *p.DefaultPodPIDs < 0 {
 			errs = append(errs, field.Invalid(path.Child("defaultPodPIDs"), *p.DefaultPodPIDs, "must not be negative"))
 		}
+		if v := *p.MinPodPIDsPercent; v < 0 || v > 100 {
+			errs = append(errs, field.Invalid(path.Child("minPodPIDsPercent"), v, "must be within [0, 100]"))
+		}
+		if *p.MinFreePIDs < 0 {
+			errs = append(errs, field.Invalid(path.Child("minFreePIDs"), *p.MinFreePIDs, "must not be negative"))
+		}
+		if v := *p.MinFreePercent; v < 0 || v > 100 {
+			errs = append(errs, field.Invalid(path.Child("minFreePercent"), v, "must be within [0, 100]"))
+		}
 		if p.MaxSampleAge.Duration < 0 {
 			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), p.MaxSampleAge.Duration.String(), "must not be negative"))
 		}
@@ -50,6 +59,11 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 	keyPath := field.NewPath("deletePriorityAnnotation")
 	for _, msg := range utilvalidation.IsQualifiedName(strings.ToLower(args.DeletePriorityAnnotation)) {
 		errs = append(errs, field.Invalid(keyPath, args.DeletePriorityAnnotation, msg))
+	}
+	for i, name := range args.SchedulerNames {
+		if name == "" {
+			errs = append(errs, field.Invalid(field.NewPath("schedulerNames").Index(i), name, "must not be empty"))
+		}
 	}
 	if ns := args.Namespaces; ns != nil && len(ns.Include) > 0 && len(ns.Exclude) > 0 {
 		errs = append(errs, field.Invalid(field.NewPath("namespaces"), fmt.Sprintf("include %v, exclude %v", ns.Include, ns.Exclude),

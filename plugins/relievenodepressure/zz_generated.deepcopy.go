@@ -86,6 +86,21 @@ func (in *PIDsTrigger) DeepCopyInto(out *PIDsTrigger) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MinPodPIDsPercent != nil {
+		in, out := &in.MinPodPIDsPercent, &out.MinPodPIDsPercent
+		*out = new(int64)
+		**out = **in
+	}
+	if in.MinFreePIDs != nil {
+		in, out := &in.MinFreePIDs, &out.MinFreePIDs
+		*out = new(int64)
+		**out = **in
+	}
+	if in.MinFreePercent != nil {
+		in, out := &in.MinFreePercent, &out.MinFreePercent
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 
@@ -122,6 +137,21 @@ func (in *RelieveNodePressureArgs) DeepCopyInto(out *RelieveNodePressureArgs) {
 		in, out := &in.LabelSelector, &out.LabelSelector
 		*out = new(v1.LabelSelector)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.SchedulerNames != nil {
+		in, out := &in.SchedulerNames, &out.SchedulerNames
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.LowerPriorityFirst != nil {
+		in, out := &in.LowerPriorityFirst, &out.LowerPriorityFirst
+		*out = new(bool)
+		**out = **in
+	}
+	if in.MaxPodsToEvictPerNode != nil {
+		in, out := &in.MaxPodsToEvictPerNode, &out.MaxPodsToEvictPerNode
+		*out = new(uint)
+		**out = **in
 	}
 	return
 }

@@ -2,8 +2,12 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
@@ -50,17 +55,19 @@ const (
 )
 
 // TestRelieveNodePressureEvictsInDeleteOrder runs the built
-// headroom-descheduler once, as its CronJob does, with the shipped sample
-// policy, against a Deployment's pods on a kwok node short of PIDs: 9900 of
-// 10000 used (99 % > the sample's threshold of 95 %), each pod declaring 400.
-// Reaching the target of 90 % takes three evictions. The pods, in the order
-// the ReplicaSet controller would delete them, with delete priority first:
+// headroom-descheduler once, as its CronJob does, with the shipped policy,
+// against a Deployment's pods on a kwok node short of PIDs: 9900 of 10000
+// used (99 % > the policy's threshold of 95 %), each pod declaring 400 (the
+// node has no headroom.dev/pid-pods list, so declarations count). Reaching
+// the target of 90 % takes three evictions; the plan is made first. The
+// pods, in the order the ReplicaSet controller would delete them, with
+// delete priority first:
 //
 //	bare       no owner, delete-priority 10  the evictor's filter keeps it
 //	prio       delete-priority 5             evicted 1st (9500)
-//	pending    Pending, declares 0 PIDs      skipped: frees nothing
+//	pending    Pending, declares 0 PIDs      passed over: below the floor
 //	notready   Running, not Ready            evicted 2nd (9100)
-//	guarded    Ready, deletion cost -100     its PodDisruptionBudget refuses
+//	guarded    Ready, deletion cost -100     passed over: its PDB allows no disruption
 //	fresh      Ready for 2 minutes           evicted 3rd (8700 ≤ 9000: done)
 //	restarts   Ready for 2h, 7 restarts      kept
 //	malformed  Ready for 2h, priority "urgent" (counts as 0)  kept, Warning Event
@@ -158,40 +165,40 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 	}
 	log := string(logData)
 
-	// The plugin's walk down the node's delete order, from its log (V(2)
-	// evictions and failures, V(4) skips): every decision up to the target.
+	// The plugin's plan, from its log (V(2) evictions, V(4) pods passed
+	// over with why): every decision up to the target.
 	type step struct {
 		role     string
 		decision string
-		position string
 	}
 	var walk []step
 	var evicted []string
-	decisions := regexp.MustCompile(`"(Evicted pod to relieve node|Skipping pod[^"]*|Eviction failed; trying the next pod)" .* pod="([^"]+)" position=(\d+) of=`)
-	for _, m := range decisions.FindAllStringSubmatch(log, -1) {
-		s := step{role: roleOf[m[2]], decision: m[1], position: m[3]}
+	for _, m := range rnpDecisions.FindAllStringSubmatch(log, -1) {
+		s := step{role: roleOf[m[2]], decision: m[1]}
+		if m[3] != "" {
+			s.decision = m[3]
+		}
 		walk = append(walk, s)
-		t.Logf("position %s: %s (%s): %s", s.position, s.role, m[2], s.decision)
-		if strings.HasPrefix(s.decision, "Evicted") {
+		t.Logf("%s (%s): %s", s.role, m[2], s.decision)
+		if s.decision == "Evicted pod to relieve node" {
 			evicted = append(evicted, s.role)
 		}
 	}
+	// The whole plan is made before the first eviction: the pods it passes
+	// over come first in the log, then the evictions.
 	wantWalk := []step{
-		{"bare", "Skipping pod: the evictor's filter, the namespaces or the label selector exclude it", "1"},
-		{"prio", "Evicted pod to relieve node", "2"},
-		{"pending", "Skipping pod: evicting it would not move the node toward its target", "3"},
-		{"notready", "Evicted pod to relieve node", "4"},
-		{"guarded", "Eviction failed; trying the next pod", "5"},
-		{"fresh", "Evicted pod to relieve node", "6"},
+		{"bare", "the evictor's filter keeps it (DefaultEvictor: e.g. DaemonSet, bare, system-critical or local-storage pod, minReplicas, minPodAge)"},
+		{"pending", "frees 0 PIDs, below the floor of 100 (minPodPIDsPercent 1% of 10000)"},
+		{"guarded", "PodDisruptionBudget default/guarded allows no disruption"},
+		{"prio", "Evicted pod to relieve node"},
+		{"notready", "Evicted pod to relieve node"},
+		{"fresh", "Evicted pod to relieve node"},
 	}
 	if !slices.Equal(evicted, wantEvicted) {
 		t.Fatalf("evicted %v, want %v\n%s", evicted, wantEvicted, rnpPluginLines(log))
 	}
 	if !slices.Equal(walk, wantWalk) {
 		t.Errorf("walk %+v, want %+v\n%s", walk, wantWalk, rnpPluginLines(log))
-	}
-	if !regexp.MustCompile(`"Eviction failed; trying the next pod" .* pod="` + ns + "/" + byRole["guarded"] + `"`).MatchString(log) {
-		t.Errorf("no refused eviction logged for the guarded pod\n%s", rnpPluginLines(log))
 	}
 	if !strings.Contains(log, `"Node relieved"`) {
 		t.Errorf("the node was not reported relieved\n%s", rnpPluginLines(log))
@@ -246,13 +253,20 @@ func rnpDeployment(replicas int32) *appsv1.Deployment {
 	}
 }
 
+// rnpDecisions matches the plugin's log lines about a pod of the plan: the
+// message, the pod and, for a pod passed over, why.
+var rnpDecisions = regexp.MustCompile(`"(Evicted pod to relieve node|Passing over pod)" .*?pod="([^"]+)"(?: why="([^"]*)")?`)
+
 // rnpPodSpec binds to the PID-starved node directly (the harness runs no
 // default scheduler). With no kubelet to confirm a graceful deletion of a
 // pod whose status kwok leaves alone, a zero grace period makes an eviction
 // delete the pod at once.
 func rnpPodSpec() corev1.PodSpec {
 	return corev1.PodSpec{
-		NodeName:                      rnpNode,
+		NodeName: rnpNode,
+		// As if headroom-scheduler had placed them: the shipped policy
+		// evicts only its pods.
+		SchedulerName:                 relievenodepressure.DefaultSchedulerName,
 		TerminationGracePeriodSeconds: ptr.To[int64](0),
 		Containers: []corev1.Container{{
 			Name:  "app",
@@ -333,6 +347,8 @@ func rnpApplyRole(ctx context.Context, t *testing.T, c kubernetes.Interface, pod
 			return false, err
 		}
 		cur.Status.Phase = role.phase
+		// Started long before the shipped policy's minPodAge.
+		cur.Status.StartTime = &metav1.Time{Time: now.Add(-3 * time.Hour)}
 		cur.Status.Conditions = []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-10 * time.Minute))},
 			{Type: corev1.ContainersReady, Status: status(role.ready), LastTransitionTime: readySince},
@@ -430,4 +446,367 @@ func rnpPluginLines(log string) string {
 		}
 	}
 	return fmt.Sprintf("--- plugin log ---\n%s", strings.Join(out, "\n"))
+}
+
+// rnpRuns numbers the runs, so that each has a log of its own.
+var rnpRuns int
+
+// rnpRun runs the built headroom-descheduler once with the shipped policy,
+// as the CronJob does, and returns its log.
+func rnpRun(t *testing.T, cp *controlplane.ControlPlane) string {
+	t.Helper()
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rnpRuns++
+	p, err := cp.StartProcessAs(fmt.Sprintf("headroom-descheduler-run-%d", rnpRuns), "headroom-descheduler",
+		"--policy-config-file", policy,
+		"--kubeconfig", cp.KubeconfigPath,
+		"--descheduling-interval", "0",
+		"--secure-port", "0",
+		"--v", "4",
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(2 * time.Minute); err != nil {
+		t.Fatalf("headroom-descheduler: %v\n%s", err, p.Log(8<<10))
+	}
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// rnpEvicted returns the pods a run's log says the plugin evicted.
+func rnpEvicted(log string) []string {
+	var out []string
+	for _, m := range rnpDecisions.FindAllStringSubmatch(log, -1) {
+		if m[1] == "Evicted pod to relieve node" {
+			out = append(out, m[2])
+		}
+	}
+	return out
+}
+
+// rnpSample writes a PID sample, taken now, on node: used of 10000 PIDs,
+// with the pods' measured figures as headroom.dev/pid-pods.
+func rnpSample(ctx context.Context, t *testing.T, c kubernetes.Interface, node string, used int64, pods map[types.UID]int64) {
+	t.Helper()
+	ann := pidstats.NodeStats{Capacity: 10000, Used: used, SampledAt: time.Now()}.Annotations()
+	var usage []pidstats.PodUsage
+	for uid, n := range pods {
+		usage = append(usage, pidstats.PodUsage{UID: uid, PIDs: n})
+	}
+	ann[pidstats.AnnotationPIDPods] = pidstats.NewPodList(usage).String()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if _, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rnpWorkload is a Deployment of n pods declaring 400 PIDs each, whose
+// status the test sets. nodeName "" leaves placement to schedulerName.
+func rnpWorkload(name string, n int32, nodeName, schedulerName string, annotations map[string]string) *appsv1.Deployment {
+	d := rnpDeployment(n)
+	d.Name = name
+	labels := map[string]string{"app": name}
+	d.Spec.Selector.MatchLabels = labels
+	d.Spec.Template.Labels = labels
+	d.Spec.Template.Spec.NodeName = nodeName
+	d.Spec.Template.Spec.SchedulerName = schedulerName
+	for k, v := range annotations {
+		d.Spec.Template.Annotations[k] = v
+	}
+	return d
+}
+
+// rnpPodsOf waits until the Deployment app has n pods that are not being
+// deleted and are bound, and returns them by name.
+func rnpPodsOf(ctx context.Context, t *testing.T, c kubernetes.Interface, app string, n int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return false, err
+		}
+		pods = pods[:0]
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil {
+				pods = append(pods, p)
+			}
+		}
+		if len(pods) != n {
+			return false, nil
+		}
+		for _, p := range pods {
+			if p.Spec.NodeName == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("Deployment %s: want %d bound pods, have %d: %v", app, n, len(pods), err)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods
+}
+
+func rnpRunning(ctx context.Context, t *testing.T, c kubernetes.Interface, pods []corev1.Pod) {
+	t.Helper()
+	for i := range pods {
+		rnpApplyRole(ctx, t, c, &pods[i], rnpRole{name: pods[i].Name, phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour})
+	}
+}
+
+// TestRelieveNodePressureOnceAndOffTheNode runs the shipped policy twice on
+// a node short of PIDs, before the node agent samples again:
+//
+//   - legacy (2 pods, default-scheduler, delete-priority 10) lead the order
+//     and hold 1500 PIDs each, but their replacements could land right back:
+//     they stay;
+//   - web (4 pods placed by headroom-scheduler, 600 PIDs each) behind them:
+//     two go, 9800 → 8600 ≤ 9000;
+//   - the ReplicaSet's replacements are placed by headroom-scheduler on the
+//     nodes with room, not on the relieved node, and none is lost;
+//   - the second run sees the listed PIDs of the evicted pods gone and
+//     evicts nothing.
+func TestRelieveNodePressureOnceAndOffTheNode(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := cp.Client
+	ns := metav1.NamespaceDefault
+
+	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	room := pidstats.NodeStats{Capacity: 10000, Used: 1000, SampledAt: time.Now()}.Annotations()
+	if _, err := cp.CreateNode(ctx, rnpNode, resources("8", "32Gi", "110"), room); err != nil {
+		t.Fatal(err)
+	}
+	// headroom-scheduler places web on the only node there is.
+	web := rnpWorkload("web", 4, "", relievenodepressure.DefaultSchedulerName, nil)
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webPods := rnpPodsOf(ctx, t, c, "web", 4)
+	for _, p := range webPods {
+		if p.Spec.NodeName != rnpNode || p.Spec.SchedulerName != relievenodepressure.DefaultSchedulerName {
+			t.Fatalf("web pod %s on %q by %q", p.Name, p.Spec.NodeName, p.Spec.SchedulerName)
+		}
+	}
+	legacy := rnpWorkload("legacy", 2, rnpNode, "", map[string]string{rnpDeletePriority: "10"})
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	legacyPods := rnpPodsOf(ctx, t, c, "legacy", 2)
+	rnpRunning(ctx, t, c, webPods)
+	rnpRunning(ctx, t, c, legacyPods)
+	for _, name := range []string{"spare-1", "spare-2"} {
+		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), room); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The sample after all of them ran: 9800 used, the list complete.
+	measured := map[types.UID]int64{}
+	for _, p := range legacyPods {
+		measured[p.UID] = 1500
+	}
+	for _, p := range webPods {
+		measured[p.UID] = 600
+	}
+	rnpSample(ctx, t, c, rnpNode, 9800, measured)
+
+	log := rnpRun(t, cp)
+	evicted := rnpEvicted(log)
+	if len(evicted) != 2 || !strings.HasPrefix(evicted[0], ns+"/web-") || !strings.HasPrefix(evicted[1], ns+"/web-") {
+		t.Fatalf("first run evicted %v, want two web pods\n%s", evicted, rnpPluginLines(log))
+	}
+	for _, p := range legacyPods {
+		want := `"Passing over pod" .*pod="` + ns + "/" + p.Name + `" why="placed by default-scheduler, not by one of schedulerNames \[headroom-scheduler\]"`
+		if !regexp.MustCompile(want).MatchString(log) {
+			t.Errorf("legacy pod %s not passed over for its scheduler\n%s", p.Name, rnpPluginLines(log))
+		}
+		if cur, err := c.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || cur.DeletionTimestamp != nil {
+			t.Errorf("legacy pod %s was removed: %v", p.Name, err)
+		}
+	}
+
+	// The replacements: placed by headroom-scheduler, off the relieved node.
+	after := rnpPodsOf(ctx, t, c, "web", 4)
+	onNode := 0
+	for _, p := range after {
+		if _, old := measured[p.UID]; old {
+			if p.Spec.NodeName != rnpNode {
+				t.Errorf("kept web pod %s moved to %s", p.Name, p.Spec.NodeName)
+			}
+			onNode++
+			continue
+		}
+		if p.Spec.SchedulerName != relievenodepressure.DefaultSchedulerName || p.Spec.NodeName == rnpNode {
+			t.Errorf("replacement %s placed on %s by %s, want off %s by headroom-scheduler", p.Name, p.Spec.NodeName, p.Spec.SchedulerName, rnpNode)
+		}
+	}
+	if onNode != 2 {
+		t.Errorf("%d of the original web pods remain, want 2", onNode)
+	}
+
+	// The second run, before the node agent samples again.
+	log = rnpRun(t, cp)
+	if evicted := rnpEvicted(log); len(evicted) != 0 {
+		t.Fatalf("second run evicted %v, want none\n%s", evicted, rnpPluginLines(log))
+	}
+	if !regexp.MustCompile(`"Node within thresholds" .*node="` + rnpNode + `" PIDsUsed="8600/10000 \(86.0%\)"`).MatchString(log) {
+		t.Errorf("second run did not see %s at 8600 PIDs\n%s", rnpNode, rnpPluginLines(log))
+	}
+}
+
+// TestRelieveNodePressureLeavesAnUnrelievableNode: the PIDs are held by a
+// bare pod the evictor keeps (3000), and the two web pods (100 each) cannot
+// bring 9900 to 95 %. Three runs evict nothing, and each leaves a Warning
+// Event on the Node, written before the one-shot process exited, naming
+// the culprit and why it stays.
+func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := cp.Client
+	ns := metav1.NamespaceDefault
+	for _, name := range []string{rnpNode, "spare"} {
+		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	web := rnpWorkload("web", 2, rnpNode, relievenodepressure.DefaultSchedulerName, nil)
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webPods := rnpPodsOf(ctx, t, c, "web", 2)
+	rnpRunning(ctx, t, c, webPods)
+	culprit := rnpBarePod()
+	culprit.Name = "culprit"
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, culprit, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rnpApplyRole(ctx, t, c, culprit, rnpRole{name: "culprit", phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour})
+	cur, err := c.CoreV1().Pods(ns).Get(ctx, culprit.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnpSample(ctx, t, c, rnpNode, 9900, map[types.UID]int64{cur.UID: 3000, webPods[0].UID: 100, webPods[1].UID: 100})
+
+	for run := 1; run <= 3; run++ {
+		log := rnpRun(t, cp)
+		if evicted := rnpEvicted(log); len(evicted) != 0 {
+			t.Fatalf("run %d evicted %v, want none\n%s", run, evicted, rnpPluginLines(log))
+		}
+		// Read right after the process exited: the Event must be written.
+		list, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var notes []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == rnpNode && e.Type == corev1.EventTypeWarning &&
+				e.Reason == relievenodepressure.ReasonNodePressureUnrelievable && e.ReportingController == relievenodepressure.EventReportingController {
+				notes = append(notes, e.Note)
+			}
+		}
+		if len(notes) != run {
+			t.Fatalf("after run %d: %d %s Events on Node %s, want %d", run, len(notes), relievenodepressure.ReasonNodePressureUnrelievable, rnpNode, run)
+		}
+		for _, want := range []string{ns + "/culprit (3000 PIDs): the evictor's filter keeps it", ns + "/" + webPods[0].Name + " (100 PIDs): evictable, not enough on its own"} {
+			if !strings.Contains(notes[0], want) {
+				t.Errorf("Event note %q does not contain %q", notes[0], want)
+			}
+		}
+	}
+	for _, p := range append(webPods, *cur) {
+		if got, err := c.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp != nil {
+			t.Errorf("pod %s was removed: %v", p.Name, err)
+		}
+	}
+}
+
+// TestRelieveNodePressureDeploymentMode runs headroom-descheduler with the
+// container args of the shipped Deployment (manifests/descheduler-deployment):
+// it takes its own Lease, runs the shipped policy at once and serves the
+// plugin's counter on its metrics port.
+func TestRelieveNodePressureDeploymentMode(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cp.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "headroom-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Above the threshold with nothing to evict: unrelievable.
+	full := pidstats.NodeStats{Capacity: 10000, Used: 9900, SampledAt: time.Now()}.Annotations()
+	if _, err := cp.CreateNode(ctx, rnpNode, resources("8", "32Gi", "110"), full); err != nil {
+		t.Fatal(err)
+	}
+	// The descheduler does nothing in a cluster of one node.
+	if _, err := cp.CreateNode(ctx, "spare", resources("8", "32Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var deploy appsv1.Deployment
+	if err := yaml.UnmarshalStrict(repoFile(t, "manifests/descheduler-deployment/deployment.yaml"), &deploy); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var args []string
+	for _, a := range deploy.Spec.Template.Spec.Containers[0].Args {
+		switch {
+		case strings.HasPrefix(a, "--policy-config-file="):
+			a = "--policy-config-file=" + policy
+		case strings.HasPrefix(a, "--bind-address="):
+			a = "--bind-address=127.0.0.1"
+		case strings.HasPrefix(a, "--secure-port="):
+			a = fmt.Sprintf("--secure-port=%d", port)
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--kubeconfig", cp.KubeconfigPath)
+	p, err := cp.StartProcessAs("headroom-descheduler-deployment", "headroom-descheduler", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	want := `headroom_relieve_node_pressure_nodes_total{result="unrelievable"} 1`
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		last = string(body)
+		return strings.Contains(last, want), nil
+	})
+	if err != nil {
+		t.Fatalf("/metrics never showed %q: %v\n%.2000s\n%s", want, err, last, p.Log(4<<10))
+	}
+	lease, err := c.CoordinationV1().Leases("headroom-system").Get(ctx, "headroom-descheduler", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Fatalf("Lease headroom-system/headroom-descheduler: %v %+v", err, lease)
+	}
 }

@@ -1,28 +1,32 @@
 package v1
 
 import (
-	"time"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
 // Defaults of NodePIDsArgs.
 const (
-	DefaultPodPIDs          int64 = 100
-	DefaultMinFreePIDs      int64 = 512
-	DefaultMinFreePercent   int64 = 5
-	DefaultMaxSampleAge           = 10 * time.Minute
-	DefaultUnknownNodeScore       = config.UnknownNodeScoreMeanOfKnown
+	// The PID model's defaults are declared once, in pkg/pidstats, for
+	// NodePIDs and RelieveNodePressure alike.
+	DefaultPodPIDs          = pidstats.DefaultPodPIDs
+	DefaultMinFreePIDs      = pidstats.DefaultMinFreePIDs
+	DefaultMinFreePercent   = pidstats.DefaultMinFreePercent
+	DefaultMaxSampleAge     = pidstats.DefaultMaxSampleAge
+	DefaultUnknownNodeScore = config.UnknownNodeScoreMeanOfKnown
 )
 
 // Defaults of OOMRiskArgs.
 const (
-	DefaultOwnRiskWeight              int64 = 3
-	DefaultCollateralWeight           int64 = 1
-	DefaultNoLimitRequestPercent      int64 = 200
-	DefaultNoLimitAllocatablePermille int64 = 100
+	DefaultOwnRiskWeight    int64 = 3
+	DefaultCollateralWeight int64 = 1
+	// The no-limit estimate's defaults are pkg/oomkill's, shared with
+	// RelieveNodePressure.
+	DefaultNoLimitRequestPercent      = oomkill.DefaultRequestMultiplierPercent
+	DefaultNoLimitAllocatablePermille = oomkill.DefaultFractionOfAllocatablePermille
 )
 
 func setDefault(p **int64, v int64) {

@@ -1,0 +1,41 @@
+package relievenodepressure
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	deschedulermetrics "sigs.k8s.io/descheduler/metrics"
+)
+
+// The plugin's metrics, served with the descheduler's own on its secure
+// port's /metrics (legacyregistry), e.g.
+// headroom_relieve_node_pressure_nodes_total{result="unrelievable"}.
+var (
+	// NodesTotal counts the nodes found above a threshold, by what the
+	// plugin did about them: "relieved" (the plan reached the threshold and
+	// its evictions were requested; the count includes nodes where the
+	// evictor's limits or an API refusal cut the plan short) or
+	// "unrelievable" (no plan within the limits reaches the threshold:
+	// nothing evicted, a Warning Event on the Node).
+	NodesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "headroom",
+		Subsystem:      "relieve_node_pressure",
+		Name:           "nodes_total",
+		Help:           "Nodes RelieveNodePressure found above a threshold, by result: relieved or unrelievable.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	registerMetrics sync.Once
+)
+
+// Results of NodesTotal.
+const (
+	ResultRelieved     = "relieved"
+	ResultUnrelievable = "unrelievable"
+)
+
+// RegisterMetrics registers the plugin's metrics with the registry the
+// descheduler serves, once.
+func RegisterMetrics() {
+	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal) })
+}

@@ -1,0 +1,369 @@
+package relievenodepressure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// maxNamedUsers is how many of a node's largest PID users the Warning Event
+// of an unrelievable node names.
+const maxNamedUsers = 5
+
+// maxEventNote is the API server's limit on an Event's note.
+const maxEventNote = 1024
+
+// nodeRelief is the relief of one node within a cycle.
+type nodeRelief struct {
+	*cycle
+	node   *v1.Node
+	order  []*v1.Pod
+	logger klog.Logger
+	// tried holds the pods whose eviction was requested, successfully or
+	// not: a re-plan passes over them.
+	tried sets.Set[types.UID]
+	// evicted counts this plugin's successful evictions from the node.
+	evicted uint
+	// warned holds the pods whose malformed annotations were reported.
+	warned sets.Set[types.UID]
+}
+
+// step is one planned eviction.
+type step struct {
+	pod  *v1.Pod
+	pids int64 // PIDs it frees
+	// target is the index in room.nodes whose headroom the replacement is
+	// counted against, or -1.
+	target  int
+	reasons []string
+}
+
+// plan is a projected relief: the evictions, in order, and the outcome.
+type plan struct {
+	steps []step
+	// aboveThreshold: the plan leaves a trigger above its threshold; it is
+	// not carried out.
+	aboveThreshold bool
+	// why tells, for each pod the plan passed over, why it is not evicted.
+	why map[types.UID]string
+	// limit is the per-node budget the plan ran into, or 0.
+	limit uint
+}
+
+// plan walks the order, from the projection st, over the pods not yet
+// tried, and takes every pod that may be evicted and moves a pending trigger
+// toward its target, until the node is projected at or below its targets or
+// the per-node budget is spent.
+func (n *nodeRelief) plan(st *pressure) *plan {
+	proj := st.clone()
+	p := &plan{why: map[types.UID]string{}}
+	budget, limited := uint(0), false
+	if l := n.args.MaxPodsToEvictPerNode; l != nil {
+		budget, limited = *l-min(*l, n.evicted), true
+	}
+	reserved := map[int]int64{}
+	disruptions := map[types.UID]int32{}
+	for _, pod := range n.order {
+		if !proj.pending() {
+			break
+		}
+		if n.tried.Has(pod.UID) {
+			continue
+		}
+		if limited && uint(len(p.steps)) >= budget {
+			p.limit = *n.args.MaxPodsToEvictPerNode
+			break
+		}
+		s, why := n.consider(proj, pod, reserved, disruptions)
+		if why != "" {
+			p.why[pod.UID] = why
+			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
+			continue
+		}
+		p.steps = append(p.steps, s)
+		proj.remove(pod, s.pids)
+	}
+	p.aboveThreshold = proj.aboveThreshold()
+	return p
+}
+
+// consider returns the step evicting pod would be, or why it is not taken.
+// The cheap checks come first; the room check and the evictor's
+// pre-eviction filter (nodeFit lists nodes) last. reserved and disruptions
+// are what the plan so far has taken of other nodes' PID headroom and of
+// PodDisruptionBudgets; consider adds to them when it takes the pod.
+func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int64, disruptions map[types.UID]int32) (step, string) {
+	s := step{pod: pod, target: -1}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return s, "terminating: its PIDs are already being freed"
+	case !n.schedulers.Has(schedulerName(pod)):
+		return s, fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
+	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
+		return s, fmt.Sprintf("namespace %s is excluded", pod.Namespace)
+	case !n.selector.Matches(labels.Set(pod.Labels)):
+		return s, "not selected by labelSelector"
+	case !n.handle.Evictor().Filter(pod):
+		return s, "the evictor's filter keeps it (DefaultEvictor: e.g. DaemonSet, bare, system-critical or local-storage pod, minReplicas, minPodAge)"
+	case n.limited.Has(pod.Namespace):
+		return s, fmt.Sprintf("namespace %s reached the per-namespace eviction limit", pod.Namespace)
+	}
+	if p := proj.pids; p != nil {
+		pids, err := p.gain(pod)
+		if err != nil {
+			n.warnOnce(pod, ReasonMalformedPodPIDs, err)
+		}
+		s.pids = pids
+		if p.pending() {
+			if pids >= max(p.minPodPIDs, 1) {
+				s.reasons = append(s.reasons, fmt.Sprintf("PIDs %s used > threshold %d%%", percent(p.start, p.allocatable), p.threshold))
+			}
+		}
+	}
+	if o := proj.oom; o.pending() && o.shortfallWithout(pod) < o.shortfall {
+		s.reasons = append(s.reasons, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%",
+			percent(o.start, o.model.Allocatable()), o.threshold))
+	}
+	if len(s.reasons) == 0 {
+		if p := proj.pids; p.pending() {
+			return s, fmt.Sprintf("frees %d PIDs, below the floor of %d (minPodPIDsPercent %d%% of %d)",
+				s.pids, max(p.minPodPIDs, 1), *n.args.PIDs.MinPodPIDsPercent, p.allocatable)
+		}
+		return s, "evicting it would not move the node toward its target"
+	}
+
+	blocking := n.blockingPDB(pod, disruptions)
+	if blocking != nil {
+		return s, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(blocking))
+	}
+	if n.floor != nil {
+		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
+		target, ok := n.roomFor(need, reserved)
+		if !ok {
+			return s, fmt.Sprintf("no other node has room for its %d PIDs above NodePIDs' floor", need)
+		}
+		s.target = target
+	}
+	if !n.handle.Evictor().PreEvictionFilter(pod) {
+		return s, "the evictor's pre-eviction filter keeps it (nodeFit: no other node fits it)"
+	}
+	if s.target >= 0 {
+		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
+		reserved[s.target] += need
+	}
+	for _, pdb := range n.matchingPDBs(pod) {
+		disruptions[pdb.UID]++
+	}
+	return s, ""
+}
+
+// carryOut requests the plan's evictions in order. An eviction refused by
+// the API server (a PodDisruptionBudget that changed since it was read, the
+// per-namespace limit) frees nothing: the rest of the order is planned
+// again from the figures reached so far, and the evictions go on only if
+// that plan still brings the node to or below its threshold; otherwise the
+// node is left as it is, partly relieved, until the next run sees a new
+// sample. stop reports the total eviction limit.
+func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop bool, err error) {
+	for len(p.steps) > 0 {
+		s := p.steps[0]
+		p.steps = p.steps[1:]
+		n.tried.Insert(s.pod.UID)
+		podLogger := n.logger.WithValues("pod", klog.KObj(s.pod))
+		before := st.keysAndValues("before")
+		reason := eventReason(fmt.Sprintf("%s: node %s %s", PluginName, n.node.Name, strings.Join(s.reasons, ", ")))
+		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
+		if err == nil {
+			n.evicted++
+			st.remove(s.pod, s.pids)
+			if s.target >= 0 {
+				need, _ := pidstats.PodPIDs(s.pod, *n.args.PIDs.DefaultPodPIDs)
+				n.room.take(s.target, need)
+			}
+			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
+			continue
+		}
+		var (
+			nodeLimit      *evictions.EvictionNodeLimitError
+			namespaceLimit *evictions.EvictionNamespaceLimitError
+			totalLimit     *evictions.EvictionTotalLimitError
+		)
+		switch {
+		case errors.As(err, &nodeLimit):
+			n.logger.V(2).Info("Node reached the evictor's per-node limit before the plan was done; set maxPodsToEvictPerNode to the policy's maxNoOfPodsToEvictPerNode", st.keysAndValues("")...)
+			return false, nil
+		case errors.As(err, &totalLimit):
+			n.logger.V(2).Info("Reached the total eviction limit; stopping", st.keysAndValues("")...)
+			return true, nil
+		case errors.As(err, &namespaceLimit):
+			podLogger.V(2).Info("Namespace reached the per-namespace eviction limit; planning again without its pods")
+			n.limited.Insert(s.pod.Namespace)
+		default:
+			podLogger.V(2).Info("Eviction refused; planning again without the pod", "err", err.Error())
+		}
+		if p = n.plan(st); p.aboveThreshold {
+			n.logger.V(2).Info("The rest of the order no longer brings the node to its threshold; leaving it for the next sample", st.keysAndValues("")...)
+			return false, nil
+		}
+	}
+	if st.pending() {
+		n.logger.V(2).Info("Node relieved to or below its threshold, not to its target", st.keysAndValues("")...)
+	} else {
+		n.logger.V(2).Info("Node relieved", st.keysAndValues("")...)
+	}
+	return false, nil
+}
+
+// unrelievable records that no plan relieves the node: a log line, the
+// metric and one Warning Event on the Node naming its largest PID users and
+// why each is not evicted.
+func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
+	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
+	var b strings.Builder
+	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.",
+		strings.TrimSpace(fmt.Sprint(st.thresholdsAndTargets()...)))
+	if users := n.largestUsers(st); len(users) > 0 {
+		b.WriteString(" Largest PID users:")
+		planned := sets.New[types.UID]()
+		for _, s := range p.steps {
+			planned.Insert(s.pod.UID)
+		}
+		for i, u := range users {
+			why, ok := p.why[u.pod.UID]
+			switch {
+			case ok:
+			case planned.Has(u.pod.UID):
+				why = "evictable, not enough on its own"
+			case p.limit > 0:
+				why = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
+			default:
+				why = "not reached"
+			}
+			sep := ";"
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %s (%d PIDs): %s", sep, klog.KObj(u.pod), u.pids, why)
+		}
+	}
+	note := b.String()
+	n.logger.Info("Warning: node cannot be relieved", append(st.keysAndValues(""), "reason", ReasonNodePressureUnrelievable, "note", note)...)
+	if n.recorder != nil {
+		if len(note) > maxEventNote {
+			note = strings.ToValidUTF8(note[:maxEventNote-len("…")], "") + "…"
+		}
+		n.recorder.Eventf(n.node, nil, v1.EventTypeWarning, ReasonNodePressureUnrelievable, "Relieve", "%s", note)
+	}
+}
+
+type pidUser struct {
+	pod  *v1.Pod
+	pids int64
+}
+
+// largestUsers returns the node's largest PID users at the sample: the
+// listed pods still on the node, largest first; without a list, the pods by
+// the PIDs they would free.
+func (n *nodeRelief) largestUsers(st *pressure) []pidUser {
+	p := st.pids
+	if p == nil {
+		return nil
+	}
+	byUID := make(map[types.UID]*v1.Pod, len(n.order))
+	for _, pod := range n.order {
+		byUID[pod.UID] = pod
+	}
+	var users []pidUser
+	for _, e := range p.stats.Pods.Entries() {
+		if pod, ok := byUID[e.UID]; ok && len(users) < maxNamedUsers {
+			users = append(users, pidUser{pod, e.PIDs})
+		}
+	}
+	if len(users) > 0 {
+		return users
+	}
+	for _, pod := range n.order {
+		g, _ := p.gain(pod)
+		users = append(users, pidUser{pod, g})
+	}
+	slices.SortStableFunc(users, func(a, b pidUser) int { return int(min(max(b.pids-a.pids, -1), 1)) })
+	return users[:min(len(users), maxNamedUsers)]
+}
+
+// schedulerName is the pod's scheduler, "default-scheduler" when unset (the
+// API server defaults it so; test objects may leave it empty).
+func schedulerName(pod *v1.Pod) string {
+	if pod.Spec.SchedulerName == "" {
+		return v1.DefaultSchedulerName
+	}
+	return pod.Spec.SchedulerName
+}
+
+// matchingPDBs returns the PodDisruptionBudgets whose selector matches pod.
+func (n *nodeRelief) matchingPDBs(pod *v1.Pod) []*policyv1.PodDisruptionBudget {
+	if n.pdbs == nil {
+		return nil
+	}
+	all, err := n.pdbs.PodDisruptionBudgets(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*policyv1.PodDisruptionBudget
+	for _, pdb := range all {
+		// As the eviction API: a nil selector matches nothing, an empty
+		// one every pod of the namespace.
+		if pdb.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err == nil && sel.Matches(labels.Set(pod.Labels)) {
+			out = append(out, pdb)
+		}
+	}
+	return out
+}
+
+// blockingPDB returns a PodDisruptionBudget of pod that allows no further
+// disruption once the plan's own evictions are counted, or nil. The API
+// server refuses such an eviction, so the plan does not count on it.
+func (n *nodeRelief) blockingPDB(pod *v1.Pod, disruptions map[types.UID]int32) *policyv1.PodDisruptionBudget {
+	for _, pdb := range n.matchingPDBs(pod) {
+		if pdb.Status.DisruptionsAllowed-disruptions[pdb.UID] < 1 {
+			return pdb
+		}
+	}
+	return nil
+}
+
+// checkPriority reports a malformed delete-priority annotation once; the
+// order already counts it as 0.
+func (n *nodeRelief) checkPriority(pod *v1.Pod) {
+	if _, err := n.cycle.RelieveNodePressure.order.Priority(pod); err != nil {
+		n.warnOnce(pod, ReasonMalformedDeletePriority, err)
+	}
+}
+
+func (n *nodeRelief) warnOnce(pod *v1.Pod, reason string, err error) {
+	if n.warned == nil {
+		n.warned = sets.New[types.UID]()
+	}
+	key := types.UID(reason + "/" + string(pod.UID))
+	if n.warned.Has(key) {
+		return
+	}
+	n.warned.Insert(key)
+	n.warn(n.logger, pod, reason, err)
+}

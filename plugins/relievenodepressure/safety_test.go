@@ -1,0 +1,355 @@
+package relievenodepressure
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	frameworktesting "sigs.k8s.io/descheduler/pkg/framework/testing"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// listed sets node's headroom.dev/pid-pods to the pods' measured PIDs.
+func listed(node *v1.Node, usage map[*v1.Pod]int64) *v1.Node {
+	var u []pidstats.PodUsage
+	for pod, n := range usage {
+		u = append(u, pidstats.PodUsage{UID: pod.UID, PIDs: n})
+	}
+	node.Annotations[pidstats.AnnotationPIDPods] = pidstats.NewPodList(u).String()
+	return node
+}
+
+func ownedByDaemonSet(p *v1.Pod) {
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds-uid", Controller: ptr.To(true)}}
+}
+
+func scheduledBy(name string) podOption { return func(p *v1.Pod) { p.Spec.SchedulerName = name } }
+
+func podPriority(v int32) podOption { return func(p *v1.Pod) { p.Spec.Priority = ptr.To(v) } }
+
+func terminatingPod(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} }
+
+func nodeCount(t *testing.T, result string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(NodesTotal.WithLabelValues(result))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestGainIsWhatThePodHolds(t *testing.T) {
+	// 9700 of 10000 used. The complete list says the hog holds 2000 and the
+	// small pod 150; "idle" declares 5000 PIDs but is not listed, so it held
+	// none at the sample: evicting it, first in delete order, frees nothing.
+	idle := testPod("idle", "n1", pids(5000), priority("9"))
+	small := testPod("small", "n1", priority("5"))
+	hog := testPod("hog", "n1")
+	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 2000, small: 150})
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{idle, small, hog})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"small", "hog"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
+
+func TestUnlistedPodsOfAFullListHoldLessThanTheSmallestListed(t *testing.T) {
+	// 32 listed pods of 200 PIDs fill the list; an unlisted pod declaring
+	// 5000 held at most 200 at the sample.
+	var pods []*v1.Pod
+	usage := map[*v1.Pod]int64{}
+	for i := range pidstats.MaxListedPods {
+		p := testPod("listed-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "n1", restarts(int32(i)))
+		pods = append(pods, p)
+		usage[p] = 200
+	}
+	unlisted := testPod("unlisted", "n1", pids(5000), priority("9"))
+	pods = append(pods, unlisted)
+
+	full := listed(pidNode("n1", 10000, 9700), usage)
+	e := newEnv(t, setup{}, objects([]*v1.Node{full, spareNode("n2")}, pods)...)
+	// 9700 − 200 (unlisted, at most) − 3 × 200 = 8900 ≤ 9000.
+	got := e.run(t, full, spareNode("n2"))
+	if len(got) != 4 || got[0] != "unlisted" {
+		t.Fatalf("evicted %v, want unlisted and three listed pods", got)
+	}
+
+	// Without a list its declared PIDs count: it alone relieves the node.
+	bare := pidNode("n1", 10000, 9700)
+	e = newEnv(t, setup{}, objects([]*v1.Node{bare, spareNode("n2")}, pods)...)
+	if got, want := e.run(t, bare, spareNode("n2")), []string{"unlisted"}; !equal(got, want) {
+		t.Fatalf("without a list evicted %v, want %v", got, want)
+	}
+}
+
+func TestPodsBelowTheFloorAreNeverEvictedForPIDs(t *testing.T) {
+	// 1 % of 10000 is 100: ten listed pods of 99 PIDs would relieve the
+	// node together, but none is worth a restart.
+	var pods []*v1.Pod
+	usage := map[*v1.Pod]int64{}
+	for i := range 10 {
+		p := testPod("tiny-"+string(rune('a'+i)), "n1")
+		pods = append(pods, p)
+		usage[p] = 99
+	}
+	n1 := listed(pidNode("n1", 10000, 9700), usage)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+		t.Fatalf("evicted %v, want none", got)
+	}
+	if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "frees 99 PIDs, below the floor of 100") {
+		t.Fatalf("Warning Events %q, want one saying the pods are below the floor", w)
+	}
+}
+
+func TestNeverTwiceForTheSamePressure(t *testing.T) {
+	hog := testPod("hog", "n1")
+	other := testPod("other", "n1", restarts(9))
+	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 1500, other: 500})
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog, other})...)
+	// other (restarts first) frees 500: 9200 > 9000; hog 1500 more.
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"other", "hog"}; !equal(got, want) {
+		t.Fatalf("first run evicted %v, want %v", got, want)
+	}
+	// The next run, before the next sample: the evicted pods are
+	// terminating, or gone, and their listed PIDs no longer count.
+	for name, state := range map[string][]*v1.Pod{
+		"terminating": {withOpts(hog, terminatingPod), withOpts(other, terminatingPod)},
+		"gone":        nil,
+	} {
+		e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, state)...)
+		if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+			t.Fatalf("%s: second run evicted %v, want none", name, got)
+		}
+	}
+}
+
+func withOpts(p *v1.Pod, opts ...podOption) *v1.Pod {
+	p = p.DeepCopy()
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
+	RegisterMetrics()
+	// The DaemonSet pod holds the PIDs; three small pods cannot make up for it.
+	hog := testPod("hog", "n1", ownedByDaemonSet)
+	var pods = []*v1.Pod{hog}
+	usage := map[*v1.Pod]int64{hog: 3000}
+	for i := range 3 {
+		p := testPod("small-"+string(rune('a'+i)), "n1")
+		pods = append(pods, p)
+		usage[p] = 100
+	}
+	n1 := listed(pidNode("n1", 10000, 9900), usage)
+	before := nodeCount(t, ResultUnrelievable)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	for run := range 3 {
+		if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+			t.Fatalf("run %d evicted %v, want none", run+1, got)
+		}
+	}
+	w := e.warningEvents()
+	if len(w) != 3 {
+		t.Fatalf("Warning Events %q, want one per run", w)
+	}
+	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ", "default/hog (3000 PIDs): the evictor's filter keeps it",
+		"default/small-a (100 PIDs): evictable, not enough on its own"} {
+		if !strings.Contains(w[0], want) {
+			t.Errorf("Warning Event %q does not contain %q", w[0], want)
+		}
+	}
+	if got := nodeCount(t, ResultUnrelievable) - before; got != 3 {
+		t.Errorf("%s counted %v unrelievable nodes, want 3", "headroom_relieve_node_pressure_nodes_total", got)
+	}
+}
+
+func TestOnlyPodsOfTheConfiguredSchedulersAreEvicted(t *testing.T) {
+	// The default scheduler's pod is first in order; its replacement could
+	// land right back on n1. The headroom-scheduler pod behind it goes.
+	first := testPod("default-scheduled", "n1", pids(1000), priority("9"), scheduledBy(v1.DefaultSchedulerName))
+	second := testPod("headroom-scheduled", "n1", pids(1000))
+	n1 := pidNode("n1", 10000, 9700)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{first, second})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"headroom-scheduled"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	e = newEnv(t, setup{args: RelieveNodePressureArgs{SchedulerNames: []string{"default-scheduler", "headroom-scheduler"}}},
+		objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{first, second})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"default-scheduled"}; !equal(got, want) {
+		t.Fatalf("with both schedulers evicted %v, want %v", got, want)
+	}
+}
+
+func TestEvictsOnlyWhereAnotherNodeHasRoomUnderNodePIDsFloor(t *testing.T) {
+	pods := []*v1.Pod{testPod("a", "n1", pids(1000))}
+	n1 := pidNode("n1", 10000, 9700)
+	for _, tc := range []struct {
+		name  string
+		other *v1.Node
+		want  []string
+	}{
+		// 1600 free − 1000 = 600, above the floor max(512, 5 % of 10000).
+		{"room above the floor", pidNode("n2", 10000, 8400), []string{"a"}},
+		// 1500 free − 1000 = 500 < 512: NodePIDs would not place it there.
+		{"room only below the floor", pidNode("n2", 10000, 8500), nil},
+		{"unknown headroom: NodePIDs lets it through", spareNode("n2"), []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, setup{}, objects([]*v1.Node{n1, tc.other}, pods)...)
+			if got := e.run(t, n1, tc.other); !equal(got, tc.want) {
+				t.Fatalf("evicted %v, want %v", got, tc.want)
+			}
+			if tc.want == nil {
+				if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "no other node has room for its 1000 PIDs above NodePIDs' floor") {
+					t.Fatalf("Warning Events %q, want one naming the missing room", w)
+				}
+			}
+		})
+	}
+}
+
+func TestLowerPriorityFirst(t *testing.T) {
+	// A tenant's pod at high priority asks to go first; the batch pod at
+	// priority 0 goes first anyway, as the kubelet would rank them.
+	tenant := testPod("tenant", "n1", pids(1000), podPriority(1000), priority("100"), deletionCost("-100"))
+	batch := testPod("batch", "n1", pids(1000), podPriority(0))
+	n1 := pidNode("n1", 10000, 9700)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{tenant, batch})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"batch"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	e = newEnv(t, setup{args: RelieveNodePressureArgs{LowerPriorityFirst: ptr.To(false)}},
+		objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{tenant, batch})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"tenant"}; !equal(got, want) {
+		t.Fatalf("with lowerPriorityFirst false evicted %v, want %v", got, want)
+	}
+}
+
+func TestPlanStaysWithinThePerNodeLimit(t *testing.T) {
+	// 200 PIDs each: three pods are needed to reach 95 % from 99.9 %; the
+	// plan may take two.
+	n1 := pidNode("n1", 10000, 9990)
+	var pods []*v1.Pod
+	for i, name := range []string{"n1-a", "n1-b", "n1-c", "n1-d"} {
+		pods = append(pods, testPod(name, "n1", pids(200), restarts(int32(4-i))))
+	}
+	e := newEnv(t, setup{args: RelieveNodePressureArgs{MaxPodsToEvictPerNode: ptr.To[uint](2)}},
+		objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+		t.Fatalf("evicted %v, want none", got)
+	}
+	if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "default/n1-c (200 PIDs): beyond maxPodsToEvictPerNode 2") {
+		t.Fatalf("Warning Events %q, want one naming the limit", w)
+	}
+	// Within the limit the plan reaches the threshold, not the target: it
+	// is carried out (9700 − 400 = 9300 ≤ 9500).
+	n1 = pidNode("n1", 10000, 9700)
+	e = newEnv(t, setup{args: RelieveNodePressureArgs{MaxPodsToEvictPerNode: ptr.To[uint](2)}},
+		objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"n1-a", "n1-b"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
+
+func TestPlansCountPodDisruptionBudgets(t *testing.T) {
+	web := withLabels("app", "web")
+	pods := []*v1.Pod{
+		testPod("a", "n1", pids(300), web, restarts(4)),
+		testPod("b", "n1", pids(300), web, restarts(3)),
+		testPod("c", "n1", pids(300), web, restarts(2)),
+		testPod("d", "n1", pids(300), restarts(1)),
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pdb-uid"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
+	}
+	n1 := pidNode("n1", 10000, 9700)
+	objs := append(objects([]*v1.Node{n1, spareNode("n2")}, pods), pdb)
+	e := newEnv(t, setup{}, objs...)
+	// The budget allows one web pod: a, then d. 9700 − 600 = 9100 ≤ 9500.
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"a", "d"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
+
+func TestRefusalOutsideThePlanStopsWhenTheRestCannotRelieve(t *testing.T) {
+	// Two pods of 1000 PIDs: either alone relieves 97 % to 87 %. The first
+	// is refused (a budget that appeared after the plan): the second does it.
+	pods := []*v1.Pod{testPod("a", "n1", pids(1000), restarts(2)), testPod("b", "n1", pids(1000), restarts(1))}
+	n1 := pidNode("n1", 10000, 9700)
+	e := newEnv(t, setup{refuse: []string{"a"}}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"b"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	// One pod of 1000 and small ones that cannot make up for it: once the
+	// big one is refused nothing else goes.
+	pods = []*v1.Pod{testPod("big", "n1", pids(1000), restarts(2)), testPod("small", "n1", pids(100), restarts(1))}
+	e = newEnv(t, setup{refuse: []string{"big"}}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+		t.Fatalf("evicted %v after the refusal, want none", got)
+	}
+}
+
+func TestEvictorLimitsAndPlan(t *testing.T) {
+	// The evictor's per-node limit is below the plan: the plan stops there.
+	n1 := pidNode("n1", 10000, 9700)
+	e := newEnv(t, setup{evictions: evictions.NewOptions().WithMaxPodsToEvictPerNode(ptr.To[uint](1))},
+		objects([]*v1.Node{n1, spareNode("n2")}, hotNodePods("n1", 4))...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"n1-a"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
+
+// TestEventsAreWrittenBeforeDescheduleReturns builds the plugin as the
+// descheduler does (New, with the real events broadcaster) and reads the
+// Node's Warning Event from the API right after Deschedule returns, as a
+// one-shot run exits then.
+func TestEventsAreWrittenBeforeDescheduleReturns(t *testing.T) {
+	hog := testPod("hog", "n1", ownedByDaemonSet)
+	n1 := listed(pidNode("n1", 10000, 9900), map[*v1.Pod]int64{hog: 3000})
+	client := fake.NewClientset(objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog})...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	handle, _, err := frameworktesting.InitFrameworkHandle(ctx, client, evictions.NewOptions(), defaultevictor.DefaultEvictorArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(ctx, &RelieveNodePressureArgs{}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle.SharedInformerFactory().Start(ctx.Done())
+	handle.SharedInformerFactory().WaitForCacheSync(ctx.Done())
+	p := pl.(*RelieveNodePressure)
+	p.now = func() time.Time { return now }
+	if st := p.Deschedule(ctx, []*v1.Node{n1, spareNode("n2")}); st != nil && st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d Events written when Deschedule returned, want 1", len(list.Items))
+	}
+	ev := list.Items[0]
+	if ev.Reason != ReasonNodePressureUnrelievable || ev.Type != v1.EventTypeWarning || ev.Regarding.Kind != "Node" || ev.Regarding.Name != "n1" ||
+		ev.ReportingController != EventReportingController || !strings.Contains(ev.Note, "default/hog (3000 PIDs)") {
+		t.Fatalf("Event %+v, want a Warning %s on Node n1 naming default/hog", ev, ReasonNodePressureUnrelievable)
+	}
+}
