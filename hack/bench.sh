@@ -11,13 +11,14 @@ cd "$HEADROOM_ROOT"
 out=$(mktemp)
 go test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${COUNT:-1}" ./pkg/... ./plugins/... | tee "$out"
 echo
-echo "ratios to the baseline measured in the same run (ns/op):"
+echo "ratios to the baseline measured in the same run (ns/op; CPU time where reported):"
 awk '
   /^pkg: / { pkg = $2 }
   /^Benchmark/ && $4 == "ns/op" {
     name = $1; sub(/-[0-9]+$/, "", name)
     split(name, parts, "/"); base = parts[1]; sub_ = substr(name, length(base) + 1)
     ns[pkg " " name] = $3; bases[pkg " " name] = base; subs[pkg " " name] = sub_
+    for (i = 5; i < NF; i += 2) if ($(i + 1) == "cpu-ns/op") cpu[pkg " " name] = $i
   }
   END {
     for (k in ns) {
@@ -26,7 +27,8 @@ awk '
       for (b in ns) {
         split(b, bp, " ")
         if (bp[1] == pkg && bases[b] ~ /Baseline/ && subs[b] == subs[k] && index(bases[b], bases[k]) == 1)
-          printf "  %-60s %8.2fx %s\n", kp[2], ns[k] / ns[b], bp[2]
+          printf "  %-60s %8.2fx %s%s\n", kp[2], ns[k] / ns[b], bp[2],
+            (k in cpu && b in cpu && cpu[b] > 0) ? sprintf(" (CPU time: %.0f ms/op, %.2fx)", cpu[k] / 1e6, cpu[k] / cpu[b]) : ""
       }
     }
   }' "$out" | sort

@@ -3,7 +3,6 @@ package relievenodepressure
 import (
 	"fmt"
 	"math/bits"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -35,21 +34,52 @@ type oomPressure struct {
 	evicted           []*v1.Pod
 }
 
-// assessPIDs returns the PID figures of node with pods on it, or nil and why
-// they are unknown.
-func assessPIDs(t *PIDsTrigger, node *v1.Node, pods []*v1.Pod, now time.Time) (*pidPressure, error) {
-	stats, err := pidstats.ParseNode(node.Annotations, now, t.MaxSampleAge.Duration)
-	if err != nil {
-		return nil, err
+// nodePIDs is a node's PID sample and its estimated use, as NodePIDs
+// counts it, or why they are unknown.
+type nodePIDs struct {
+	stats pidstats.NodeStats
+	used  int64
+	err   error
+}
+
+// pidsOf returns node's PID figures, computed once per cycle: the relief of
+// a node and the room check of every other node read the same figures.
+// pods are the node's pods, or nil to list them.
+func (c *cycle) pidsOf(node *v1.Node, pods []*v1.Pod) nodePIDs {
+	if f, ok := c.figures[node.Name]; ok {
+		return f
 	}
-	if stats.Allocatable() == 0 {
-		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", stats.Capacity, stats.Reserved)
+	t := c.args.PIDs
+	var f nodePIDs
+	f.stats, f.err = pidstats.ParseNode(node.Annotations, c.now, t.MaxSampleAge.Duration)
+	if f.err == nil && pods == nil {
+		pods, f.err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	}
-	// Counted as the scheduler counts it: the sample plus pods placed since.
-	used := pidstats.EstimateUsed(stats, pods, *t.DefaultPodPIDs)
-	alloc := stats.Allocatable()
+	if f.err == nil {
+		f.used = pidstats.EstimateUsed(f.stats, pods, *t.DefaultPodPIDs)
+	}
+	if c.figures == nil {
+		c.figures = make(map[string]nodePIDs, len(c.nodes))
+	}
+	c.figures[node.Name] = f
+	return f
+}
+
+// assessPIDs returns the PID pressure of node with pods on it, or nil and
+// why its figures are unknown.
+func (c *cycle) assessPIDs(node *v1.Node, pods []*v1.Pod) (*pidPressure, error) {
+	t := c.args.PIDs
+	f := c.pidsOf(node, pods)
+	if f.err != nil {
+		return nil, f.err
+	}
+	alloc := f.stats.Allocatable()
+	if alloc == 0 {
+		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", f.stats.Capacity, f.stats.Reserved)
+	}
+	// Counted as the scheduler counts it: the shared estimate.
 	return &pidPressure{
-		stats: stats, allocatable: alloc, start: used, used: used,
+		stats: f.stats, allocatable: alloc, start: f.used, used: f.used,
 		threshold: *t.ThresholdPercent, target: *t.TargetPercent, defaultPodPIDs: *t.DefaultPodPIDs,
 		minPodPIDs: pidstats.Floor{MinFreePercent: *t.MinPodPIDsPercent}.Of(alloc),
 	}, nil

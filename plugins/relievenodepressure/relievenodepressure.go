@@ -195,6 +195,8 @@ type cycle struct {
 	limited sets.Set[string]
 	// room is the other nodes' PID headroom, built on first use.
 	room *room
+	// figures caches the nodes' PID figures.
+	figures map[string]nodePIDs
 }
 
 // relieve plans the relief of node and carries the plan out; stop reports
@@ -249,7 +251,7 @@ func (c *cycle) sort(pods []*v1.Pod) []*v1.Pod {
 func (c *cycle) assess(logger klog.Logger, node *v1.Node, pods []*v1.Pod) *pressure {
 	st := &pressure{}
 	if t := c.args.PIDs; t != nil {
-		p, err := assessPIDs(t, node, pods, c.now)
+		p, err := c.assessPIDs(node, pods)
 		if err != nil {
 			logger.V(4).Info("PID use unknown; the PID trigger leaves the node alone", "reason", err.Error())
 		}

@@ -17,28 +17,23 @@ type roomNode struct {
 	unknown           bool
 }
 
-// buildRoom assesses every node of the cycle once.
+// buildRoom reads every node's PID figures (pidsOf) once.
 func (c *cycle) buildRoom() *room {
-	t := c.args.PIDs
 	r := &room{nodes: make([]roomNode, len(c.nodes))}
 	for i, node := range c.nodes {
 		rn := roomNode{name: node.Name}
-		stats, err := pidstats.ParseNode(node.Annotations, c.now, t.MaxSampleAge.Duration)
-		if err != nil {
+		switch f := c.pidsOf(node, nil); {
+		case pidstats.IsUnknown(f.err):
 			rn.unknown = true
-			r.nodes[i] = rn
-			continue
-		}
-		pods, err := c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
-		if err != nil {
+		case f.err != nil:
 			// Without its pods the estimate would be too low: count the node
 			// as full rather than risk sending pods there.
-			c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", err.Error())
-			r.nodes[i] = rn
-			continue
+			c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", f.err.Error())
+		default:
+			stats := f.stats
+			stats.Used = f.used
+			rn.free, rn.allocatable = stats.Free(), stats.Allocatable()
 		}
-		stats.Used = pidstats.EstimateUsed(stats, pods, *t.DefaultPodPIDs)
-		rn.free, rn.allocatable = stats.Free(), stats.Allocatable()
 		r.nodes[i] = rn
 	}
 	return r
