@@ -63,7 +63,7 @@ given with --config.`,
 	fs.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the configuration to use (its schedulerName); default: headroom-scheduler, or the configuration's only profile")
 	verflag.AddFlags(cmd.Flags())
 
-	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newExplainOOMCommand(o))
+	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newEvictionsCommand(o), newExplainOOMCommand(o))
 	return cmd
 }
 
