@@ -182,6 +182,10 @@ func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorCh
 		fmt.Fprintf(out, "plan: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
 			keyValues(p.After), relievenodepressure.ReasonNodePressureUnrelievable)
 	}
+	if len(p.Pods) == 0 {
+		fmt.Fprintln(out, "no pods on the node")
+		return
+	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tDECISION")
 	n := 0

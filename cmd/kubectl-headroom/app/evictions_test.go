@@ -56,7 +56,9 @@ func evictionsCluster() *fake.Clientset {
 		}
 		return p
 	}
-	prio := func(v string) map[string]string { return map[string]string{"controller.alpha.kubernetes.io/delete-priority": v} }
+	prio := func(v string) map[string]string {
+		return map[string]string{"controller.alpha.kubernetes.io/delete-priority": v}
+	}
 	objs := []runtime.Object{hot, cool, test.BuildTestNamespace("default"),
 		pod("bare", "", 3*time.Hour, 0, prio("10"), nil),
 		pod("legacy", "legacy", 3*time.Hour, 0, prio("9"), func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }),
