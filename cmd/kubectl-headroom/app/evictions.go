@@ -89,7 +89,10 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 
 	// The evictor's Filter says only yes or no; DefaultEvictor logs which
 	// of its checks a pod fails. The log of this run is read for them.
+	// component-base's cli.Run turns contextual logging off; the plugins
+	// take their loggers from the context.
 	checks := &evictorChecks{byPod: map[string]string{}}
+	klog.EnableContextualLogging(true)
 	ctx = klog.NewContext(ctx, logr.New(checks))
 
 	factory := informers.NewSharedInformerFactory(sandbox, 0)
