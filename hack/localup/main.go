@@ -1,8 +1,9 @@
 // Command localup brings up Headroom's demo: a local control plane (etcd,
 // kube-apiserver, kube-controller-manager, kwok) with simulated nodes,
-// headroom-scheduler as the secondary scheduler "headroom-scheduler", and a
-// demo Deployment that uses it. The processes keep running after it exits;
-// `localup -down` stops them.
+// headroom-scheduler as the secondary scheduler "headroom-scheduler", a
+// demo Deployment that uses it, and headroom-descheduler relieving a node
+// the demo drives into PID pressure (relieve.go). The processes keep running
+// after it exits; `localup -down` stops them.
 package main
 
 import (
