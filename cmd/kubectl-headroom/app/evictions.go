@@ -11,7 +11,6 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +92,7 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 	// take their loggers from the context.
 	checks := &evictorChecks{byPod: map[string]string{}}
 	klog.EnableContextualLogging(true)
-	ctx = klog.NewContext(ctx, logr.New(checks))
+	ctx = klog.NewContext(ctx, klog.New(checks))
 
 	factory := informers.NewSharedInformerFactory(sandbox, 0)
 	podInformer := factory.Core().V1().Pods().Informer()
@@ -333,11 +332,11 @@ type evictorChecks struct {
 	byPod map[string]string
 }
 
-func (c *evictorChecks) Init(logr.RuntimeInfo)          {}
+func (c *evictorChecks) Init(klog.RuntimeInfo)          {}
 func (c *evictorChecks) Enabled(int) bool               { return true }
 func (c *evictorChecks) Error(error, string, ...any)    {}
-func (c *evictorChecks) WithValues(...any) logr.LogSink { return c }
-func (c *evictorChecks) WithName(string) logr.LogSink   { return c }
+func (c *evictorChecks) WithValues(...any) klog.LogSink { return c }
+func (c *evictorChecks) WithName(string) klog.LogSink   { return c }
 
 func (c *evictorChecks) Info(_ int, msg string, kv ...any) {
 	if msg != "Pod fails the following checks" {
