@@ -167,6 +167,12 @@ func FuzzParsePodList(f *testing.F) {
 			}
 			total += e.PIDs
 		}
+		if got, want := l.Complete(), l.Len() < MaxListedPods; got != want {
+			t.Fatalf("Complete() = %v with %d entries", got, l.Len())
+		}
+		if smallest, ok := l.Smallest(); ok != (l.Len() > 0) || ok && smallest != l.Entries()[l.Len()-1].PIDs {
+			t.Fatalf("Smallest() = %d, %v", smallest, ok)
+		}
 		// Every pod gone: the estimate subtracts exactly the listed total.
 		s := NodeStats{Capacity: 1 << 30, Used: 1 << 29, SampledAt: now, Pods: l}
 		if got := EstimateUsed(s, nil, 0); got != 1<<29-total {

@@ -7,6 +7,12 @@
 // at the same sample (AnnotationPIDPods); a pod may declare how many PIDs it expects to use with one Pod
 // annotation. Allocatable PIDs = capacity − reserved, exactly as the kubelet
 // computes node allocatable for the "pid" resource.
+//
+// The rules both sides apply are here, once: the estimate of PIDs in use
+// (EstimateUsed), NodePIDs' floor of free PIDs (Floor), the defaults of both
+// plugins' args (DefaultPodPIDs, DefaultMaxSampleAge, DefaultMinFreePIDs,
+// DefaultMinFreePercent), and when a per-pod list names every pod
+// (PodList.Complete).
 package pidstats
 
 import (

@@ -3,6 +3,7 @@ package relievenodepressure
 import (
 	"fmt"
 	"math/bits"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -152,6 +153,14 @@ func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
 	return declared, err
 }
 
+// podListErr is why the node's headroom.dev/pid-pods was not used, or nil.
+func (p *pidPressure) podListErr() error {
+	if p == nil || !p.triggered() {
+		return nil
+	}
+	return p.stats.Pods.Err()
+}
+
 // clone copies the projection, so that a plan can be made without touching
 // the figures the evictions are counted against.
 func (s *pressure) clone() *pressure {
@@ -206,6 +215,19 @@ func (s *pressure) keysAndValues(prefix string) []any {
 			percent(p.shortfall, p.model.Allocatable())))
 	}
 	return kv
+}
+
+// summary renders the figures of the triggers that fired, with their
+// thresholds, for an Event.
+func (s *pressure) summary() string {
+	var parts []string
+	if p := s.pids; p.triggered() {
+		parts = append(parts, fmt.Sprintf("PIDs %d/%d used (%s) > threshold %d%%", p.start, p.allocatable, percent(p.start, p.allocatable), p.threshold))
+	}
+	if o := s.oom; o.triggered() {
+		parts = append(parts, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%", percent(o.start, o.model.Allocatable()), o.threshold))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // thresholdsAndTargets renders the configuration of the triggers that fired.

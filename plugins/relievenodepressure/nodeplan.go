@@ -132,6 +132,12 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 	}
 	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
 
+	if err := st.pids.podListErr(); err != nil {
+		logger.Info("Warning: malformed node annotation; gains are the pods' declared PIDs", "reason", ReasonMalformedPIDPods, "err", err.Error())
+		if c.recorder != nil {
+			c.recorder.Eventf(node, nil, v1.EventTypeWarning, ReasonMalformedPIDPods, PluginName, "%s", err.Error())
+		}
+	}
 	n = &nodeRelief{cycle: c, node: node, order: c.sort(pods), logger: logger, tried: sets.New[types.UID]()}
 	for _, pod := range n.order {
 		n.checkPriority(pod)

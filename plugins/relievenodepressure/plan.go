@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -75,7 +76,12 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		budget, limited = *l-min(*l, n.evicted), true
 	}
 	reserved := map[int]int64{}
-	disruptions := map[types.UID]int32{}
+	// The plan's disruptions add to those of this cycle's evictions, which
+	// the PDBs' status may not show yet.
+	disruptions := maps.Clone(n.disrupted)
+	if disruptions == nil {
+		disruptions = map[types.UID]int32{}
+	}
 	for _, pod := range n.order {
 		if !proj.pending() {
 			break
@@ -145,9 +151,11 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 		return s, "evicting it would not move the node toward its target"
 	}
 
-	blocking := n.blockingPDB(pod, disruptions)
-	if blocking != nil {
-		return s, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(blocking))
+	pdbs := n.matchingPDBs(pod)
+	for _, pdb := range pdbs {
+		if pdb.Status.DisruptionsAllowed-disruptions[pdb.UID] < 1 {
+			return s, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
+		}
 	}
 	if n.floor != nil {
 		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
@@ -164,7 +172,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
 		reserved[s.target] += need
 	}
-	for _, pdb := range n.matchingPDBs(pod) {
+	for _, pdb := range pdbs {
 		disruptions[pdb.UID]++
 	}
 	return s, ""
@@ -188,6 +196,12 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
 		if err == nil {
 			n.evicted++
+			for _, pdb := range n.matchingPDBs(s.pod) {
+				if n.disrupted == nil {
+					n.disrupted = map[types.UID]int32{}
+				}
+				n.disrupted[pdb.UID]++
+			}
 			st.remove(s.pod, s.pids)
 			if s.target >= 0 {
 				need, _ := pidstats.PodPIDs(s.pod, *n.args.PIDs.DefaultPodPIDs)
@@ -233,8 +247,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
 	var b strings.Builder
-	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.",
-		strings.TrimSpace(fmt.Sprint(st.thresholdsAndTargets()...)))
+	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
 	if users := n.largestUsers(st); len(users) > 0 {
 		b.WriteString(" Largest PID users:")
 		planned := sets.New[types.UID]()
@@ -334,18 +347,6 @@ func (n *nodeRelief) matchingPDBs(pod *v1.Pod) []*policyv1.PodDisruptionBudget {
 		}
 	}
 	return out
-}
-
-// blockingPDB returns a PodDisruptionBudget of pod that allows no further
-// disruption once the plan's own evictions are counted, or nil. The API
-// server refuses such an eviction, so the plan does not count on it.
-func (n *nodeRelief) blockingPDB(pod *v1.Pod, disruptions map[types.UID]int32) *policyv1.PodDisruptionBudget {
-	for _, pdb := range n.matchingPDBs(pod) {
-		if pdb.Status.DisruptionsAllowed-disruptions[pdb.UID] < 1 {
-			return pdb
-		}
-	}
-	return nil
 }
 
 // checkPriority reports a malformed delete-priority annotation once; the

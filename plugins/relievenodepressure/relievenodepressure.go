@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/events"
@@ -35,6 +36,10 @@ const EventReportingController = "headroom-descheduler"
 const (
 	ReasonMalformedDeletePriority = "MalformedDeletePriority"
 	ReasonMalformedPodPIDs        = "MalformedPodPIDs"
+	// ReasonMalformedPIDPods is recorded on a Node above a threshold whose
+	// headroom.dev/pid-pods does not parse: its pods' gains fall back to
+	// their declared PIDs.
+	ReasonMalformedPIDPods = "MalformedPIDPods"
 )
 
 // maxEventReason is the API server's limit on an Event's reason; the
@@ -195,6 +200,8 @@ type cycle struct {
 	room *room
 	// figures caches the nodes' PID figures.
 	figures map[string]nodePIDs
+	// disrupted counts this cycle's evictions by PodDisruptionBudget UID.
+	disrupted map[types.UID]int32
 }
 
 // relieve plans the relief of node and carries the plan out; stop reports

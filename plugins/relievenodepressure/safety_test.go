@@ -57,9 +57,14 @@ func TestGainIsWhatThePodHolds(t *testing.T) {
 	small := testPod("small", "n1", priority("5"))
 	hog := testPod("hog", "n1")
 	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 2000, small: 150})
+	RegisterMetrics()
+	before := nodeCount(t, ResultRelieved)
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{idle, small, hog})...)
 	if got, want := e.run(t, n1, spareNode("n2")), []string{"small", "hog"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	if got := nodeCount(t, ResultRelieved) - before; got != 1 {
+		t.Errorf("counted %v relieved nodes, want 1", got)
 	}
 }
 
@@ -165,7 +170,9 @@ func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
 	if len(w) != 3 {
 		t.Fatalf("Warning Events %q, want one per run", w)
 	}
-	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ", "default/hog (3000 PIDs): the evictor's filter keeps it",
+	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ",
+		"brings the node to its threshold (PIDs 9900/10000 used (99.0%) > threshold 95%); nothing evicted.",
+		"default/hog (3000 PIDs): the evictor's filter keeps it",
 		"default/small-a (100 PIDs): evictable, not enough on its own"} {
 		if !strings.Contains(w[0], want) {
 			t.Errorf("Warning Event %q does not contain %q", w[0], want)
@@ -351,5 +358,39 @@ func TestEventsAreWrittenBeforeDescheduleReturns(t *testing.T) {
 	if ev.Reason != ReasonNodePressureUnrelievable || ev.Type != v1.EventTypeWarning || ev.Regarding.Kind != "Node" || ev.Regarding.Name != "n1" ||
 		ev.ReportingController != EventReportingController || !strings.Contains(ev.Note, "default/hog (3000 PIDs)") {
 		t.Fatalf("Event %+v, want a Warning %s on Node n1 naming default/hog", ev, ReasonNodePressureUnrelievable)
+	}
+}
+
+func TestMalformedPodListFallsBackToDeclaredPIDs(t *testing.T) {
+	n1 := pidNode("n1", 10000, 9700)
+	n1.Annotations[pidstats.AnnotationPIDPods] = "not a list"
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{testPod("a", "n1", pids(1000))})...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"a"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+	if w := e.warningEvents(); len(w) != 1 || !strings.HasPrefix(w[0], "Warning "+ReasonMalformedPIDPods+" ") || !strings.Contains(w[0], pidstats.AnnotationPIDPods) {
+		t.Fatalf("Warning Events %q, want one %s naming the annotation", w, ReasonMalformedPIDPods)
+	}
+}
+
+func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
+	// One PodDisruptionBudget over the web pods of two nodes allows one
+	// disruption: n1's plan spends it, so n2's plan passes its web pod over
+	// even though the budget's status has not changed yet.
+	web := withLabels("app", "web")
+	pods := []*v1.Pod{
+		testPod("n1-web", "n1", pids(1000), web),
+		testPod("n2-web", "n2", pids(1000), web, restarts(1)),
+		testPod("n2-other", "n2", pids(1000)),
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pdb-uid"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
+	}
+	n1, n2 := pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9700)
+	e := newEnv(t, setup{}, append(objects([]*v1.Node{n1, n2, spareNode("n3")}, pods), pdb)...)
+	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web", "n2-other"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
 	}
 }

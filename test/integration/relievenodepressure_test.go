@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -754,6 +755,24 @@ func TestRelieveNodePressureDeploymentMode(t *testing.T) {
 	// The descheduler does nothing in a cluster of one node.
 	if _, err := cp.CreateNode(ctx, "spare", resources("8", "32Gi", "110"), nil); err != nil {
 		t.Fatal(err)
+	}
+
+	// The overlay applies to a real API server, and holds the Deployment in
+	// place of the CronJob.
+	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--dry-run=server", "-k",
+		repoPath(t, "manifests/descheduler-deployment")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply -k manifests/descheduler-deployment: %v\n%s", err, out)
+	}
+	for _, want := range []string{"deployment.apps/headroom-descheduler", "role.rbac.authorization.k8s.io/headroom-descheduler-leader-election",
+		"service/headroom-descheduler-metrics", "configmap/headroom-descheduler-policy-"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the overlay lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "cronjob") {
+		t.Errorf("the overlay keeps the CronJob:\n%s", out)
 	}
 
 	var deploy appsv1.Deployment
