@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -113,7 +114,15 @@ func relieveLoop(ctx context.Context, cp *controlplane.ControlPlane, dep *appsv1
 		return "", "", err
 	}
 
-	fmt.Printf("waiting for headroom-descheduler's next run (every %s)…\n", interval)
+	// What the plugin will do, as kubectl headroom shows it before the run.
+	fmt.Printf("\n$ kubectl headroom evictions %s\n", target)
+	plan := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl-headroom"), "evictions", target, "--kubeconfig", cp.KubeconfigPath)
+	plan.Stdout, plan.Stderr = os.Stdout, os.Stderr
+	if err := plan.Run(); err != nil {
+		return "", "", fmt.Errorf("kubectl headroom evictions: %w", err)
+	}
+
+	fmt.Printf("\nwaiting for headroom-descheduler's next run (every %s)…\n", interval)
 	var evicted []eviction
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*interval+30*time.Second, true, func(context.Context) (bool, error) {
 		evicted = descheduledSoFar(cp)[len(logBefore):]
