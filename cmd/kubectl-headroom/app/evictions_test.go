@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -191,5 +192,27 @@ profiles:
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err %v, want one naming %q\n%s", tc.args, err, tc.want, out)
 		}
+	}
+}
+
+// A node that is not Ready is left alone by the descheduler; a cluster of
+// one ready node gets no cycle at all: both are said.
+func TestEvictionsOfANodeTheDeschedulerSkips(t *testing.T) {
+	client := evictionsCluster()
+	cool, err := client.CoreV1().Nodes().Get(context.Background(), "cool", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cool.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	if _, err := client.CoreV1().Nodes().Update(context.Background(), cool, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, client, "evictions", "cool")
+	if err != nil || !strings.Contains(out, "node cool is not Ready or not selected by the policy's nodeSelector: the descheduler leaves it alone") {
+		t.Errorf("cool: err %v\n%s", err, out)
+	}
+	out, err = run(t, client, "evictions", "hot")
+	if err != nil || !strings.Contains(out, "note: 1 ready node; the descheduler skips its cycles with fewer than 2") {
+		t.Errorf("hot: err %v\n%s", err, out)
 	}
 }
