@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools test unit integration bench fuzz run down verify generate clean
+.PHONY: all build images tools test unit integration bench perf fuzz run down verify generate clean
 
 all: build
 
@@ -13,7 +13,7 @@ build: ## Headroom's binaries and kubectl-headroom into bin/
 images: ## the binaries, then their OCI image tarballs in bin/images/ (no container engine)
 	hack/build.sh images
 
-tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators into bin/
+tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, host-local, code generators into bin/
 	hack/build-tools.sh
 
 # The models and plugins run concurrently in the scheduler (Score runs in
@@ -24,7 +24,7 @@ test: tools images ## every unit and integration test (the CI command)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
 
-unit: ## unit tests only (the image tests need make images: they run in make test)
+unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local; the image tests need make images: they run in make test)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/ -e /hack/images)
 
@@ -33,6 +33,9 @@ integration: tools build ## integration tests against a real control plane
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh
+
+perf: ## scheduler_perf: pods/s of the default and the Headroom profile, and their ratio (needs bin/etcd)
+	hack/perf.sh
 
 FUZZTIME ?= 30s
 fuzz: ## every fuzz test, FUZZTIME each

@@ -26,6 +26,7 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kubectl k8s.io/kubernetes/cmd/kubectl
 build kwok sigs.k8s.io/kwok/cmd/kwok
+build host-local github.com/containernetworking/plugins/plugins/ipam/host-local # CNI IPAM the tests drive
 build deepcopy-gen k8s.io/code-generator/cmd/deepcopy-gen
 build conversion-gen k8s.io/code-generator/cmd/conversion-gen
 build defaulter-gen k8s.io/code-generator/cmd/defaulter-gen

@@ -4,10 +4,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// UnknownNodeScoreMeanOfKnown, as NodePIDsArgs.UnknownNodeScore, scores a
-// node with unknown PID headroom at the mean score of the nodes whose
-// headroom is known in the same cycle: neither favoured nor penalised
-// against them, whatever the spread of their free PIDs.
+// UnknownNodeScoreMeanOfKnown, as NodePIDsArgs.UnknownNodeScore or
+// NodeIPsArgs.UnknownNodeScore, scores a node with unknown headroom at the
+// mean score of the nodes whose headroom is known in the same cycle:
+// neither favoured nor penalised against them, whatever the spread of their
+// free PIDs or pod IPs.
 const UnknownNodeScoreMeanOfKnown int64 = -1
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -51,4 +52,23 @@ type OOMRiskArgs struct {
 	// NoLimitAllocatablePermille ...or as this share (per mille) of the
 	// node's allocatable memory, whichever is larger.
 	NoLimitAllocatablePermille int64
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeIPsArgs configures the NodeIPs plugin.
+type NodeIPsArgs struct {
+	metav1.TypeMeta
+
+	// MinFreeIPs is the floor of pod IPs a node must keep free after
+	// placing a pod that takes one.
+	MinFreeIPs int64
+	// MaxSampleAge is how old a node's pod-IP sample may be before the
+	// node's pod-IP headroom counts as unknown. Zero means samples never go
+	// stale.
+	MaxSampleAge metav1.Duration
+	// UnknownNodeScore is the score, in [0, 100], of a node whose pod-IP
+	// headroom is unknown (no, malformed or stale annotations), or
+	// UnknownNodeScoreMeanOfKnown.
+	UnknownNodeScore int64
 }

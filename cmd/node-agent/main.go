@@ -1,6 +1,7 @@
 // Command headroom-node-agent publishes its node's PID capacity,
-// reservation and use, and the PIDs of its biggest pods, as headroom.dev/pid-*
-// Node annotations. See README.md.
+// reservation and use, the PIDs of its biggest pods, and the pod-IP capacity
+// and use of its CNI IPAM, as headroom.dev/pid-* and headroom.dev/ip-* Node
+// annotations. See README.md.
 package main
 
 import (
@@ -68,7 +69,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
-	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "cgroupRoot", cfg.CgroupRoot,
+	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "cgroupRoot", cfg.CgroupRoot, "cniConfDir", cfg.CNIConfDir,
 		"reservedPIDs", cfg.ReservedPIDs, "interval", cfg.Interval, "maxInterval", cfg.MaxInterval,
 		"hysteresisPIDs", cfg.Hysteresis.PIDs, "hysteresisPercent", cfg.Hysteresis.Percent, "once", opts.Once)
 	if opts.Once {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
@@ -76,7 +78,7 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 	fmt.Printf("creating %d kwok nodes\n", nodes)
 	now := time.Now().UTC()
 	for i := 0; i < nodes; i++ {
-		if _, err := cp.CreateNode(ctx, fmt.Sprintf("kwok-node-%d", i), nodeResources(), nodeAnnotations(i, now)); err != nil {
+		if _, err := cp.CreateNode(ctx, fmt.Sprintf("kwok-node-%d", i), nodeResources(), nodeAnnotations(i, nodes, now)); err != nil {
 			return err
 		}
 	}
@@ -134,20 +136,27 @@ func nodeResources() corev1.ResourceList {
 	}
 }
 
-// nodeAnnotations gives node i the PID figures headroom-node-agent would
-// write; every third node is nearly out of PIDs, so the demo shows NodePIDs
-// steering pods away from it.
-func nodeAnnotations(i int, now time.Time) map[string]string {
+// nodeAnnotations gives node i the PID and pod-IP figures
+// headroom-node-agent would write. Every third node is nearly out of PIDs,
+// so the demo shows NodePIDs steering pods away from it; every fourth node's
+// CNI IPAM (a /27: 29 pod IPs) has no address left, so NodeIPs keeps pods
+// off it; the last node's IPAM is one the agent cannot read (pod-IP headroom
+// unknown: neither filtered nor favoured).
+func nodeAnnotations(i, nodes int, now time.Time) map[string]string {
 	used := 4000 + 1000*(i%25)
 	if i%3 == 2 {
 		used = 31000
 	}
-	return map[string]string{
-		pidstats.AnnotationCapacity:  "32768",
-		pidstats.AnnotationReserved:  "1000",
-		pidstats.AnnotationUsed:      strconv.Itoa(used),
-		pidstats.AnnotationSampledAt: now.Format(time.RFC3339),
+	a := pidstats.NodeStats{Capacity: 32768, Reserved: 1000, Used: int64(used), SampledAt: now}.Annotations()
+	if i == nodes-1 && nodes > 1 {
+		return a
 	}
+	ipUsed := int64(5 + 4*(i%6))
+	if i%4 == 1 {
+		ipUsed = 29
+	}
+	maps.Copy(a, ipstats.NewNodeStats(29, ipUsed, now).Annotations())
+	return a
 }
 
 func applyDeployment(ctx context.Context, cp *controlplane.ControlPlane, path string) (*appsv1.Deployment, error) {
@@ -202,14 +211,22 @@ func printPlacement(ctx context.Context, cp *controlplane.ControlPlane, dep *app
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nNODE\tPID ALLOCATABLE\tPID USED (reported)\tDEMO PODS")
+	// The figures as reported (the annotations); the plugins add the pods
+	// placed since the sample.
+	fmt.Fprintln(w, "\nNODE\tPID ALLOCATABLE\tPIDS USED\tPOD IP CAPACITY\tPOD IPS USED\tDEMO PODS")
+	now := time.Now()
 	for _, n := range nodes.Items {
-		stats, err := pidstats.ParseNode(n.Annotations, time.Now(), 0)
-		if err != nil {
-			fmt.Fprintf(w, "%s\t%s\t\t%d\n", n.Name, err, perNode[n.Name])
-			continue
+		pidAlloc, pidUsed, ipCap, ipUsed := "unknown", "", "unknown", ""
+		if s, err := pidstats.ParseNode(n.Annotations, now, 0); err == nil {
+			pidAlloc, pidUsed = strconv.FormatInt(s.Allocatable(), 10), strconv.FormatInt(s.Used, 10)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", n.Name, stats.Allocatable(), stats.Used, perNode[n.Name])
+		if s, err := ipstats.ParseNode(n.Annotations, now, 0); err == nil {
+			ipCap, ipUsed = strconv.FormatInt(s.Capacity, 10), strconv.FormatInt(s.Used, 10)
+			if s.Free() == 0 {
+				ipUsed += " (none free)"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", n.Name, pidAlloc, pidUsed, ipCap, ipUsed, perNode[n.Name])
 	}
 	return w.Flush()
 }

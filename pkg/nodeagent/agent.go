@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/headroom-k8s/headroom/pkg/cniipam"
 )
 
 // FieldManager names this agent in the Node's managedFields.
@@ -29,6 +31,10 @@ const (
 	DefaultMaxInterval       = 5 * time.Minute
 	DefaultHysteresisPIDs    = 500
 	DefaultHysteresisPercent = 2.0
+	// DefaultIPHysteresisPercent: a change of pod IPs in use is written
+	// when it reaches 5% of the pool (at least 1), and always near
+	// exhaustion (IPProbe).
+	DefaultIPHysteresisPercent = 5.0
 	// DefaultMaxIntervalJitter pulls each forced write up to 10% earlier, so
 	// that agents started together do not write in lock-step for ever.
 	DefaultMaxIntervalJitter = 0.1
@@ -45,12 +51,18 @@ func DefaultBackoff() wait.Backoff {
 
 // Config is what the agent needs; Options turns flags into it.
 type Config struct {
-	NodeName     string
-	ProcRoot     string
-	CgroupRoot   string
+	NodeName   string
+	ProcRoot   string
+	CgroupRoot string
+	// CNIConfDir is where the container runtime's CNI network
+	// configuration is (IPProbe).
+	CNIConfDir   string
 	ReservedPIDs int64
 	Interval     time.Duration
 	Hysteresis
+	// IPHysteresisPercent is the pod-IP probe's hysteresis, in percent of
+	// the pool.
+	IPHysteresisPercent float64
 	// MaxInterval bounds the time between writes, so that readers can tell
 	// a live agent from a dead one by the sample's age.
 	MaxInterval time.Duration
@@ -67,14 +79,16 @@ type Config struct {
 // NodeName.
 func DefaultConfig() Config {
 	return Config{
-		ProcRoot:          DefaultProcRoot,
-		CgroupRoot:        DefaultCgroupRoot,
-		Interval:          DefaultInterval,
-		Hysteresis:        Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
-		MaxInterval:       DefaultMaxInterval,
-		MaxIntervalJitter: DefaultMaxIntervalJitter,
-		Backoff:           DefaultBackoff(),
-		RequestTimeout:    DefaultRequestTimeout,
+		ProcRoot:            DefaultProcRoot,
+		CgroupRoot:          DefaultCgroupRoot,
+		CNIConfDir:          cniipam.DefaultConfDir,
+		IPHysteresisPercent: DefaultIPHysteresisPercent,
+		Interval:            DefaultInterval,
+		Hysteresis:          Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
+		MaxInterval:         DefaultMaxInterval,
+		MaxIntervalJitter:   DefaultMaxIntervalJitter,
+		Backoff:             DefaultBackoff(),
+		RequestTimeout:      DefaultRequestTimeout,
 	}
 }
 
@@ -87,6 +101,8 @@ func (c Config) Validate() error {
 		return errors.New("proc root is empty")
 	case c.CgroupRoot == "":
 		return errors.New("cgroup root is empty")
+	case c.CNIConfDir == "":
+		return errors.New("CNI configuration directory is empty")
 	case c.ReservedPIDs < 0:
 		return fmt.Errorf("reserved PIDs %d is negative", c.ReservedPIDs)
 	case c.Interval <= 0:
@@ -97,6 +113,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hysteresis PIDs %d is negative", c.Hysteresis.PIDs)
 	case !(c.Hysteresis.Percent >= 0 && c.Hysteresis.Percent <= 100): // also rejects NaN
 		return fmt.Errorf("hysteresis percent %v is not within [0, 100]", c.Hysteresis.Percent)
+	case !(c.IPHysteresisPercent >= 0 && c.IPHysteresisPercent <= 100):
+		return fmt.Errorf("pod-IP hysteresis percent %v is not within [0, 100]", c.IPHysteresisPercent)
 	case !(c.MaxIntervalJitter >= 0 && c.MaxIntervalJitter < 1):
 		return fmt.Errorf("max interval jitter %v is not within [0, 1)", c.MaxIntervalJitter)
 	case c.Backoff.Duration <= 0:
@@ -148,7 +166,7 @@ func WithProbes(p ...Probe) Option { return func(a *Agent) { a.probes = p } }
 func WithMetrics(m *Metrics) Option { return func(a *Agent) { a.metrics = m } }
 
 // New returns an Agent for cfg, which must be valid, with the node PID
-// probe and the per-pod PID probe.
+// probe, the per-pod PID probe and the pod-IP probe.
 func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -168,6 +186,7 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 		a.probes = []Probe{
 			&PIDProbe{ProcRoot: cfg.ProcRoot, Reserved: cfg.ReservedPIDs, Hysteresis: cfg.Hysteresis, MaxAge: cfg.MaxInterval, Read: a.read},
 			&PodPIDsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisPIDs: cfg.Hysteresis.PIDs},
+			&IPProbe{ConfDir: cfg.CNIConfDir, HysteresisPercent: cfg.IPHysteresisPercent, MaxAge: cfg.MaxInterval},
 		}
 	}
 	if a.metrics == nil {

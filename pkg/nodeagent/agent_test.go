@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -81,6 +82,9 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
 		if err := os.MkdirAll(filepath.Join(cfg.CgroupRoot, "kubepods", "burstable"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if cfg.CNIConfDir == cniipam.DefaultConfDir {
+		cfg.CNIConfDir = t.TempDir() // no pod network: no pod-IP figures
 	}
 	h := &harness{
 		cgroups: cfg.CgroupRoot,
@@ -496,6 +500,7 @@ func TestMetrics(t *testing.T) {
 headroom_node_agent_last_written_sample_age_seconds 17
 # HELP headroom_node_agent_samples_total [ALPHA] Samples taken, by probe, whether or not they succeeded.
 # TYPE headroom_node_agent_samples_total counter
+headroom_node_agent_samples_total{probe="ips"} 2
 headroom_node_agent_samples_total{probe="pid-pods"} 2
 headroom_node_agent_samples_total{probe="pids"} 2
 # HELP headroom_node_agent_write_failures_total [ALPHA] Node annotation patches that failed.
@@ -715,6 +720,8 @@ func TestConfigValidate(t *testing.T) {
 		{mod(func(c *Config) { c.NodeName = "" }), "NODE_NAME"},
 		{mod(func(c *Config) { c.ProcRoot = "" }), "proc root"},
 		{mod(func(c *Config) { c.CgroupRoot = "" }), "cgroup root"},
+		{mod(func(c *Config) { c.CNIConfDir = "" }), "CNI configuration directory"},
+		{mod(func(c *Config) { c.IPHysteresisPercent = 101 }), "pod-IP hysteresis"},
 		{mod(func(c *Config) { c.ReservedPIDs = -1 }), "reserved"},
 		{mod(func(c *Config) { c.Interval = 0 }), "interval"},
 		{mod(func(c *Config) { c.MaxInterval = time.Second }), "max interval"},

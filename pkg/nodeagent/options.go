@@ -9,19 +9,21 @@ import (
 
 // Options are the command-line settings of headroom-node-agent.
 type Options struct {
-	NodeName          string
-	Kubeconfig        string
-	ProcRoot          string
-	CgroupRoot        string
-	MetricsAddress    string
-	ReservedPIDs      int64
-	KubeletConfig     string
-	Interval          time.Duration
-	MaxInterval       time.Duration
-	HysteresisPIDs    int64
-	HysteresisPercent float64
-	RequestTimeout    time.Duration
-	Once              bool
+	NodeName            string
+	Kubeconfig          string
+	ProcRoot            string
+	CgroupRoot          string
+	CNIConfDir          string
+	MetricsAddress      string
+	ReservedPIDs        int64
+	KubeletConfig       string
+	Interval            time.Duration
+	MaxInterval         time.Duration
+	HysteresisPIDs      int64
+	HysteresisPercent   float64
+	IPHysteresisPercent float64
+	RequestTimeout      time.Duration
+	Once                bool
 }
 
 // NewOptions returns the defaults; nodeName is normally $NODE_NAME, set from
@@ -29,15 +31,17 @@ type Options struct {
 func NewOptions(nodeName string) *Options {
 	d := DefaultConfig()
 	return &Options{
-		NodeName:          nodeName,
-		ProcRoot:          d.ProcRoot,
-		CgroupRoot:        d.CgroupRoot,
-		MetricsAddress:    DefaultMetricsAddress,
-		Interval:          d.Interval,
-		MaxInterval:       d.MaxInterval,
-		HysteresisPIDs:    d.Hysteresis.PIDs,
-		HysteresisPercent: d.Hysteresis.Percent,
-		RequestTimeout:    d.RequestTimeout,
+		NodeName:            nodeName,
+		ProcRoot:            d.ProcRoot,
+		CgroupRoot:          d.CgroupRoot,
+		CNIConfDir:          d.CNIConfDir,
+		IPHysteresisPercent: d.IPHysteresisPercent,
+		MetricsAddress:      DefaultMetricsAddress,
+		Interval:            d.Interval,
+		MaxInterval:         d.MaxInterval,
+		HysteresisPIDs:      d.Hysteresis.PIDs,
+		HysteresisPercent:   d.Hysteresis.Percent,
+		RequestTimeout:      d.RequestTimeout,
 	}
 }
 
@@ -48,6 +52,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "where the host's /proc is mounted")
 	fs.StringVar(&o.CgroupRoot, "cgroup-root", o.CgroupRoot,
 		"where the host's cgroup filesystem is mounted (cgroup v1 with its pids hierarchy, or v2; kubelet cgroup driver cgroupfs or systemd)")
+	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir,
+		"the container runtime's CNI configuration directory: the first .conflist/.conf/.json file in lexical order is the pod network, whose host-local IPAM state gives the pod-IP figures; another IPAM publishes none")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress,
 		"address to serve /metrics and /healthz on; empty or 0 to serve nothing (--once never serves)")
 	fs.Int64Var(&o.ReservedPIDs, "reserved-pids", o.ReservedPIDs,
@@ -61,6 +67,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"write when used PIDs moved by more than max(this, --hysteresis-percent of allocatable) since the last write, or one pod's PIDs by more than this")
 	fs.Float64Var(&o.HysteresisPercent, "hysteresis-percent", o.HysteresisPercent,
 		"hysteresis as a percentage of allocatable PIDs; see --hysteresis-pids")
+	fs.Float64Var(&o.IPHysteresisPercent, "ip-hysteresis-percent", o.IPHysteresisPercent,
+		"write when pod IPs in use moved by at least max(1, this percentage of the pool) since the last write, and on every change once no more than that many are free")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
 	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
 }
@@ -76,6 +84,8 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.NodeName = o.NodeName
 	cfg.ProcRoot = o.ProcRoot
 	cfg.CgroupRoot = o.CgroupRoot
+	cfg.CNIConfDir = o.CNIConfDir
+	cfg.IPHysteresisPercent = o.IPHysteresisPercent
 	cfg.ReservedPIDs = o.ReservedPIDs
 	cfg.Interval = o.Interval
 	cfg.MaxInterval = o.MaxInterval

@@ -31,7 +31,8 @@ func TestOptionsDefaults(t *testing.T) {
 		cfg.Interval != 10*time.Second || cfg.MaxInterval != 5*time.Minute ||
 		cfg.Hysteresis.PIDs != 500 || cfg.Hysteresis.Percent != 2 || cfg.MaxIntervalJitter != 0.1 ||
 		cfg.RequestTimeout != 10*time.Second || o.Once || o.Kubeconfig != "" ||
-		cfg.CgroupRoot != "/sys/fs/cgroup" || o.MetricsAddress != ":8080" {
+		cfg.CgroupRoot != "/sys/fs/cgroup" || o.MetricsAddress != ":8080" ||
+		cfg.CNIConfDir != "/etc/cni/net.d" || cfg.IPHysteresisPercent != 5 {
 		t.Errorf("defaults: %+v, once %v", cfg, o.Once)
 	}
 	if cfg.Backoff != DefaultBackoff() {
@@ -42,14 +43,16 @@ func TestOptionsDefaults(t *testing.T) {
 func TestOptionsFlags(t *testing.T) {
 	cfg, o, err := parse(t, "from-env", "--node-name=n2", "--proc-root=/host/proc", "--reserved-pids=1500",
 		"--interval=30s", "--max-interval=10m", "--hysteresis-pids=100", "--hysteresis-percent=0.5",
-		"--request-timeout=3s", "--once", "--kubeconfig=/tmp/kc", "--cgroup-root=/host/cgroup", "--metrics-bind-address=127.0.0.1:9000")
+		"--request-timeout=3s", "--once", "--kubeconfig=/tmp/kc", "--cgroup-root=/host/cgroup", "--metrics-bind-address=127.0.0.1:9000",
+		"--cni-conf-dir=/host/etc/cni/net.d", "--ip-hysteresis-percent=10")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.NodeName != "n2" || cfg.ProcRoot != "/host/proc" || cfg.ReservedPIDs != 1500 ||
 		cfg.Interval != 30*time.Second || cfg.MaxInterval != 10*time.Minute ||
 		cfg.Hysteresis.PIDs != 100 || cfg.Hysteresis.Percent != 0.5 || cfg.RequestTimeout != 3*time.Second ||
-		!o.Once || o.Kubeconfig != "/tmp/kc" || cfg.CgroupRoot != "/host/cgroup" || o.MetricsAddress != "127.0.0.1:9000" {
+		!o.Once || o.Kubeconfig != "/tmp/kc" || cfg.CgroupRoot != "/host/cgroup" || o.MetricsAddress != "127.0.0.1:9000" ||
+		cfg.CNIConfDir != "/host/etc/cni/net.d" || cfg.IPHysteresisPercent != 10 {
 		t.Errorf("parsed: %+v %+v", cfg, o)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
@@ -23,6 +24,9 @@ type Incoming struct {
 	limits   []int64
 	podLimit int64
 
+	// last is the plan used last: nodes of a cluster mostly share a shape,
+	// so that is a lock-free hit for Score running in parallel over nodes.
+	last  atomic.Pointer[plan]
 	mu    sync.RWMutex
 	plans map[shape]*plan
 }
@@ -35,6 +39,7 @@ type shape struct {
 
 // plan holds an incoming pod's containers on one node shape, in kill order.
 type plan struct {
+	shape    shape
 	idx      []int // index into Incoming.refs
 	adj      []int
 	worst    []int64
@@ -70,10 +75,14 @@ func (in *Incoming) QOS() corev1.PodQOSClass { return in.qos }
 
 func (in *Incoming) planFor(n *Node) *plan {
 	key := shape{capacity: n.capacity, allocatable: n.allocatable, est: n.est}
+	if p := in.last.Load(); p != nil && p.shape == key {
+		return p
+	}
 	in.mu.RLock()
 	p := in.plans[key]
 	in.mu.RUnlock()
 	if p != nil {
+		in.last.Store(p)
 		return p
 	}
 	p = in.newPlan(key)
@@ -84,12 +93,13 @@ func (in *Incoming) planFor(n *Node) *plan {
 		in.plans[key] = p
 	}
 	in.mu.Unlock()
+	in.last.Store(p)
 	return p
 }
 
 func (in *Incoming) newPlan(s shape) *plan {
 	k := len(in.refs)
-	p := &plan{idx: make([]int, k), adj: make([]int, k), worst: make([]int64, k), points: make([]int64, k)}
+	p := &plan{shape: s, idx: make([]int, k), adj: make([]int, k), worst: make([]int64, k), points: make([]int64, k)}
 	adj := make([]int, k)
 	kubeletAdjs(withQOS(in.pod, in.qos), in.refs, s.capacity, adj)
 	worst := make([]int64, k)

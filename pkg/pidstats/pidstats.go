@@ -21,6 +21,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // Annotation keys. They are fixed by the project contract.
@@ -38,9 +40,8 @@ const (
 )
 
 // ClockSkewAllowance is how far in the future a sample time may lie before
-// it is rejected: the node agent's clock and the reader's clock are different
-// machines' clocks.
-const ClockSkewAllowance = time.Minute
+// it is rejected (sample.ClockSkewAllowance).
+const ClockSkewAllowance = sample.ClockSkewAllowance
 
 // ErrNoStats means the node carries none of the capacity, used and
 // sampled-at annotations: its PID headroom is unknown, and it is neither
@@ -48,29 +49,17 @@ const ClockSkewAllowance = time.Minute
 var ErrNoStats = errors.New("node has no PID annotations")
 
 // InvalidError reports an annotation that cannot be used: malformed, out of
-// range, or missing while others are present. Key names the annotation, Value is its raw value ("" when the
-// annotation is missing while others are present).
-type InvalidError struct {
-	Key    string
-	Value  string
-	Reason string
-}
+// range, or missing while others are present (sample.InvalidError).
+type InvalidError = sample.InvalidError
 
-func (e *InvalidError) Error() string {
-	return fmt.Sprintf("annotation %s=%q: %s", e.Key, e.Value, e.Reason)
-}
+// StaleError reports a well-formed sample older than the caller's maxAge
+// (sample.StaleError). ParseNode returns the parsed stats alongside it, so a
+// caller may still look at them, but the default is to treat a stale node as
+// unknown.
+type StaleError = sample.StaleError
 
-// StaleError reports a well-formed sample older than the caller's maxAge.
-// ParseNode returns the parsed stats alongside it, so a caller may still
-// look at them, but the default is to treat a stale node as unknown.
-type StaleError struct {
-	Age    time.Duration
-	MaxAge time.Duration
-}
-
-func (e *StaleError) Error() string {
-	return fmt.Sprintf("PID sample is %s old, older than the limit of %s", e.Age, e.MaxAge)
-}
+// sampleKind names PID samples in error messages.
+const sampleKind = "PID"
 
 // IsUnknown reports whether err (from ParseNode) means the node's PID
 // headroom is unknown: missing, invalid or stale annotations. It is true for
@@ -83,16 +72,10 @@ func IsUnknown(err error) bool {
 func IsNoStats(err error) bool { return errors.Is(err, ErrNoStats) }
 
 // IsInvalid reports whether err is, or wraps, an *InvalidError.
-func IsInvalid(err error) bool {
-	var ie *InvalidError
-	return errors.As(err, &ie)
-}
+func IsInvalid(err error) bool { return sample.IsInvalid(err) }
 
 // IsStale reports whether err is, or wraps, a *StaleError.
-func IsStale(err error) bool {
-	var se *StaleError
-	return errors.As(err, &se)
-}
+func IsStale(err error) bool { return sample.IsStale(err) }
 
 // NodeStats is one PID sample of a node.
 type NodeStats struct {
@@ -157,7 +140,7 @@ func (s NodeStats) Annotations() map[string]string {
 		AnnotationCapacity:  strconv.FormatInt(s.Capacity, 10),
 		AnnotationReserved:  strconv.FormatInt(s.Reserved, 10),
 		AnnotationUsed:      strconv.FormatInt(s.Used, 10),
-		AnnotationSampledAt: s.SampledAt.UTC().Format(time.RFC3339),
+		AnnotationSampledAt: sample.FormatTime(s.SampledAt),
 	}
 }
 
@@ -178,23 +161,16 @@ func (s NodeStats) Annotations() map[string]string {
 // with Pods.Err() saying why, and the estimate falls back to the reported
 // use alone.
 func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duration) (NodeStats, error) {
-	capStr, hasCap := annotations[AnnotationCapacity]
-	usedStr, hasUsed := annotations[AnnotationUsed]
-	atStr, hasAt := annotations[AnnotationSampledAt]
-	if !hasCap && !hasUsed && !hasAt {
+	present, err := sample.Present(annotations, sampleKind, AnnotationCapacity, AnnotationUsed, AnnotationSampledAt)
+	if err != nil {
+		return NodeStats{}, err
+	}
+	if !present {
 		return NodeStats{}, ErrNoStats
 	}
-	for _, k := range []struct {
-		key     string
-		present bool
-	}{{AnnotationCapacity, hasCap}, {AnnotationUsed, hasUsed}, {AnnotationSampledAt, hasAt}} {
-		if !k.present {
-			return NodeStats{}, &InvalidError{Key: k.key, Reason: "missing while other PID annotations are present"}
-		}
-	}
+	capStr, usedStr, atStr := annotations[AnnotationCapacity], annotations[AnnotationUsed], annotations[AnnotationSampledAt]
 
 	var s NodeStats
-	var err error
 	if s.Capacity, err = parseCount(AnnotationCapacity, capStr); err != nil {
 		return NodeStats{}, err
 	}
@@ -213,13 +189,8 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 		}
 		return NodeStats{}, err
 	}
-	s.SampledAt, err = time.Parse(time.RFC3339, atStr)
-	if err != nil {
-		return NodeStats{}, &InvalidError{Key: AnnotationSampledAt, Value: atStr, Reason: "not an RFC 3339 time"}
-	}
-	if s.SampledAt.After(now.Add(ClockSkewAllowance)) {
-		return NodeStats{}, &InvalidError{Key: AnnotationSampledAt, Value: atStr,
-			Reason: fmt.Sprintf("more than %s in the future", ClockSkewAllowance)}
+	if s.SampledAt, err = sample.ParseTime(AnnotationSampledAt, atStr, now); err != nil {
+		return NodeStats{}, err
 	}
 	if v, ok := annotations[AnnotationPIDPods]; ok {
 		if s.Pods, err = ParsePodList(v); err != nil {
@@ -236,26 +207,11 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 // maxAge before now, nil otherwise: ParseNode's staleness rule, for callers
 // that keep parsed stats and judge their age each time they use them.
 func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
-	// time.Time.Sub saturates, so a sample from year 1 cannot overflow.
-	if age := now.Sub(s.SampledAt); maxAge > 0 && age > maxAge {
-		return &StaleError{Age: age, MaxAge: maxAge}
-	}
-	return nil
+	return sample.CheckAge(sampleKind, s.SampledAt, now, maxAge)
 }
 
 func parseCount(key, v string) (int64, error) {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		reason := "not a base-10 integer"
-		if errors.Is(err, strconv.ErrRange) {
-			reason = "out of the 64-bit integer range"
-		}
-		return 0, &InvalidError{Key: key, Value: v, Reason: reason}
-	}
-	if n < 0 {
-		return 0, &InvalidError{Key: key, Value: v, Reason: "must not be negative"}
-	}
-	return n, nil
+	return sample.ParseCount(key, v, math.MaxInt64)
 }
 
 // SaturatingAdd returns a + b for non-negative operands, clamped at

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // PodPIDs returns the PIDs a pod declares in its headroom.dev/pids
@@ -38,16 +40,7 @@ func PodPIDs(pod *corev1.Pod, defaultPIDs int64) (int64, error) {
 // Conditions carry 1 s resolution, so a pod bound in the same second as the
 // sample counts as placed after it.
 func PlacedAfterSample(pod *corev1.Pod, sampledAt time.Time) bool {
-	if pod == nil {
-		return false
-	}
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			return !c.LastTransitionTime.Time.Before(sampledAt.Truncate(time.Second))
-		}
-	}
-	return true
+	return sample.PlacedAfter(pod, sampledAt)
 }
 
 // PodContribution is what one pod of the node adds to the node's reported

@@ -2,9 +2,6 @@ package nodepids
 
 import (
 	"context"
-	"iter"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,21 +9,48 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
-// nodeEntry is what NodePIDs knows of one node at one NodeInfo generation:
-// its parsed sample, or why it has none, and the use estimated from the
-// sample and the node's pods.
+// nodeEntry is what NodePIDs knows of one node at one NodeInfo generation,
+// kept in the plugins' shared per-node cache (plugins/internal/nodecache).
+// Everything Filter and Score compare is worked out here, once per change of
+// the node or its pods, so that they cost a cache lookup and a comparison.
 type nodeEntry struct {
-	generation int64
+	// What Filter and Score read on a hit comes first, in one cache line
+	// with the cache's generation.
+
+	// free is the estimated free PIDs; room is free less the floor, the
+	// most PIDs a pod may need and still pass Filter (negative when none).
+	free, room int64
+	// staleAfter is when the sample becomes too old to use; zero without an
+	// age limit.
+	staleAfter time.Time
+	parseErr   error // from ParseNode, without an age limit
+
 	// node is the Node object the sample was parsed from. Pod changes bump
 	// the generation but keep the object, so the annotations need not be
 	// parsed (nor an invalid one logged) again.
-	node     *corev1.Node
-	stats    pidstats.NodeStats // Used as reported
-	parseErr error              // from ParseNode, without an age limit
-	// estimatedUsed is stats.Used plus the pods placed after the sample.
+	node  *corev1.Node
+	stats pidstats.NodeStats // Used as reported
+	// estimatedUsed is stats.Used adjusted for the node's pods since the
+	// sample (estimateUsed).
 	estimatedUsed int64
+}
+
+// usable reports whether the node's PID headroom is known at now: valid
+// annotations and a sample no older than MaxSampleAge.
+func (e *nodeEntry) usable(now time.Time) bool {
+	return e.parseErr == nil && (e.staleAfter.IsZero() || !now.After(e.staleAfter))
+}
+
+// unknownReason returns why the node's headroom is unknown at now, or nil;
+// it allocates, so it is for log lines only.
+func (e *nodeEntry) unknownReason(now time.Time, maxAge time.Duration) error {
+	if e.parseErr != nil {
+		return e.parseErr
+	}
+	return e.stats.CheckAge(now, maxAge)
 }
 
 // estimated returns the sample with Used replaced by the estimate.
@@ -36,40 +60,18 @@ func (e *nodeEntry) estimated() pidstats.NodeStats {
 	return s
 }
 
-// nodeCache keeps a nodeEntry per node across scheduling cycles. The
-// scheduler bumps a NodeInfo's generation (one process-wide counter) on
-// every change to the node or its pods, so an entry of the same generation
-// is exact. Filter and Score read it in parallel for different nodes: a hit
-// is a lock-free load that allocates nothing.
-type nodeCache struct {
-	defaultPodPIDs int64
-	entries        sync.Map // node name → *nodeEntry
-	size           atomic.Int64
-}
-
-// get returns the entry for ni, computing it on a miss. now is only used by
-// ParseNode's clock-skew check; the age of a sample is judged by the caller
-// at each use, since it changes without the generation changing. Only
-// entries of the snapshot's own NodeInfos are stored (store): the scheduler
-// also filters temporary copies (nominated pods, preemption dry runs) whose
-// generation moves on every copy, and storing those would evict the
-// snapshot's entry each cycle.
-func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time, store bool) *nodeEntry {
+// computeEntry is the cache's ComputeFunc: it parses the node's annotations
+// (unless prev was parsed from the same Node object) and estimates its use.
+// The clock is only used by ParseNode's clock-skew check; the age of a
+// sample is judged at each use, since it changes without the generation
+// changing.
+func (pl *NodePIDs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nodeEntry) nodeEntry {
 	node := ni.Node()
-	generation := ni.GetGeneration()
-	var prev *nodeEntry
-	if v, ok := c.entries.Load(node.Name); ok {
-		prev = v.(*nodeEntry)
-		if prev.generation == generation {
-			return prev
-		}
-	}
-
-	e := &nodeEntry{generation: generation, node: node}
+	e := nodeEntry{node: node}
 	if prev != nil && prev.node == node {
-		e.stats, e.parseErr = prev.stats, prev.parseErr
+		e.stats, e.parseErr, e.staleAfter = prev.stats, prev.parseErr, prev.staleAfter
 	} else {
-		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, now, 0)
+		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, pl.clock.Now(), 0)
 		if pidstats.IsInvalid(e.parseErr) {
 			// Once per change of the Node object, not per pod and node.
 			klog.FromContext(ctx).V(2).Info("Node has an invalid PID annotation; its PID headroom counts as unknown",
@@ -78,43 +80,22 @@ func (c *nodeCache) get(ctx context.Context, ni fwk.NodeInfo, now time.Time, sto
 			klog.FromContext(ctx).V(2).Info("Node has an invalid per-pod PID list; its reported use counts alone",
 				"node", klog.KObj(node), "err", err)
 		}
+		if e.parseErr == nil && pl.maxSampleAge > 0 {
+			e.staleAfter = e.stats.SampledAt.Add(pl.maxSampleAge)
+		}
 	}
 	if e.parseErr == nil {
-		e.estimatedUsed = pidstats.EstimateUsedSeq(e.stats, podsOf(ni), c.defaultPodPIDs)
-	}
-	if !store {
-		return e
-	}
-	if _, loaded := c.entries.Swap(node.Name, e); !loaded {
-		c.size.Add(1)
+		e.estimatedUsed = estimateUsed(e.stats, node, ni, pl.defaultPodPIDs)
+		est := e.estimated()
+		e.free = est.Free()
+		e.room = pl.strategy.room(e.free, est.Allocatable())
 	}
 	return e
 }
 
-func podsOf(ni fwk.NodeInfo) iter.Seq[*corev1.Pod] {
-	return func(yield func(*corev1.Pod) bool) {
-		for _, pi := range ni.GetPods() {
-			if !yield(pi.GetPod()) {
-				return
-			}
-		}
-	}
+// estimateUsed is the node's PID use as pkg/pidstats estimates it from the
+// sample and the pods the scheduler holds for the node (RelieveNodePressure
+// uses the same estimate).
+func estimateUsed(stats pidstats.NodeStats, _ *corev1.Node, ni fwk.NodeInfo, defaultPodPIDs int64) int64 {
+	return pidstats.EstimateUsedSeq(stats, nodesample.Pods(ni), defaultPodPIDs)
 }
-
-// prune drops the entries of nodes that lister no longer holds, once there
-// are more entries than nodes, so deleted nodes do not accumulate.
-func (c *nodeCache) prune(lister fwk.NodeInfoLister) {
-	all, err := lister.List()
-	if err != nil || c.size.Load() <= int64(len(all)) {
-		return
-	}
-	c.entries.Range(func(name, v any) bool {
-		if _, err := lister.Get(name.(string)); err != nil && c.entries.CompareAndDelete(name, v) {
-			c.size.Add(-1)
-		}
-		return true
-	})
-}
-
-// len returns the number of cached nodes.
-func (c *nodeCache) len() int { return int(c.size.Load()) }

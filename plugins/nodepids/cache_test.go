@@ -20,10 +20,14 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	node := pidNode("n", 32768, 0, 20000, sample)
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{node}, nil)
 	_, ctx := ktesting.NewTestContext(t)
-	ni := nodeInfo(node)
+	snap, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ni := snap.(*framework.NodeInfo)
 
-	first := tp.cache.get(ctx, ni, now, true)
-	if again := tp.cache.get(ctx, ni, now, true); again != first {
+	first := tp.cache.Get(ctx, ni)
+	if again := tp.cache.Get(ctx, ni); again != first {
 		t.Fatal("same generation: the entry should be reused")
 	}
 	if first.estimatedUsed != 20000 {
@@ -32,20 +36,20 @@ func TestCacheFollowsGeneration(t *testing.T) {
 
 	// A pod placed on the node: new generation, same Node object.
 	ni.AddPod(assumed(pod("p", "700"), "n"))
-	second := tp.cache.get(ctx, ni, now, true)
+	second := tp.cache.Get(ctx, ni)
 	if second == first || second.estimatedUsed != 20700 {
 		t.Fatalf("after a pod was added: entry reused %v, estimate %d; want a new entry with 20700", second == first, second.estimatedUsed)
 	}
 
 	// A new Node object (the reporter wrote a sample).
 	ni.SetNode(pidNode("n", 32768, 0, 10000, now))
-	third := tp.cache.get(ctx, ni, now, true)
+	third := tp.cache.Get(ctx, ni)
 	// The pod is assumed, not bound: it counts on top of any sample.
 	if third.stats.Used != 10000 || third.estimatedUsed != 10700 {
 		t.Fatalf("after a new sample: reported %d, estimated %d; want 10000 and 10700", third.stats.Used, third.estimatedUsed)
 	}
-	if tp.cache.len() != 1 {
-		t.Fatalf("cache holds %d entries for one node", tp.cache.len())
+	if tp.cache.Len() != 1 {
+		t.Fatalf("cache holds %d entries for one node", tp.cache.Len())
 	}
 }
 
@@ -84,7 +88,7 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 		t.Errorf("log does not name the annotation: %s", buf)
 	}
 	ni.SetNode(bad.DeepCopy())
-	tp.cache.get(ctx, ni, now, true)
+	tp.cache.Get(ctx, ni)
 	if got := count(); got != 2 {
 		t.Fatalf("logged %d times after the Node object changed, want 2", got)
 	}
@@ -94,17 +98,22 @@ func TestCachePrunesDeletedNodes(t *testing.T) {
 	nodes := []*corev1.Node{pidNode("a", 32768, 0, 1, now), pidNode("b", 32768, 0, 1, now), pidNode("c", 32768, 0, 1, now)}
 	tp := newPlugin(t, defaultArgs(), nodes[:1], nil) // the snapshot holds only a
 	_, ctx := ktesting.NewTestContext(t)
-	for _, n := range nodes {
-		tp.cache.get(ctx, nodeInfo(n), now, true)
+	a, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("a")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if tp.cache.len() != 3 {
-		t.Fatalf("cache holds %d entries, want 3", tp.cache.len())
+	tp.cache.Get(ctx, a)
+	for _, n := range nodes[1:] { // nodes the snapshot no longer holds
+		tp.cache.Get(ctx, nodeInfo(n))
 	}
-	tp.filter(t, pod("p", ""), nodeInfo(nodes[0]))
-	if tp.cache.len() != 1 {
-		t.Fatalf("after PreFilter the cache holds %d entries, want 1", tp.cache.len())
+	if tp.cache.Len() != 3 {
+		t.Fatalf("cache holds %d entries, want 3", tp.cache.Len())
 	}
-	if _, ok := tp.cache.entries.Load("a"); !ok {
+	tp.filter(t, pod("p", ""), a)
+	if tp.cache.Len() != 1 {
+		t.Fatalf("after PreFilter the cache holds %d entries, want 1", tp.cache.Len())
+	}
+	if tp.cache.Stored("a") == nil {
 		t.Fatal("the node still in the snapshot was pruned")
 	}
 }
@@ -125,7 +134,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 				node := nodes[(w+i)%len(nodes)]
 				// A newer generation of the node replaces its entry while the
 				// other workers read the snapshot's.
-				tp.cache.get(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")), now, true)
+				tp.cache.Get(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
 				ni, err := tp.handle.SnapshotSharedLister().NodeInfos().Get(node.Name)
 				if err != nil {
 					t.Error(err)
@@ -146,8 +155,8 @@ func TestCacheConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if tp.cache.len() != len(nodes) {
-		t.Fatalf("cache holds %d entries for %d nodes", tp.cache.len(), len(nodes))
+	if tp.cache.Len() != len(nodes) {
+		t.Fatalf("cache holds %d entries for %d nodes", tp.cache.Len(), len(nodes))
 	}
 }
 
@@ -162,20 +171,26 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := tp.known(ctx, snap, now)
-	if err != nil {
-		t.Fatal(err)
+	first, ok := tp.known(ctx, snap, now)
+	if !ok {
+		t.Fatal("headroom unknown")
 	}
 	nominated := snap.Snapshot().(*framework.NodeInfo)
+	if same, _ := tp.known(ctx, nominated, now); same != first {
+		t.Fatal("an unchanged copy (same generation) should share the snapshot's entry")
+	}
 	nominated.AddPod(assumed(pod("nominated", "700"), "n"))
-	onCopy, err := tp.known(ctx, nominated, now)
-	if err != nil {
-		t.Fatal(err)
+	onCopy, ok := tp.known(ctx, nominated, now)
+	if !ok {
+		t.Fatal("headroom unknown on the copy")
 	}
 	if onCopy.estimatedUsed != 20700 {
 		t.Fatalf("copy with a nominated pod: estimated %d, want 20700", onCopy.estimatedUsed)
 	}
 	if again, _ := tp.known(ctx, snap, now); again != first {
 		t.Fatal("filtering a temporary copy replaced the snapshot's cached entry")
+	}
+	if tp.cache.Stored("n") != first {
+		t.Fatal("the stored entry is not the snapshot's")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
 // EventsToRegister returns the events that can lift a NodePIDs rejection: a
@@ -29,20 +30,11 @@ func (pl *NodePIDs) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithH
 }
 
 // isSchedulableAfterNodeChange queues the pod when the added or updated node
-// may now pass Filter where it did not before:
-//
-//   - the node's PID headroom became unknown (Filter passes such nodes);
-//   - a node was added, or its figures show more free PIDs than before, and
-//     at its reported use it has room for the pod above the floor;
-//   - the node carries a newer sample with room for the pod at its reported
-//     use. Filter estimates use as the sample plus the declared PIDs of pods
-//     placed after it; a newer sample replaces those declarations with the
-//     pods' measured use, which is often less. The hint cannot see the
-//     node's pods, so it lets the pod try again.
-//
-// Everything else — a sample without room, an unchanged sample (another
-// annotation changed), a node whose headroom was and is unknown — is
-// QueueSkip.
+// may now pass Filter where it did not before (nodesample.NodeChangeHint):
+// its PID headroom became unknown, or it has room for the pod at its
+// reported use and was added, reports more free PIDs, or carries a newer
+// sample (which replaces the declared PIDs of pods placed after the old one
+// with their measured use, often less).
 func (pl *NodePIDs) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := schedutil.As[*corev1.Node](oldObj, newObj)
 	if err != nil {
@@ -51,96 +43,37 @@ func (pl *NodePIDs) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1
 	now := pl.clock.Now()
 	need, _ := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
 	newStats, newErr := pidstats.ParseNode(newNode.Annotations, now, pl.maxSampleAge)
-	var oldStats pidstats.NodeStats
-	var oldErr error
+	cur := nodesample.Reading{Err: newErr, Free: newStats.Free(), SampledAt: newStats.SampledAt}
+	var old *nodesample.Reading
 	if oldNode != nil {
-		oldStats, oldErr = pidstats.ParseNode(oldNode.Annotations, now, pl.maxSampleAge)
+		oldStats, oldErr := pidstats.ParseNode(oldNode.Annotations, now, pl.maxSampleAge)
+		old = &nodesample.Reading{Err: oldErr, Free: oldStats.Free(), SampledAt: oldStats.SampledAt}
 	}
-
-	if newErr != nil {
-		if oldNode == nil || oldErr == nil {
-			logger.V(5).Info("Node's PID headroom is unknown now, which Filter passes", "pod", klog.KObj(pod), "node", klog.KObj(newNode), "reason", newErr)
-			return fwk.Queue, nil
-		}
-		logger.V(5).Info("Node's PID headroom was and is unknown", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-		return fwk.QueueSkip, nil
-	}
-	if !pl.strategy.fits(newStats.Free(), newStats.Allocatable(), need) {
-		logger.V(5).Info("Node has too few free PIDs for the pod even at its reported use", "pod", klog.KObj(pod), "node", klog.KObj(newNode),
-			"podPIDs", need, "free", newStats.Free())
-		return fwk.QueueSkip, nil
-	}
-	switch {
-	case oldNode == nil:
-		logger.V(5).Info("Node added with room for the pod's PIDs", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-		return fwk.Queue, nil
-	case pidstats.IsStale(oldErr):
-		// Fresh, and maybe rejecting, when the pod was last tried.
-		logger.V(5).Info("Node's stale PID sample was replaced by one with room", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-		return fwk.Queue, nil
-	case oldErr != nil:
-		// No or invalid annotations before: Filter passed the node already.
-		logger.V(5).Info("Node's PID headroom was unknown before, NodePIDs did not reject the pod there", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-		return fwk.QueueSkip, nil
-	case newStats.Free() > oldStats.Free():
-		logger.V(5).Info("Node reports more free PIDs", "pod", klog.KObj(pod), "node", klog.KObj(newNode),
-			"oldFree", oldStats.Free(), "newFree", newStats.Free())
-		return fwk.Queue, nil
-	case newStats.SampledAt.After(oldStats.SampledAt):
-		logger.V(5).Info("Node has a newer PID sample with room for the pod", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-		return fwk.Queue, nil
-	}
-	logger.V(5).Info("Node's PID figures show no more room", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-	return fwk.QueueSkip, nil
+	fits := newErr == nil && pl.strategy.fits(newStats.Free(), newStats.Allocatable(), need)
+	return nodesample.NodeChangeHint(logger, "PID", pod, newNode, old, cur, fits), nil
 }
 
 // isSchedulableAfterPodDelete queues the pod when a deleted pod lowers the
 // estimated use of a node whose PID headroom is known: it was placed after
-// the node's sample, so its declared PIDs were added to the reported use.
-// A pod that was in the sample frees its PIDs in the next sample, which
-// comes as a node update. Without a node lister, every deletion of an
-// assigned pod queues.
+// the node's sample, so its declared PIDs were added to the reported use
+// (nodesample.PodDeleteHint).
 func (pl *NodePIDs) isSchedulableAfterPodDelete(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	deleted, _, err := schedutil.As[*corev1.Pod](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	nodeName := deleted.Spec.NodeName
-	if nodeName == "" {
-		nodeName = deleted.Status.NominatedNodeName
-	}
-	if nodeName == "" {
-		logger.V(5).Info("Deleted pod was not on a node", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted))
-		return fwk.QueueSkip, nil
-	}
-	if pl.nodeLister == nil {
-		return fwk.Queue, nil
-	}
-	node, err := pl.nodeLister.Get(nodeName)
-	if err != nil {
-		// The node is gone too; its deletion is no reason to retry.
-		logger.V(5).Info("Deleted pod's node is not known", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted), "node", nodeName)
-		return fwk.QueueSkip, nil
-	}
-	stats, err := pidstats.ParseNode(node.Annotations, pl.clock.Now(), pl.maxSampleAge)
-	switch {
-	case pidstats.IsStale(err):
-		// Filter passes the node now, though it may have rejected the pod
-		// while the sample was fresh; nothing else requeues for age.
-		return fwk.Queue, nil
-	case err != nil:
-		logger.V(5).Info("Deleted pod's node has unknown PID headroom, which NodePIDs does not filter", "pod", klog.KObj(pod), "node", nodeName)
-		return fwk.QueueSkip, nil
-	}
-	// Terminal pods leave the scheduler's cache through this event too, and
-	// stop counting then, so the phase is not looked at.
-	if !pidstats.PlacedAfterSample(deleted, stats.SampledAt) {
-		logger.V(5).Info("Deleted pod was in its node's PID sample; the next sample shows the room", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted), "node", nodeName)
-		return fwk.QueueSkip, nil
-	}
-	if pids, _ := pidstats.PodPIDs(deleted, pl.defaultPodPIDs); pids == 0 {
-		return fwk.QueueSkip, nil
-	}
-	logger.V(5).Info("Deleted pod's PIDs no longer count on its node", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted), "node", nodeName)
-	return fwk.Queue, nil
+	return nodesample.PodDeleteHint(logger, "PID", pod, deleted, pl.nodeLister, pl.reading, pl.declaresPIDs), nil
+}
+
+// reading is the node's PID sample as the hints see it.
+func (pl *NodePIDs) reading(node *corev1.Node) nodesample.Reading {
+	s, err := pidstats.ParseNode(node.Annotations, pl.clock.Now(), pl.maxSampleAge)
+	return nodesample.Reading{Err: err, Free: s.Free(), SampledAt: s.SampledAt}
+}
+
+// declaresPIDs reports whether a pod placed after its node's sample adds
+// PIDs to the node's estimate (whatever its phase).
+func (pl *NodePIDs) declaresPIDs(p *corev1.Pod) bool {
+	pids, _ := pidstats.PodPIDs(p, pl.defaultPodPIDs)
+	return pids > 0
 }

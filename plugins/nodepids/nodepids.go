@@ -24,6 +24,8 @@ import (
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -51,7 +53,7 @@ type NodePIDs struct {
 	defaultPodPIDs int64
 	maxSampleAge   time.Duration
 	unknownScore   int64
-	cache          *nodeCache
+	cache          *nodecache.Cache[nodeEntry]
 	clock          clock.PassiveClock
 	// nodeLister lets the pod-deletion queueing hint look at the pod's node;
 	// nil when the handle has no informer factory.
@@ -85,9 +87,9 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		defaultPodPIDs: args.DefaultPodPIDs,
 		maxSampleAge:   args.MaxSampleAge.Duration,
 		unknownScore:   args.UnknownNodeScore,
-		cache:          &nodeCache{defaultPodPIDs: args.DefaultPodPIDs},
 		clock:          clock.RealClock{},
 	}
+	pl.cache = nodecache.New(h, pl.computeEntry)
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
@@ -159,7 +161,7 @@ func (pl *NodePIDs) stateOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.
 // PreFilter works out the pod's PIDs once for the cycle.
 func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	state.Write(preFilterStateKey, pl.newPodState(ctx, pod))
-	pl.pruneCache()
+	pl.cache.Prune()
 	return nil, nil
 }
 
@@ -167,34 +169,11 @@ func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *co
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodePIDs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// inSnapshot reports whether ni may be cached: it is the scheduling
-// snapshot's own NodeInfo, not a temporary copy of it. A node the snapshot
-// does not hold (or no handle) has no snapshot entry to protect.
-func (pl *NodePIDs) inSnapshot(ni fwk.NodeInfo) bool {
-	if pl.handle == nil {
-		return true
-	}
-	snap, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(ni.Node().Name)
-	return err != nil || snap == ni
-}
-
-func (pl *NodePIDs) pruneCache() {
-	if pl.handle == nil {
-		return
-	}
-	if lister := pl.handle.SnapshotSharedLister(); lister != nil {
-		pl.cache.prune(lister.NodeInfos())
-	}
-}
-
-// known returns the node's cache entry and nil when its PID headroom is
-// known at now, or the reason it is not (no, invalid or stale annotations).
-func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, error) {
-	e := pl.cache.get(ctx, ni, now, pl.inSnapshot(ni))
-	if e.parseErr != nil {
-		return e, e.parseErr
-	}
-	return e, e.stats.CheckAge(now, pl.maxSampleAge)
+// known returns the node's cache entry and whether its PID headroom is known
+// at now (valid annotations, a fresh sample). It allocates nothing.
+func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, bool) {
+	e := pl.cache.Get(ctx, ni)
+	return e, e.usable(now)
 }
 
 // Filter rejects a node whose estimated free PIDs, less the pod's, would
@@ -205,21 +184,21 @@ func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preFilterStateKey, pod)
-	e, err := pl.known(ctx, ni, s.now)
-	if err != nil {
+	e, ok := pl.known(ctx, ni, s.now)
+	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
-			v.Info("Node's PID headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", err)
+			v.Info("Node's PID headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
+				"reason", e.unknownReason(s.now, pl.maxSampleAge))
 		}
 		return nil
 	}
-	est := e.estimated()
-	free, alloc := est.Free(), est.Allocatable()
-	if pl.strategy.fits(free, alloc, s.pids) {
+	if s.pids <= e.room {
 		return nil
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		alloc := e.stats.Allocatable()
 		v.Info("Node has too few free PIDs for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
-			"podPIDs", s.pids, "estimatedFree", free, "floor", pl.strategy.floor(alloc), "allocatable", alloc,
+			"podPIDs", s.pids, "estimatedFree", e.free, "floor", pl.strategy.floor(alloc), "allocatable", alloc,
 			"reportedUsed", e.stats.Used, "estimatedUsed", e.estimatedUsed, "sampledAt", e.stats.SampledAt)
 	}
 	return fwk.NewStatus(fwk.Unschedulable, ErrReasonTooFewPIDs)
@@ -235,13 +214,13 @@ func (pl *NodePIDs) PreScore(ctx context.Context, state fwk.CycleState, pod *cor
 	}
 	if s == nil {
 		s = pl.newPodState(ctx, pod)
-		pl.pruneCache()
+		pl.cache.Prune()
 	}
 	for _, ni := range nodes {
 		if ni.Node() == nil {
 			continue
 		}
-		if _, err := pl.known(ctx, ni, s.now); err == nil {
+		if _, ok := pl.known(ctx, ni, s.now); ok {
 			state.Write(preScoreStateKey, s)
 			return nil
 		}
@@ -257,14 +236,15 @@ func (pl *NodePIDs) Score(ctx context.Context, state fwk.CycleState, pod *corev1
 		return 0, fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preScoreStateKey, pod)
-	e, err := pl.known(ctx, ni, s.now)
-	if err != nil {
+	e, ok := pl.known(ctx, ni, s.now)
+	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
-			v.Info("Node's PID headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", err, "score", pl.unknownScore)
+			v.Info("Node's PID headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
+				"reason", e.unknownReason(s.now, pl.maxSampleAge), "score", pl.unknownScore)
 		}
-		return unknownRaw, nil
+		return nodesample.UnknownRaw, nil
 	}
-	return freeAfter(e.estimated().Free(), s.pids), nil
+	return nodesample.FreeAfter(e.free, s.pids), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are PID counts.
@@ -275,30 +255,7 @@ func (pl *NodePIDs) ScoreExtensions() fwk.ScoreExtensions { return pl }
 // unknown PID headroom get UnknownNodeScore, by default the mean of the
 // known nodes' scores.
 func (pl *NodePIDs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	var best int64
-	for i := range scores {
-		best = max(best, scores[i].Score)
-	}
-	var sum, known int64
-	for i := range scores {
-		if scores[i].Score != unknownRaw {
-			scores[i].Score = scale(scores[i].Score, best)
-			sum += scores[i].Score // at most MaxNodeScore per node: no overflow
-			known++
-		}
-	}
-	unknown := pl.unknownScore
-	if unknown == config.UnknownNodeScoreMeanOfKnown {
-		unknown = fwk.MaxNodeScore / 2 // no known node: PreScore skips, but stay defined
-		if known > 0 {
-			unknown = sum / known
-		}
-	}
-	for i := range scores {
-		if scores[i].Score == unknownRaw {
-			scores[i].Score = unknown
-		}
-	}
+	nodesample.Normalize(scores, pl.unknownScore)
 	return nil
 }
 

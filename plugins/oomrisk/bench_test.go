@@ -3,6 +3,7 @@ package oomrisk
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +71,7 @@ func BenchmarkScore(b *testing.B) {
 }
 
 // BenchmarkScoreCacheMiss is Score on a node that changed since it was last
-// scored: the model is rebuilt.
+// scored (a new NodeInfo generation): the model is rebuilt.
 func BenchmarkScoreCacheMiss(b *testing.B) {
 	for _, pods := range []int{10, 110, 250} {
 		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
@@ -78,9 +79,7 @@ func BenchmarkScoreCacheMiss(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				pl.cache.mu.Lock()
-				delete(pl.cache.entries, "bench")
-				pl.cache.mu.Unlock()
+				ni.(*framework.NodeInfo).SetNode(ni.Node())
 				scoreSink, _ = pl.Score(ctx, state, in, ni)
 			}
 		})
@@ -114,4 +113,45 @@ func BenchmarkScoreBaselineBalancedAllocation(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCacheBytesPerNode reports the heap OOMRisk's cache holds per node
+// of a 5000-node snapshot, each node with two Burstable pods (the
+// SchedulingBasic workload's density): a Score on every node fills it.
+func BenchmarkCacheBytesPerNode(b *testing.B) {
+	const n = 5000
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range n {
+		name := fmt.Sprintf("node-%d", i)
+		nodes = append(nodes, node(name, "32Gi"))
+		pods = append(pods, pod(fmt.Sprintf("a%d", i), name, "500Mi", "1Gi"), pod(fmt.Sprintf("b%d", i), name, "500Mi", "1Gi"))
+	}
+	ctx := context.Background()
+	in := pod("incoming", "", "500Mi", "1Gi")
+	for b.Loop() {
+		snapshot := cache.NewSnapshot(pods, nodes)
+		pl := newPlugin(b, defaultArgs(), snapshot)
+		infos, err := snapshot.NodeInfos().List()
+		if err != nil {
+			b.Fatal(err)
+		}
+		state := framework.NewCycleState()
+		pl.PreScore(ctx, state, in, nil)
+		before := heapAlloc()
+		for _, ni := range infos {
+			scoreSink, _ = pl.Score(ctx, state, in, ni)
+		}
+		b.ReportMetric(float64(heapAlloc()-before)/n, "B/node")
+		if pl.cache.Len() != n {
+			b.Fatalf("%d cached nodes", pl.cache.Len())
+		}
+	}
+}
+
+func heapAlloc() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

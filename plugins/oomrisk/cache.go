@@ -1,7 +1,7 @@
 package oomrisk
 
 import (
-	"sync"
+	"context"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -9,85 +9,37 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 )
 
-// nodeCache keeps each node's oomkill.Node across scheduling cycles.
-// Building one sorts the node's containers and calls the kubelet's adj
-// function per container; the scheduler's snapshot bumps a NodeInfo's
-// generation on every change to the node or its pods (the generations come
-// from one process-wide counter), so an entry of the same generation is
-// still exact.
-type nodeCache struct {
-	est oomkill.Estimate
-
-	mu      sync.RWMutex
-	entries map[string]cacheEntry
+// nodeEntry is OOMRisk's model of one node at one NodeInfo generation, kept
+// in the plugins' shared per-node cache (plugins/internal/nodecache).
+// Building the model sorts the node's containers and calls the kubelet's
+// adj function per container: once per change of the node or its pods.
+type nodeEntry struct {
+	// slack is the allocatable memory left above the worst case of every
+	// container on the node; -1 when the node is short already. A pod whose
+	// worst case fits into it risks nothing and puts nothing at risk, so
+	// Score needs no assessment.
+	slack int64
+	// capacity and allocatable are the node's memory in bytes, copied from
+	// the model so that Score finds the incoming pod's worst case for the
+	// node's shape without reading the model (see podWorst).
+	capacity, allocatable int64
+	err                   error // the node's memory is unknown
+	node                  *oomkill.Node
 }
 
-type cacheEntry struct {
-	generation int64
-	node       *oomkill.Node
-	err        error
-}
-
-func newNodeCache(est oomkill.Estimate) *nodeCache {
-	return &nodeCache{est: est, entries: map[string]cacheEntry{}}
-}
-
-// get returns the model of ni's node, from the cache when its generation is
-// current. Score calls it in parallel for different nodes; a hit takes only
-// the read lock and allocates nothing.
-func (c *nodeCache) get(ni fwk.NodeInfo) (*oomkill.Node, error) {
-	node := ni.Node()
-	generation := ni.GetGeneration()
-	c.mu.RLock()
-	e, ok := c.entries[node.Name]
-	c.mu.RUnlock()
-	if ok && e.generation == generation {
-		return e.node, e.err
-	}
-
+func (pl *OOMRisk) computeEntry(_ context.Context, ni fwk.NodeInfo, _ *nodeEntry) nodeEntry {
 	infos := ni.GetPods()
 	pods := make([]*corev1.Pod, len(infos))
 	for i, pi := range infos {
 		pods[i] = pi.GetPod()
 	}
-	n, err := oomkill.NewNode(node, pods, c.est)
-	e = cacheEntry{generation: generation, node: n, err: err}
-
-	c.mu.Lock()
-	// A concurrent cycle may have stored a newer generation meanwhile.
-	if old, ok := c.entries[node.Name]; !ok || old.generation < generation {
-		c.entries[node.Name] = e
-	}
-	c.mu.Unlock()
-	return n, err
-}
-
-// prune drops the entries of nodes that lister no longer holds, once there
-// are more entries than nodes: the cache never outgrows the cluster by more
-// than the nodes of one cycle.
-func (c *nodeCache) prune(lister fwk.NodeInfoLister) {
-	all, err := lister.List()
-	if err != nil {
-		return
-	}
-	c.mu.RLock()
-	over := len(c.entries) > len(all)
-	c.mu.RUnlock()
-	if !over {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name := range c.entries {
-		if _, err := lister.Get(name); err != nil {
-			delete(c.entries, name)
+	n, err := oomkill.NewNode(ni.Node(), pods, pl.est)
+	e := nodeEntry{node: n, err: err, slack: -1}
+	if err == nil {
+		e.capacity, e.allocatable = n.Capacity(), n.Allocatable()
+		if n.Shortfall() == 0 {
+			e.slack = n.Allocatable() - n.TotalWorst()
 		}
 	}
-}
-
-// len returns the number of cached nodes.
-func (c *nodeCache) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.entries)
+	return e
 }

@@ -8,6 +8,7 @@ package oomrisk
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -33,7 +35,8 @@ const neutralScore = (fwk.MaxNodeScore + fwk.MinNodeScore) / 2
 type OOMRisk struct {
 	handle   fwk.Handle
 	strategy strategy
-	cache    *nodeCache
+	est      oomkill.Estimate
+	cache    *nodecache.Cache[nodeEntry]
 }
 
 var (
@@ -52,11 +55,13 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err := validation.ValidateOOMRiskArgs(field.NewPath("OOMRiskArgs"), args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &OOMRisk{
+	pl := &OOMRisk{
 		handle:   h,
 		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
-		cache:    newNodeCache(estimateOf(args)),
-	}, nil
+		est:      estimateOf(args),
+	}
+	pl.cache = nodecache.New(h, pl.computeEntry)
+	return pl, nil
 }
 
 func estimateOf(args *config.OOMRiskArgs) oomkill.Estimate {
@@ -72,10 +77,29 @@ func (pl *OOMRisk) Name() string { return Name }
 // preScoreState carries the incoming pod, prepared once per cycle, to Score.
 type preScoreState struct {
 	in *oomkill.Incoming
+	// worst is the pod's worst case on the node shape Score saw last: the
+	// nodes of a cluster mostly share a few shapes, and the worst case
+	// depends only on the shape (the estimate is the plugin's).
+	worst atomic.Pointer[shapeWorst]
 }
 
-// Clone returns the state itself: it is read-only, and Incoming is safe for
-// concurrent use.
+type shapeWorst struct {
+	capacity, allocatable, podWorst int64
+}
+
+// podWorst returns the pod's worst-case memory on e's node,
+// in.WorstOn(e.node), from the cycle's last shape when it matches.
+func (s *preScoreState) podWorst(e *nodeEntry) int64 {
+	if w := s.worst.Load(); w != nil && w.capacity == e.capacity && w.allocatable == e.allocatable {
+		return w.podWorst
+	}
+	w := &shapeWorst{capacity: e.capacity, allocatable: e.allocatable, podWorst: s.in.WorstOn(e.node)}
+	s.worst.Store(w)
+	return w.podWorst
+}
+
+// Clone returns the state itself: it describes the same pod, and it is safe
+// for concurrent use (Incoming is, and worst is an atomic memo).
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // PreScore prepares the pod for Score, or skips scoring for a Guaranteed pod.
@@ -92,16 +116,15 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		return fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(preScoreStateKey, &preScoreState{in: in})
-	if pl.handle != nil && pl.handle.SnapshotSharedLister() != nil {
-		pl.cache.prune(pl.handle.SnapshotSharedLister().NodeInfos())
-	}
+	pl.cache.Prune()
 	return nil
 }
 
 // Score scores the node by the cost of the placement's OOM risk: MaxNodeScore
 // when it puts nothing at risk, less the weighted share at risk.
 func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	in := incoming(state, pod)
+	s := incoming(state, pod)
+	in := s.in
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.MaxNodeScore, nil // as PreScore's Skip: the same everywhere
 	}
@@ -109,16 +132,24 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
 	logger := klog.FromContext(ctx)
-	n, err := pl.cache.get(ni)
-	if err != nil {
+	e := pl.cache.Get(ctx, ni)
+	if e.err != nil {
 		if v := logger.V(4); v.Enabled() {
-			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", err, "score", neutralScore)
+			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", e.err, "score", neutralScore)
 		}
 		return neutralScore, nil
 	}
+	n := e.node
+	podWorst := s.podWorst(e)
+	v := logger.V(4)
+	if podWorst <= e.slack && !v.Enabled() {
+		// No shortfall even with the pod: Assess would find no risk and no
+		// collateral, a cost of 0.
+		return fwk.MaxNodeScore, nil
+	}
 	a := n.Assess(in)
-	score, cost := pl.strategy.score(a, in.WorstOn(n))
-	if v := logger.V(4); v.Enabled() {
+	score, cost := pl.strategy.score(a, podWorst)
+	if v.Enabled() {
 		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
 			"shortfallBefore", a.ShortfallBefore, "shortfallAfter", a.ShortfallAfter,
 			"rank", a.Rank, "riskPPM", a.RiskPPM, "collateralBytes", a.CollateralBytes,
@@ -129,13 +160,13 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 
 // incoming returns the pod prepared by PreScore, or prepares it when Score
 // is called without PreScore.
-func incoming(state fwk.CycleState, pod *corev1.Pod) *oomkill.Incoming {
+func incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreState {
 	if data, err := state.Read(preScoreStateKey); err == nil {
 		if s, ok := data.(*preScoreState); ok && s.in.Pod() == pod {
-			return s.in
+			return s
 		}
 	}
-	return oomkill.NewIncoming(pod)
+	return &preScoreState{in: oomkill.NewIncoming(pod)}
 }
 
 // ScoreExtensions returns nil: scores are absolute (a node that risks nothing

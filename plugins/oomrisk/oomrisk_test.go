@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -234,9 +235,10 @@ func TestScoreWithoutPreScore(t *testing.T) {
 
 // cached returns the model the plugin holds for node name.
 func cached(pl *OOMRisk, name string) *oomkill.Node {
-	pl.cache.mu.RLock()
-	defer pl.cache.mu.RUnlock()
-	return pl.cache.entries[name].node
+	if e := pl.cache.Stored(name); e != nil {
+		return e.node
+	}
+	return nil
 }
 
 func TestCacheFollowsGeneration(t *testing.T) {
@@ -271,6 +273,8 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	// Removing two 8Gi pods bumps the generation: 16Gi of limits on 16Gi
 	// leaves 12Gi of shortfall with the pod, all of it its own: cost
 	// (3·12/12·1e6 + 0)/4 as before, so check the model, not the score.
+	// On a temporary copy (a preemption dry run) the model is built for the
+	// copy but not cached.
 	pods, _ := crowdedAndLight()
 	for _, name := range []string{"c1", "c2"} {
 		if err := clone.RemovePod(klog.Background(), pods[indexOf(pods, name)]); err != nil {
@@ -278,24 +282,28 @@ func TestCacheFollowsGeneration(t *testing.T) {
 		}
 	}
 	score(clone)
+	if cached(pl, "crowded") != first {
+		t.Error("a temporary copy replaced the snapshot's entry")
+	}
+	// The snapshot's own NodeInfo changes in place (UpdateSnapshot).
+	for _, name := range []string{"c1", "c2"} {
+		if err := crowded.RemovePod(klog.Background(), pods[indexOf(pods, name)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	score(crowded)
 	second := cached(pl, "crowded")
 	if second == first || len(second.KillOrder()) != 2 {
 		t.Errorf("after removing pods: model %p (was %p) with %d containers, want a new one of 2", second, first, len(second.KillOrder()))
 	}
 
-	// An older generation does not replace a newer entry.
-	score(crowded)
-	if cached(pl, "crowded") != second {
-		t.Error("older generation replaced the newer entry")
-	}
-
 	// A changed pod is a new generation too: with the other two pods'
 	// limits cut to 2Gi, 12Gi fit next to them.
-	clone.RemovePod(klog.Background(), pods[indexOf(pods, "c3")])
-	clone.AddPodInfo(podInfo(t, pod("c3", "crowded", "1Gi", "2Gi")))
-	clone.RemovePod(klog.Background(), pods[indexOf(pods, "c4")])
-	clone.AddPodInfo(podInfo(t, pod("c4", "crowded", "1Gi", "2Gi")))
-	if got := score(clone); got != 100 {
+	crowded.RemovePod(klog.Background(), pods[indexOf(pods, "c3")])
+	crowded.AddPodInfo(podInfo(t, pod("c3", "crowded", "1Gi", "2Gi")))
+	crowded.RemovePod(klog.Background(), pods[indexOf(pods, "c4")])
+	crowded.AddPodInfo(podInfo(t, pod("c4", "crowded", "1Gi", "2Gi")))
+	if got := score(crowded); got != 100 {
 		t.Errorf("after shrinking limits: score %d, want 100", got)
 	}
 	if cached(pl, "crowded") == second {
@@ -332,14 +340,17 @@ func TestCachePrunedToSnapshot(t *testing.T) {
 	earlier := cache.NewSnapshot(nil, append([]*corev1.Node{node("gone-1", "8Gi"), node("gone-2", "8Gi")}, nodes...))
 	state := framework.NewCycleState()
 	pl.PreScore(ctx, state, p, nil)
-	for _, name := range []string{"gone-1", "gone-2", "crowded", "light"} {
+	for _, name := range []string{"gone-1", "gone-2"} {
 		pl.Score(ctx, state, p, nodeInfo(t, earlier, name))
 	}
-	if got := pl.cache.len(); got != 4 {
+	for _, name := range []string{"crowded", "light"} {
+		pl.Score(ctx, state, p, nodeInfo(t, current, name))
+	}
+	if got := pl.cache.Len(); got != 4 {
 		t.Fatalf("%d cached nodes, want 4", got)
 	}
 	pl.PreScore(ctx, framework.NewCycleState(), p, nil)
-	if got := pl.cache.len(); got != 2 || cached(pl, "crowded") == nil || cached(pl, "light") == nil {
+	if got := pl.cache.Len(); got != 2 || cached(pl, "crowded") == nil || cached(pl, "light") == nil {
 		t.Errorf("after PreScore on a 2-node snapshot: %d cached nodes, want crowded and light", got)
 	}
 }
@@ -436,5 +447,33 @@ func TestScoreConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// Score skips the assessment when the pod's worst case fits into the node's
+// slack; that shortcut must give the score the assessment gives. Logging at
+// V(4) takes the full path.
+func TestScoreShortcutMatchesAssessment(t *testing.T) {
+	pods, nodes := crowdedAndLight()
+	// A node of another shape: an unlimited pod's worst case differs there.
+	nodes = append(nodes, node("big", "64Gi"))
+	snapshot := cache.NewSnapshot(pods, nodes)
+	pl := newPlugin(t, defaultArgs(), snapshot)
+	quiet := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0))))
+	verbose := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4))))
+	for _, limit := range []string{"", "1Mi", "512Mi", "1Gi", "2Gi", "4Gi", "6Gi", "8Gi", "12Gi", "64Gi"} {
+		p := pod("incoming", "", "256Mi", limit)
+		// One cycle over nodes of different shapes, twice: the pod's worst
+		// case per shape is remembered across Score calls.
+		state := framework.NewCycleState()
+		pl.PreScore(quiet, state, p, nil)
+		for _, name := range []string{"crowded", "big", "light", "big", "crowded"} {
+			ni := nodeInfo(t, snapshot, name)
+			fast, s1 := pl.Score(quiet, state, p, ni)
+			full, s2 := pl.Score(verbose, state, p, ni)
+			if !s1.IsSuccess() || !s2.IsSuccess() || fast != full {
+				t.Errorf("limit %q on %s: score %d (%v) without the assessment, %d (%v) with it", limit, name, fast, s1, full, s2)
+			}
+		}
 	}
 }

@@ -11,6 +11,9 @@ import (
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	// The args decode only once Headroom's types are in the kube-scheduler's
+	// scheme, as in headroom-scheduler.
+	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 )
 

@@ -1,6 +1,6 @@
 // Package scheme registers Headroom's scheduler plugin args into the
 // kube-scheduler's scheme, so that KubeSchedulerConfiguration pluginConfig
-// entries of kind NodePIDsArgs and OOMRiskArgs decode, default and convert.
+// entries of kind NodePIDsArgs, NodeIPsArgs and OOMRiskArgs decode, default and convert.
 // Import it for its side effect wherever the scheduler config is loaded.
 package scheme
 

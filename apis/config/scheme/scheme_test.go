@@ -1,6 +1,9 @@
 package scheme
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +54,9 @@ profiles:
   - name: OOMRisk
     args:
       collateralWeight: 2
+  - name: NodeIPs
+    args:
+      minFreeIPs: 2
 `)
 	pids, ok := args(cfg, "NodePIDs").(*config.NodePIDsArgs)
 	if !ok {
@@ -66,6 +72,15 @@ profiles:
 	want.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
 	if *pids != want {
 		t.Errorf("NodePIDs args = %+v, want %+v", *pids, want)
+	}
+	ips, ok := args(cfg, "NodeIPs").(*config.NodeIPsArgs)
+	if !ok {
+		t.Fatalf("NodeIPs args decoded as %T", args(cfg, "NodeIPs"))
+	}
+	wantIPs := config.NodeIPsArgs{TypeMeta: ips.TypeMeta, MinFreeIPs: 2, UnknownNodeScore: configv1.DefaultUnknownNodeScore}
+	wantIPs.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
+	if *ips != wantIPs {
+		t.Errorf("NodeIPs args = %+v, want %+v", *ips, wantIPs)
 	}
 	oom, ok := args(cfg, "OOMRisk").(*config.OOMRiskArgs)
 	if !ok {
@@ -102,6 +117,10 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"percent over 100", validation.ValidateNodePIDsArgs(path, &config.NodePIDsArgs{MinFreePercent: 101}), "args.minFreePercent"},
 		{"score over 100", validation.ValidateNodePIDsArgs(path, &config.NodePIDsArgs{UnknownNodeScore: 101}), "args.unknownNodeScore"},
 		{"negative age", validation.ValidateNodePIDsArgs(path, &config.NodePIDsArgs{MaxSampleAge: metav1Duration(-time.Second)}), "args.maxSampleAge"},
+		{"negative minFreeIPs", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MinFreeIPs: -1}), "args.minFreeIPs"},
+		{"minFreeIPs above any pool", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MinFreeIPs: 1 << 25}), "args.minFreeIPs"},
+		{"IP unknown score under -1", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -2}), "args.unknownNodeScore"},
+		{"negative IP sample age", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MaxSampleAge: metav1Duration(-time.Minute)}), "args.maxSampleAge"},
 		{"both weights 0", validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{NoLimitRequestPercent: 200}), "args.ownRiskWeight"},
 		{"multiplier under 100", validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{OwnRiskWeight: 1, NoLimitRequestPercent: 50}), "args.noLimitRequestPercent"},
 	}
@@ -114,9 +133,63 @@ func TestValidationNamesTheField(t *testing.T) {
 	if err := validation.ValidateNodePIDsArgs(path, valid); err != nil {
 		t.Errorf("defaults rejected: %v", err)
 	}
+	if err := validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -1}); err != nil {
+		t.Errorf("NodeIPs defaults rejected: %v", err)
+	}
 	if err := validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{OwnRiskWeight: 3, CollateralWeight: 1, NoLimitRequestPercent: 200, NoLimitAllocatablePermille: 100}); err != nil {
 		t.Errorf("defaults rejected: %v", err)
 	}
 }
 
 func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// The shipped profile and every sample configuration decode with the
+// kube-scheduler's own decoder, and Headroom's args in them validate.
+func TestShippedConfigsDecodeAndValidate(t *testing.T) {
+	files, err := filepath.Glob("../../../manifests/samples/*-scheduler-config.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample configurations found: %v", err)
+	}
+	files = append(files, "../../../manifests/scheduler/scheduler-config.yaml")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := decode(t, string(data))
+			for i, p := range cfg.Profiles {
+				for j, pc := range p.PluginConfig {
+					path := field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args")
+					var err error
+					switch a := pc.Args.(type) {
+					case *config.NodePIDsArgs:
+						err = validation.ValidateNodePIDsArgs(path, a)
+					case *config.NodeIPsArgs:
+						err = validation.ValidateNodeIPsArgs(path, a)
+					case *config.OOMRiskArgs:
+						err = validation.ValidateOOMRiskArgs(path, a)
+					}
+					if err != nil {
+						t.Errorf("profile %s, %s: %v", p.SchedulerName, pc.Name, err)
+					}
+				}
+			}
+		})
+	}
+	shipped := decode(t, string(must(os.ReadFile("../../../manifests/scheduler/scheduler-config.yaml"))))
+	var enabled []string
+	for _, pl := range shipped.Profiles[0].Plugins.MultiPoint.Enabled {
+		enabled = append(enabled, pl.Name)
+	}
+	if !slices.Contains(enabled, "NodeIPs") || args(shipped, "NodeIPs") == nil {
+		t.Errorf("the shipped profile should enable NodeIPs and configure it; enabled %v", enabled)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

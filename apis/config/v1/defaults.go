@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/headroom-k8s/headroom/apis/config"
@@ -19,6 +21,12 @@ const (
 	DefaultUnknownNodeScore = config.UnknownNodeScoreMeanOfKnown
 )
 
+// Defaults of NodeIPsArgs. MaxSampleAge and UnknownNodeScore are
+// NodePIDsArgs' (DefaultMaxSampleAge, from pkg/pidstats, and
+// DefaultUnknownNodeScore): the node agent writes both samples in the same
+// patch, so they age alike.
+const DefaultMinFreeIPs int64 = 0
+
 // Defaults of OOMRiskArgs.
 const (
 	DefaultOwnRiskWeight    int64 = 3
@@ -35,15 +43,26 @@ func setDefault(p **int64, v int64) {
 	}
 }
 
+func setDefaultDuration(p **metav1.Duration, v time.Duration) {
+	if *p == nil {
+		*p = &metav1.Duration{Duration: v}
+	}
+}
+
 // SetDefaults_NodePIDsArgs fills unset NodePIDsArgs fields.
 func SetDefaults_NodePIDsArgs(obj *NodePIDsArgs) {
 	setDefault(&obj.DefaultPodPIDs, DefaultPodPIDs)
 	setDefault(&obj.MinFreePIDs, DefaultMinFreePIDs)
 	setDefault(&obj.MinFreePercent, DefaultMinFreePercent)
 	setDefault(&obj.UnknownNodeScore, DefaultUnknownNodeScore)
-	if obj.MaxSampleAge == nil {
-		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
-	}
+	setDefaultDuration(&obj.MaxSampleAge, DefaultMaxSampleAge)
+}
+
+// SetDefaults_NodeIPsArgs fills unset NodeIPsArgs fields.
+func SetDefaults_NodeIPsArgs(obj *NodeIPsArgs) {
+	setDefault(&obj.MinFreeIPs, DefaultMinFreeIPs)
+	setDefault(&obj.UnknownNodeScore, DefaultUnknownNodeScore)
+	setDefaultDuration(&obj.MaxSampleAge, DefaultMaxSampleAge)
 }
 
 // SetDefaults_OOMRiskArgs fills unset OOMRiskArgs fields.

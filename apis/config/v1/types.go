@@ -49,3 +49,24 @@ type OOMRiskArgs struct {
 	// the node's allocatable memory; the larger estimate applies. Default 100.
 	NoLimitAllocatablePermille *int64 `json:"noLimitAllocatablePermille,omitempty"`
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeIPsArgs configures the NodeIPs plugin.
+type NodeIPsArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// MinFreeIPs is the floor of pod IPs a node must keep free after placing
+	// a pod that takes one (a pod not on the host network). Default 0: a
+	// node is rejected only when it has no pod IP left.
+	MinFreeIPs *int64 `json:"minFreeIPs,omitempty"`
+	// MaxSampleAge is how old a node's pod-IP sample may be before the
+	// node's pod-IP headroom counts as unknown; "0s" means never. Default
+	// 10m, as for NodePIDs: headroom-node-agent writes both samples together.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+	// UnknownNodeScore is the score, in [0, 100], of a node whose pod-IP
+	// headroom is unknown, or -1 for the mean score of the nodes whose
+	// headroom is known, so that unknown nodes are neither favoured nor
+	// penalised. Default -1.
+	UnknownNodeScore *int64 `json:"unknownNodeScore,omitempty"`
+}

@@ -29,9 +29,14 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&NodeIPsArgs{}, func(obj interface{}) { SetObjectDefaults_NodeIPsArgs(obj.(*NodeIPsArgs)) })
 	scheme.AddTypeDefaultingFunc(&NodePIDsArgs{}, func(obj interface{}) { SetObjectDefaults_NodePIDsArgs(obj.(*NodePIDsArgs)) })
 	scheme.AddTypeDefaultingFunc(&OOMRiskArgs{}, func(obj interface{}) { SetObjectDefaults_OOMRiskArgs(obj.(*OOMRiskArgs)) })
 	return nil
+}
+
+func SetObjectDefaults_NodeIPsArgs(in *NodeIPsArgs) {
+	SetDefaults_NodeIPsArgs(in)
 }
 
 func SetObjectDefaults_NodePIDsArgs(in *NodePIDsArgs) {

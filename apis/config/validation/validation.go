@@ -4,10 +4,12 @@ package validation
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 )
 
 // maxPIDs bounds every PID figure: Linux's pid_max cannot exceed 2^22.
@@ -20,9 +22,16 @@ func ValidateNodePIDsArgs(path *field.Path, args *config.NodePIDsArgs) error {
 	errs = append(errs, inRange(path.Child("minFreePIDs"), args.MinFreePIDs, 0, maxPIDs)...)
 	errs = append(errs, inRange(path.Child("minFreePercent"), args.MinFreePercent, 0, 100)...)
 	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, config.UnknownNodeScoreMeanOfKnown, 100)...)
-	if args.MaxSampleAge.Duration < 0 {
-		errs = append(errs, field.Invalid(path.Child("maxSampleAge"), args.MaxSampleAge.Duration.String(), "must not be negative"))
-	}
+	errs = append(errs, notNegative(path.Child("maxSampleAge"), args.MaxSampleAge.Duration)...)
+	return errs.ToAggregate()
+}
+
+// ValidateNodeIPsArgs validates NodeIPsArgs; path is the args' field path.
+func ValidateNodeIPsArgs(path *field.Path, args *config.NodeIPsArgs) error {
+	var errs field.ErrorList
+	errs = append(errs, inRange(path.Child("minFreeIPs"), args.MinFreeIPs, 0, ipstats.MaxCount)...)
+	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, config.UnknownNodeScoreMeanOfKnown, 100)...)
+	errs = append(errs, notNegative(path.Child("maxSampleAge"), args.MaxSampleAge.Duration)...)
 	return errs.ToAggregate()
 }
 
@@ -40,6 +49,13 @@ func ValidateOOMRiskArgs(path *field.Path, args *config.OOMRiskArgs) error {
 	errs = append(errs, inRange(path.Child("noLimitRequestPercent"), args.NoLimitRequestPercent, 100, 10000)...)
 	errs = append(errs, inRange(path.Child("noLimitAllocatablePermille"), args.NoLimitAllocatablePermille, 0, 1000)...)
 	return errs.ToAggregate()
+}
+
+func notNegative(path *field.Path, d time.Duration) field.ErrorList {
+	if d < 0 {
+		return field.ErrorList{field.Invalid(path, d.String(), "must not be negative")}
+	}
+	return nil
 }
 
 func inRange(path *field.Path, v, lo, hi int64) field.ErrorList {

@@ -1,0 +1,267 @@
+// Package nodecache is the per-node cache that Headroom's scheduler plugins
+// share: each plugin keeps, per node, a value computed from the node's
+// NodeInfo (parsed annotations, a model of the node's pods) and reuses it
+// until the NodeInfo changes.
+//
+// It relies on two properties of the scheduler's snapshot
+// (k8s.io/kubernetes/pkg/scheduler/backend/cache):
+//
+//   - A NodeInfo's generation comes from one process-wide counter and moves
+//     on every change to the node or its pods, and copies keep it until they
+//     change: a value computed for a generation is exact for any NodeInfo of
+//     the same node with that generation.
+//   - UpdateSnapshot copies new contents into the snapshot's existing
+//     NodeInfo, so a node keeps one NodeInfo pointer across cycles until it
+//     is deleted.
+//
+// The scheduler also passes temporary copies of a NodeInfo (with nominated
+// pods added, or victims removed in a preemption dry run). Their values are
+// computed but not stored, so they never evict the snapshot's own.
+//
+// A hit is a read of an immutable map keyed by the snapshot's NodeInfo
+// pointer (no string hashing, no look at the Node object), an atomic load and
+// a comparison of generations: no lock, no allocation. The maps are replaced
+// (copy on write) only when nodes are added or removed.
+package nodecache
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// ComputeFunc computes a node's value from its NodeInfo, whose Node() is not
+// nil. prev is the value stored for the node before (of an older
+// generation, possibly of an older Node object), or nil: a plugin may reuse
+// the parts that depend only on a Node object it shares. It must not modify
+// prev; it is called concurrently for different nodes.
+type ComputeFunc[V any] func(ctx context.Context, ni fwk.NodeInfo, prev *V) V
+
+// Cache keeps a value per node. The zero value is not usable; use New.
+type Cache[V any] struct {
+	compute ComputeFunc[V]
+	// snapshot returns the scheduler's snapshot lister; nil without one.
+	snapshot func() fwk.NodeInfoLister
+
+	slots atomic.Pointer[index[V]] // replaced, never modified
+	mu    sync.Mutex               // serialises replacements of slots
+}
+
+// index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
+// name (copies, and bookkeeping). Both maps hold the same slots.
+type index[V any] struct {
+	byInfo map[*framework.NodeInfo]*slot[V]
+	byName map[string]*slot[V]
+}
+
+// slot is one node's place in the cache.
+type slot[V any] struct {
+	cur atomic.Pointer[entry[V]]
+}
+
+// entry is a value computed for one generation of one NodeInfo; immutable.
+// A hit reads the generation and then the value's first fields, so they come
+// first: plugins put what Filter and Score compare at the start of V.
+type entry[V any] struct {
+	generation int64
+	value      V
+	owner      fwk.NodeInfo // the NodeInfo it was computed from
+}
+
+// New returns an empty cache that computes values with compute. h is the
+// scheduler's handle: its snapshot tells the snapshot's own NodeInfos from
+// temporary copies, and which nodes are gone. A nil h (or one without a
+// snapshot) stores every value and never prunes.
+func New[V any](h fwk.Handle, compute ComputeFunc[V]) *Cache[V] {
+	c := &Cache[V]{compute: compute, snapshot: func() fwk.NodeInfoLister { return nil }}
+	if h != nil {
+		c.snapshot = func() fwk.NodeInfoLister {
+			if l := h.SnapshotSharedLister(); l != nil {
+				return l.NodeInfos()
+			}
+			return nil
+		}
+	}
+	c.slots.Store(&index[V]{byInfo: map[*framework.NodeInfo]*slot[V]{}, byName: map[string]*slot[V]{}})
+	return c
+}
+
+// Get returns the value for ni, computing it when the node's stored value
+// is of another generation. The result is shared: callers must not modify
+// it. ni.Node() must not be nil.
+func (c *Cache[V]) Get(ctx context.Context, ni fwk.NodeInfo) *V {
+	generation := ni.GetGeneration()
+	idx := c.slots.Load()
+	// The scheduler's NodeInfos are *framework.NodeInfo; a map keyed by the
+	// concrete pointer hashes 8 bytes.
+	p, _ := ni.(*framework.NodeInfo)
+	s, known := idx.byInfo[p]
+	known = known && p != nil
+	if known {
+		if e := s.cur.Load(); e != nil && e.generation == generation {
+			return &e.value
+		}
+	}
+	return c.miss(ctx, ni, generation, s, known, idx)
+}
+
+// miss is Get's slow path: a changed node, a copy, or a node the index
+// does not know by its NodeInfo yet.
+func (c *Cache[V]) miss(ctx context.Context, ni fwk.NodeInfo, generation int64, s *slot[V], known bool, idx *index[V]) *V {
+	name := ni.Node().Name
+	if !known {
+		s = idx.byName[name]
+	}
+	var prev *entry[V]
+	if s != nil {
+		// A copy of the same generation has the same contents.
+		if prev = s.cur.Load(); prev != nil && prev.generation == generation {
+			return &prev.value
+		}
+	}
+
+	e := &entry[V]{owner: ni, generation: generation}
+	var pv *V
+	if prev != nil {
+		pv = &prev.value
+	}
+	e.value = c.compute(ctx, ni, pv)
+	// The snapshot's NodeInfo is the one the previous value was stored
+	// for; anything else is looked up once (a new node, a node re-added
+	// under the same name, or a temporary copy, whose value is computed
+	// from scratch anyway).
+	if known || (prev != nil && prev.owner == ni) || c.own(name, ni) {
+		if !known {
+			s = c.slotFor(name, ni)
+		}
+		s.store(e)
+	}
+	return &e.value
+}
+
+// store keeps e unless a value of a newer generation is stored already.
+func (s *slot[V]) store(e *entry[V]) {
+	for {
+		old := s.cur.Load()
+		if old != nil && old.owner == e.owner && old.generation > e.generation {
+			return
+		}
+		if s.cur.CompareAndSwap(old, e) {
+			return
+		}
+	}
+}
+
+// own reports whether ni may be stored: it is the snapshot's own NodeInfo of
+// the node, or the snapshot does not hold the node (or there is none), so
+// there is no entry to protect.
+func (c *Cache[V]) own(name string, ni fwk.NodeInfo) bool {
+	lister := c.snapshot()
+	if lister == nil {
+		return true
+	}
+	got, err := lister.Get(name)
+	return err != nil || got == ni
+}
+
+// slotFor returns name's slot, adding it, and a slot for every node of the
+// snapshot, in one replacement of the index, and indexes it under ni: the
+// first cycle after a fleet of nodes is added copies the index once, not
+// once per node.
+func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot[V] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.slots.Load()
+	if p, _ := ni.(*framework.NodeInfo); p != nil {
+		if s, ok := old.byInfo[p]; ok {
+			return s
+		}
+	}
+	var nodes []fwk.NodeInfo
+	if lister := c.snapshot(); lister != nil {
+		nodes, _ = lister.List()
+	}
+	next := &index[V]{
+		byInfo: make(map[*framework.NodeInfo]*slot[V], max(len(old.byInfo), len(nodes))+1),
+		byName: make(map[string]*slot[V], max(len(old.byName), len(nodes))+1),
+	}
+	for n, s := range old.byName {
+		next.byName[n] = s
+	}
+	add := func(name string, ni fwk.NodeInfo) *slot[V] {
+		s := next.byName[name]
+		if s == nil {
+			s = &slot[V]{}
+			next.byName[name] = s
+		}
+		if p, _ := ni.(*framework.NodeInfo); p != nil {
+			next.byInfo[p] = s
+		}
+		return s
+	}
+	for _, info := range nodes {
+		if node := info.Node(); node != nil {
+			add(node.Name, info)
+		}
+	}
+	// NodeInfos the snapshot no longer holds (replaced by a re-added node's)
+	// are left out; those of nodes it never held (no snapshot) are kept.
+	for info, s := range old.byInfo {
+		if len(nodes) == 0 && next.byInfo[info] == nil {
+			next.byInfo[info] = s
+		}
+	}
+	s := add(name, ni)
+	c.slots.Store(next)
+	return s
+}
+
+// Prune drops the nodes that the snapshot no longer holds. It costs a length
+// comparison unless the cache holds more nodes than the snapshot, so
+// plugins call it once per scheduling cycle (PreFilter, PreScore): the cache
+// never outgrows the cluster by more than the nodes deleted since the last
+// cycle.
+func (c *Cache[V]) Prune() {
+	lister := c.snapshot()
+	if lister == nil {
+		return
+	}
+	nodes, err := lister.List()
+	if err != nil || len(c.slots.Load().byName) <= len(nodes) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.slots.Load()
+	next := &index[V]{byInfo: make(map[*framework.NodeInfo]*slot[V], len(nodes)), byName: make(map[string]*slot[V], len(nodes))}
+	for name, s := range old.byName {
+		if _, err := lister.Get(name); err == nil {
+			next.byName[name] = s
+		}
+	}
+	for info, s := range old.byInfo {
+		if node := info.Node(); node != nil {
+			if got, err := lister.Get(node.Name); err == nil && got == info {
+				next.byInfo[info] = s
+			}
+		}
+	}
+	c.slots.Store(next)
+}
+
+// Len returns the number of nodes the cache has a place for.
+func (c *Cache[V]) Len() int { return len(c.slots.Load().byName) }
+
+// Stored returns the value stored for the node, or nil: for tests and
+// diagnostics, which look at the cache without computing.
+func (c *Cache[V]) Stored(name string) *V {
+	if s := c.slots.Load().byName[name]; s != nil {
+		if e := s.cur.Load(); e != nil {
+			return &e.value
+		}
+	}
+	return nil
+}

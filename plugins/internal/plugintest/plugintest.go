@@ -1,0 +1,152 @@
+// Package plugintest builds what the tests of Headroom's scheduler plugins
+// share: a real framework handle over a snapshot of nodes and pods, pods
+// placed before or after a sample, and scheduling cycles run the way the
+// framework runs them.
+package plugintest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+)
+
+// Handle is a framework handle for a plugin's New, with what tests look at.
+type Handle struct {
+	fwk.Handle
+	// Recorder holds the Events the plugin recorded.
+	Recorder *events.FakeRecorder
+	// Informers is the handle's informer factory; its node lister holds the
+	// nodes given to NewHandle.
+	Informers informers.SharedInformerFactory
+}
+
+// NewHandle returns a real framework handle: a snapshot of nodes and pods,
+// a fake event recorder, and an informer factory whose node lister holds
+// nodes.
+func NewHandle(t testing.TB, nodes []*corev1.Node, pods []*corev1.Pod) Handle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	recorder := events.NewFakeRecorder(100)
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	for _, n := range nodes {
+		if err := factory.Core().V1().Nodes().Informer().GetIndexer().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := frameworkruntime.NewFramework(ctx, nil, nil,
+		frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(pods, nodes)),
+		frameworkruntime.WithEventRecorder(recorder),
+		frameworkruntime.WithInformerFactory(factory),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Handle{Handle: h, Recorder: recorder, Informers: factory}
+}
+
+// SnapshotNodeInfo returns the snapshot's own NodeInfo of the named node,
+// the one production Filter and Score see and the plugins cache.
+func (h Handle) SnapshotNodeInfo(t testing.TB, name string) fwk.NodeInfo {
+	t.Helper()
+	ni, err := h.SnapshotSharedLister().NodeInfos().Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ni
+}
+
+// NodeInfo is a NodeInfo of node holding pods, outside any snapshot.
+func NodeInfo(node *corev1.Node, pods ...*corev1.Pod) *framework.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(node)
+	return ni
+}
+
+// BoundAt marks p as bound at t (PodScheduled=True), on node.
+func BoundAt(p *corev1.Pod, node string, t time.Time) *corev1.Pod {
+	p.Spec.NodeName = node
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t),
+	})
+	return p
+}
+
+// Assumed puts p on node as the scheduler does before binding: NodeName
+// set, no PodScheduled condition yet.
+func Assumed(p *corev1.Pod, node string) *corev1.Pod {
+	p.Spec.NodeName = node
+	return p
+}
+
+// FilterPlugin is a plugin with PreFilter and Filter.
+type FilterPlugin interface {
+	fwk.PreFilterPlugin
+	fwk.FilterPlugin
+}
+
+// Filter runs PreFilter and Filter for p on ni in a fresh cycle. When
+// PreFilter skips, Filter is not run (as in the framework) and the result
+// is nil: the node passes.
+func Filter(t testing.TB, pl FilterPlugin, p *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	state := framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, state, p, nil); s.IsSkip() {
+		return nil
+	} else if !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	return pl.Filter(ctx, state, p, ni)
+}
+
+// ScorePlugin is a plugin with PreScore, Score and NormalizeScore.
+type ScorePlugin interface {
+	fwk.PreScorePlugin
+	fwk.ScorePlugin
+}
+
+// Scores runs PreScore, Score and NormalizeScore for p on nodes, as the
+// framework does, and returns the final score per node name; it fails the
+// test on a score outside [MinNodeScore, MaxNodeScore]. A nil map means
+// PreScore skipped scoring.
+func Scores(t testing.TB, pl ScorePlugin, p *corev1.Pod, nodes ...fwk.NodeInfo) map[string]int64 {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	state := framework.NewCycleState()
+	if s := pl.PreScore(ctx, state, p, nodes); s.IsSkip() {
+		return nil
+	} else if !s.IsSuccess() {
+		t.Fatalf("PreScore: %v", s)
+	}
+	list := make(fwk.NodeScoreList, len(nodes))
+	for i, ni := range nodes {
+		score, s := pl.Score(ctx, state, p, ni)
+		if !s.IsSuccess() {
+			t.Fatalf("Score(%s): %v", ni.Node().Name, s)
+		}
+		list[i] = fwk.NodeScore{Name: ni.Node().Name, Score: score}
+	}
+	if s := pl.ScoreExtensions().NormalizeScore(ctx, state, p, list); !s.IsSuccess() {
+		t.Fatalf("NormalizeScore: %v", s)
+	}
+	out := map[string]int64{}
+	for _, ns := range list {
+		if ns.Score < fwk.MinNodeScore || ns.Score > fwk.MaxNodeScore {
+			t.Fatalf("node %s scored %d, outside [%d, %d]", ns.Name, ns.Score, fwk.MinNodeScore, fwk.MaxNodeScore)
+		}
+		out[ns.Name] = ns.Score
+	}
+	return out
+}

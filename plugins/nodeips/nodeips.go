@@ -1,0 +1,270 @@
+// Package nodeips is Headroom's NodeIPs scheduler plugin. It keeps pods off
+// nodes whose CNI IPAM has no pod IPs left and prefers nodes with more free
+// pod IPs. The scheduler never sees pod IPs (maxPods says nothing about the
+// IPAM's pool, and leaked allocations shrink it silently), so the figures
+// come from the headroom.dev/ip-* annotations that headroom-node-agent
+// writes, read and estimated by pkg/ipstats. See README.md.
+package nodeips
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	"github.com/headroom-k8s/headroom/apis/config"
+	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
+	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
+)
+
+// Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
+const Name = "NodeIPs"
+
+const (
+	// ErrReasonNoFreeIPs is Filter's reason. It names no node and no number
+	// so that the scheduler can aggregate it across nodes in the pod's
+	// FailedScheduling event: "0/5 nodes are available: 2 node(s) had no
+	// free pod IPs, ...".
+	ErrReasonNoFreeIPs = "node(s) had no free pod IPs"
+	// EventReasonInvalidIPs is the reason of the Warning Event on a Node
+	// whose pod-IP annotations are invalid (NodeIPs then counts its pod-IP
+	// headroom as unknown), named as NodePIDs names its Events.
+	EventReasonInvalidIPs = "InvalidIPAnnotation"
+
+	preFilterStateKey fwk.StateKey = "PreFilter" + Name
+	preScoreStateKey  fwk.StateKey = "PreScore" + Name
+	// hostNetworkSignerName follows the framework's rule for signers that
+	// return one field: the field's path.
+	hostNetworkSignerName = "v1.Pod.Spec.HostNetwork"
+)
+
+// NodeIPs is a PreFilter, Filter, PreScore and Score plugin.
+type NodeIPs struct {
+	handle       fwk.Handle
+	minFreeIPs   int64
+	maxSampleAge time.Duration
+	unknownScore int64
+	cache        *nodecache.Cache[nodeEntry]
+	clock        clock.PassiveClock
+	// nodeLister lets the pod-deletion queueing hint look at the pod's node;
+	// nil when the handle has no informer factory.
+	nodeLister corelisters.NodeLister
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &NodeIPs{}
+	_ fwk.FilterPlugin      = &NodeIPs{}
+	_ fwk.PreScorePlugin    = &NodeIPs{}
+	_ fwk.ScorePlugin       = &NodeIPs{}
+	_ fwk.ScoreExtensions   = &NodeIPs{}
+	_ fwk.EnqueueExtensions = &NodeIPs{}
+	_ fwk.SignPlugin        = &NodeIPs{}
+)
+
+// New builds the plugin from its args, which the kube-scheduler's scheme has
+// decoded and defaulted into the internal *config.NodeIPsArgs. Nil args mean
+// the defaults.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := argsOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := validation.ValidateNodeIPsArgs(field.NewPath("NodeIPsArgs"), args); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl := &NodeIPs{
+		handle:       h,
+		minFreeIPs:   args.MinFreeIPs,
+		maxSampleAge: args.MaxSampleAge.Duration,
+		unknownScore: args.UnknownNodeScore,
+		clock:        clock.RealClock{},
+	}
+	pl.cache = nodecache.New(h, pl.computeEntry)
+	if h != nil && h.SharedInformerFactory() != nil {
+		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+	}
+	return pl, nil
+}
+
+func argsOf(obj runtime.Object) (*config.NodeIPsArgs, error) {
+	switch a := obj.(type) {
+	case *config.NodeIPsArgs:
+		if a != nil {
+			return a, nil
+		}
+	case nil: // the defaults, below
+	default:
+		return nil, fmt.Errorf("%s: want args of type NodeIPsArgs, got %T", Name, obj)
+	}
+	var v1args configv1.NodeIPsArgs
+	configv1.SetObjectDefaults_NodeIPsArgs(&v1args)
+	args := &config.NodeIPsArgs{}
+	if err := configv1.Convert_v1_NodeIPsArgs_To_config_NodeIPsArgs(&v1args, args, nil); err != nil {
+		return nil, fmt.Errorf("%s: default args: %w", Name, err)
+	}
+	return args, nil
+}
+
+// Name returns the plugin's name.
+func (pl *NodeIPs) Name() string { return Name }
+
+// podIPs is what a pod that takes pod IPs takes of a node's published
+// figures: one (ipstats: the figures are one family's, and every pod on the
+// pod network takes one address of each family).
+const podIPs = 1
+
+// cycleState is the cycle's time, against which the age of every node's
+// sample is judged. The pod's need is always one IP: PreFilter and PreScore
+// skip pods that take none.
+type cycleState struct {
+	now time.Time
+}
+
+// Clone returns the state itself: it is never modified.
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+// now returns the cycle's time that PreFilter or PreScore wrote under key,
+// or the clock's when that extension point did not run.
+func (pl *NodeIPs) now(state fwk.CycleState, key fwk.StateKey) time.Time {
+	if state != nil {
+		if s, ok := readState(state, key); ok {
+			return s.now
+		}
+	}
+	return pl.clock.Now()
+}
+
+// PreFilter skips Filter for a pod that takes no pod IP (spec.hostNetwork):
+// no node's IPAM pool is a reason to keep it off. For the others it notes
+// the cycle's time.
+func (pl *NodeIPs) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !ipstats.TakesIP(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(preFilterStateKey, &cycleState{now: pl.clock.Now()})
+	pl.cache.Prune()
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: Filter reads the pods of the NodeInfo it
+// is given, so nominated pods and preemption victims need no extra state.
+func (pl *NodeIPs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// known returns the node's cache entry and whether its pod-IP headroom is
+// known at now (valid annotations, a fresh sample). It allocates nothing.
+func (pl *NodeIPs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, bool) {
+	e := pl.cache.Get(ctx, ni)
+	return e, e.usable(now)
+}
+
+// Filter rejects a node whose estimated free pod IPs, less the pod's one,
+// would fall below MinFreeIPs. A node whose pod-IP headroom is unknown
+// passes.
+func (pl *NodeIPs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	node := ni.Node()
+	if node == nil {
+		return fwk.AsStatus(errors.New("node not found"))
+	}
+	now := pl.now(state, preFilterStateKey)
+	e, ok := pl.known(ctx, ni, now)
+	if !ok {
+		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+			v.Info("Node's pod-IP headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
+				"reason", e.unknownReason(now, pl.maxSampleAge))
+		}
+		return nil
+	}
+	if e.room >= podIPs {
+		return nil
+	}
+	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		v.Info("Node has no free pod IP for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
+			"estimatedFree", e.free, "floor", pl.minFreeIPs, "capacity", e.stats.Capacity,
+			"reportedUsed", e.stats.Used, "estimatedUsed", e.estimatedUsed, "sampledAt", e.stats.SampledAt)
+	}
+	return fwk.NewStatus(fwk.Unschedulable, ErrReasonNoFreeIPs)
+}
+
+// PreScore skips scoring for a pod that takes no pod IP, and when no
+// candidate node has known pod-IP headroom: all of them would get
+// UnknownNodeScore.
+func (pl *NodeIPs) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if !ipstats.TakesIP(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	s, _ := readState(state, preFilterStateKey)
+	if s == nil {
+		s = &cycleState{now: pl.clock.Now()}
+		pl.cache.Prune()
+	}
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		if _, ok := pl.known(ctx, ni, s.now); ok {
+			state.Write(preScoreStateKey, s)
+			return nil
+		}
+	}
+	return fwk.NewStatus(fwk.Skip)
+}
+
+// readState returns the state PreFilter or PreScore wrote under key.
+func readState(state fwk.CycleState, key fwk.StateKey) (*cycleState, bool) {
+	d, err := state.Read(key)
+	if err != nil {
+		return nil, false
+	}
+	s, ok := d.(*cycleState)
+	return s, ok
+}
+
+// Score returns the node's estimated free pod IPs after placing the pod;
+// NormalizeScore turns them into [0, MaxNodeScore].
+func (pl *NodeIPs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	node := ni.Node()
+	if node == nil {
+		return 0, fwk.AsStatus(errors.New("node not found"))
+	}
+	now := pl.now(state, preScoreStateKey)
+	e, ok := pl.known(ctx, ni, now)
+	if !ok {
+		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+			v.Info("Node's pod-IP headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
+				"reason", e.unknownReason(now, pl.maxSampleAge), "score", pl.unknownScore)
+		}
+		return nodesample.UnknownRaw, nil
+	}
+	return nodesample.FreeAfter(e.free, podIPs), nil
+}
+
+// ScoreExtensions returns the plugin itself: raw scores are IP counts.
+func (pl *NodeIPs) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore scales the free pod IPs after placement so that the node
+// with the most scores MaxNodeScore and the others in proportion; nodes
+// with unknown pod-IP headroom get UnknownNodeScore, by default the mean of
+// the known nodes' scores (the rule NodePIDs applies to PIDs).
+func (pl *NodeIPs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	nodesample.Normalize(scores, pl.unknownScore)
+	return nil
+}
+
+// SignPod lets the scheduler's opportunistic batching reuse results for
+// pods that NodeIPs treats alike: every pod on the pod network takes one
+// IP, a host-network pod none. A profile with an enabled plugin that cannot
+// sign pods loses batching altogether.
+func (pl *NodeIPs) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return []fwk.SignFragment{{Key: hostNetworkSignerName, Value: pod.Spec.HostNetwork}}, nil
+}

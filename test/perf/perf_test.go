@@ -1,0 +1,256 @@
+// Package perf measures Headroom's scheduler profile against kube-scheduler's
+// default profile with Kubernetes' own benchmark harness,
+// k8s.io/kubernetes/test/integration/scheduler_perf: an in-process
+// kube-apiserver (etcd from PATH), the scheduler with Headroom's plugins
+// registered out of tree, and the workloads of performance-config.yaml.
+//
+// `make perf` (hack/perf.sh) runs BenchmarkPerfScheduling and prints pods/s of
+// both profiles and their ratio. TestSmoke, part of `make test`, runs a
+// 5-node workload with the Headroom profile and checks that the plugins ran.
+package perf
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"text/template"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	benchmark "k8s.io/kubernetes/test/integration/scheduler_perf"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins"
+)
+
+func TestMain(m *testing.M) {
+	// The harness starts etcd from PATH: the repository's bin/ (make tools)
+	// comes first.
+	if bin, err := filepath.Abs("../../bin"); err == nil {
+		if _, err := os.Stat(filepath.Join(bin, "etcd")); err == nil {
+			os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		}
+	}
+	if err := benchmark.InitTests(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+var runs = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 nodes per profile (make perf reports the median)")
+
+// registry is how headroom-scheduler registers the plugins (cmd/scheduler).
+func registry() frameworkruntime.Registry { return plugins.Registry() }
+
+// profile is a scheduler configuration the workloads run under.
+type profile struct {
+	Name          string // in the test case names: Default or Headroom
+	Config        string // KubeSchedulerConfiguration file
+	SchedulerName string // the profile's schedulerName, set on the pods
+}
+
+func profiles(t testing.TB) []profile {
+	shipped, err := filepath.Abs("../../manifests/scheduler/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dflt, err := filepath.Abs("scheduler-default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []profile{
+		{Name: "Default", Config: dflt, SchedulerName: corev1.DefaultSchedulerName},
+		{Name: "Headroom", Config: shipped, SchedulerName: "headroom-scheduler"},
+	}
+}
+
+// testCase is one rendered test case of performance-config.yaml.
+type testCase struct {
+	Name, Profile, Label, SchedulerConfig, Workload string
+	Run, UpdatesPerSecond                           int
+	Params                                          map[string]int
+}
+
+// render writes performance-config.yaml and the templates into a new
+// directory, with the current time as every node's PID sample time, and
+// returns the config's path.
+func render(t testing.TB, cases []testCase, profs []profile) string {
+	t.Helper()
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	data := map[string]any{
+		"Dir":       dir,
+		"Cases":     cases,
+		"SampledAt": now.Format(time.RFC3339),
+		// Churn's second sample is a minute newer (still not in the future
+		// by more than pidstats.ClockSkewAllowance when written early).
+		"UpdatedAt": now.Add(pidstats.ClockSkewAllowance / 2).Format(time.RFC3339),
+	}
+	write := func(src, dst string, data any) {
+		t.Helper()
+		raw, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := template.New(src).Delims("[[", "]]").Option("missingkey=error").Parse(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := tmpl.Execute(&out, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := filepath.Glob("templates/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if filepath.Base(f) == "pod.yaml" {
+			for _, p := range profs {
+				write(f, "pod-"+p.Name+".yaml", map[string]any{"SchedulerName": p.SchedulerName})
+			}
+			continue
+		}
+		write(f, filepath.Base(f), data)
+	}
+	write("performance-config.yaml", "performance-config.yaml", data)
+	if err := flag.Set("data-items-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "performance-config.yaml")
+}
+
+// interleave returns one test case per profile for each run of w, in the
+// order default, Headroom, default, Headroom, ...
+func interleave(profs []profile, runs int, w testCase) []testCase {
+	var out []testCase
+	for run := 1; run <= runs; run++ {
+		for _, p := range profs {
+			c := w
+			c.Profile, c.SchedulerConfig, c.Run = p.Name, p.Config, run
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// BenchmarkPerfScheduling runs every workload for both profiles. Run it
+// with -benchtime=1x (make perf does).
+func BenchmarkPerfScheduling(b *testing.B) {
+	profs := profiles(b)
+	var cases []testCase
+	for _, w := range []struct {
+		testCase
+		runs int
+	}{
+		{testCase{Name: "SchedulingBasic", Workload: "500Nodes",
+			Params: map[string]int{"nodes": 500, "initPods": 500, "measurePods": 1000}}, 1},
+		{testCase{Name: "SchedulingBasic", Workload: "5000Nodes",
+			Params: map[string]int{"nodes": 5000, "initPods": 1000, "measurePods": 10000}}, *runs},
+		{testCase{Name: "MixedFleet", Workload: "1000Nodes",
+			Params: map[string]int{"nodesUsual": 600, "nodesPIDShort": 200, "nodesSmall": 100, "nodesUnknown": 100,
+				"initPods": 500, "measurePods": 3000}}, 1},
+		{testCase{Name: "Churn", Workload: "1000Nodes", UpdatesPerSecond: 100,
+			Params: map[string]int{"nodes": 1000, "initPods": 500, "measurePods": 5000}}, 1},
+	} {
+		w.Label = "performance"
+		cases = append(cases, interleave(profs, w.runs, w.testCase)...)
+	}
+	config := render(b, cases, profs)
+	benchmark.RunBenchmarkPerfScheduling(b, config, "headroom", registry())
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	b.Logf("heap in use at the end: %d MiB", m.HeapInuse>>20)
+}
+
+// TestSmoke runs a 5-node workload under the Headroom profile: the shipped
+// configuration loads in the harness, and NodePIDs keeps every pod off the
+// node that is short of PIDs, which the default profile's spreading would
+// give its share.
+func TestSmoke(t *testing.T) {
+	profs := profiles(t)
+	headroom := profs[1]
+	smoke := testCase{Name: "MixedFleet", Workload: "Smoke5Nodes", Label: "smoke", Profile: headroom.Name,
+		SchedulerConfig: headroom.Config, Run: 1,
+		Params: map[string]int{"nodesUsual": 4, "nodesPIDShort": 1, "nodesSmall": 0, "nodesUnknown": 0, "initPods": 2, "measurePods": 10}}
+	config := render(t, []testCase{smoke}, profs)
+
+	var mu sync.Mutex
+	placed := map[string]int{} // node name → pods bound there
+	short := map[string]bool{} // nodes short of PIDs
+	prepare := func(tCtx ktesting.TContext) error {
+		factory := informers.NewSharedInformerFactory(tCtx.Client(), 0)
+		_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj any) {
+				o, n := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+				if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
+					mu.Lock()
+					placed[n.Spec.NodeName]++
+					mu.Unlock()
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				n := obj.(*corev1.Node)
+				if n.Labels["headroom.dev/perf"] == "pid-short" {
+					mu.Lock()
+					short[n.Name] = true
+					mu.Unlock()
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		factory.Start(tCtx.Done())
+		return nil
+	}
+
+	filter := benchmark.PerfSchedulingLabelFilter
+	benchmark.PerfSchedulingLabelFilter = "smoke"
+	t.Cleanup(func() { benchmark.PerfSchedulingLabelFilter = filter })
+	var failed bool
+	result := testing.Benchmark(func(b *testing.B) {
+		benchmark.RunBenchmarkPerfScheduling(b, config, "smoke", registry(), benchmark.WithPrepareFn(prepare))
+		failed = b.Failed()
+	})
+	if failed || result.N == 0 {
+		t.Fatalf("the smoke workload failed (run with -v and ARTIFACTS unset for its log): %v", result)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for node, n := range placed {
+		total += n
+		if short[node] {
+			t.Errorf("%d pods were placed on %s, which is short of PIDs", n, node)
+		}
+	}
+	if len(short) != 1 {
+		t.Errorf("saw %d PID-short nodes, want 1", len(short))
+	}
+	if total < 10 {
+		t.Errorf("saw %d pods placed, want at least the 10 measured: %v", total, placed)
+	}
+	t.Logf("placements: %v; PID-short: %v", placed, short)
+}
