@@ -98,7 +98,9 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 		return err
 	}
 	pressured, busy := "kwok-node-0", "kwok-node-0"
-	if relief.interval > 0 {
+	if relief.interval > 0 && nodes < 2 {
+		fmt.Println("\nthe descheduler part needs at least 2 nodes: skipped")
+	} else if relief.interval > 0 {
 		if pressured, busy, err = relieveLoop(ctx, cp, dep, relief.policy, relief.deployment, relief.interval); err != nil {
 			return err
 		}
