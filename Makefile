@@ -48,7 +48,7 @@ fuzz: ## every fuzz test (annotation parsers, args decoders, models), FUZZTIME e
 	  done; \
 	done
 
-run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler, a Deployment
+run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler and -descheduler, a Deployment, one node relieved
 	NODES=$(NODES) hack/local-up.sh
 
 down: ## stop the demo cluster

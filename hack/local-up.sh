@@ -2,8 +2,10 @@
 # Brings up the demo on this machine: builds what is missing, starts a local
 # control plane with NODES kwok nodes (default 10), headroom-scheduler as the
 # secondary scheduler "headroom-scheduler", applies the demo Deployment and
-# prints where its pods landed. The cluster keeps running: hack/local-down.sh
-# (make down) stops it.
+# prints where its pods landed; then runs headroom-descheduler every 20s,
+# drives one node into PID pressure and prints what was evicted, in order
+# and why, and where the replacements landed. The cluster keeps running:
+# hack/local-down.sh (make down) stops it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"

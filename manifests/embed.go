@@ -9,3 +9,9 @@ import _ "embed"
 //
 //go:embed scheduler/scheduler-config.yaml
 var SchedulerConfig []byte
+
+// DeschedulerPolicy is descheduler/policy.yaml: the DeschedulerPolicy of
+// the shipped headroom-descheduler.
+//
+//go:embed descheduler/policy.yaml
+var DeschedulerPolicy []byte

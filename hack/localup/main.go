@@ -1,8 +1,9 @@
 // Command localup brings up Headroom's demo: a local control plane (etcd,
 // kube-apiserver, kube-controller-manager, kwok) with simulated nodes,
-// headroom-scheduler as the secondary scheduler "headroom-scheduler", and a
-// demo Deployment that uses it. The processes keep running after it exits;
-// `localup -down` stops them.
+// headroom-scheduler as the secondary scheduler "headroom-scheduler", a
+// demo Deployment that uses it, and headroom-descheduler relieving a node
+// the demo drives into PID pressure (relieve.go). The processes keep running
+// after it exits; `localup -down` stops them.
 package main
 
 import (
@@ -37,6 +38,9 @@ func main() {
 		demo     = flag.String("demo", "manifests/samples/demo-deployment.yaml", "Deployment to apply")
 		down     = flag.Bool("down", false, "stop a cluster started before in -dir and remove its data")
 	)
+	flag.StringVar(&relief.policy, "policy", "manifests/descheduler/policy.yaml", "DeschedulerPolicy for headroom-descheduler")
+	flag.StringVar(&relief.deployment, "descheduler-deployment", "manifests/descheduler-deployment/deployment.yaml", "Deployment whose container args headroom-descheduler runs with")
+	flag.DurationVar(&relief.interval, "descheduling-interval", 20*time.Second, "headroom-descheduler's --descheduling-interval; 0 skips the descheduler part of the demo")
 	flag.Parse()
 	if err := run(*nodes, *dir, *schedCfg, *demo, *down); err != nil {
 		fmt.Fprintln(os.Stderr, "localup:", err)
@@ -63,7 +67,7 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 		return fmt.Errorf("a cluster already runs in %s: stop it first (make down)", dir)
 	}
 	os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager and kwok in", dir)
@@ -93,14 +97,37 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 	if err := printPlacement(ctx, cp, dep); err != nil {
 		return err
 	}
+	pressured, busy := "kwok-node-0", "kwok-node-0"
+	if relief.interval > 0 && nodes < 2 {
+		fmt.Println("\nthe descheduler part needs at least 2 nodes: skipped")
+	} else if relief.interval > 0 {
+		if pressured, busy, err = relieveLoop(ctx, cp, dep, relief.policy, relief.deployment, relief.interval); err != nil {
+			return err
+		}
+	}
+	bin, err := filepath.Abs(cp.BinDir)
+	if err != nil {
+		return err
+	}
 	fmt.Printf(`
-The cluster keeps running.
-  export KUBECONFIG=%s
-  kubectl get pods -o wide          (kubectl is in bin/)
-  logs: %s/*.log
+The cluster keeps running. Try next:
+  export KUBECONFIG=%[1]s PATH=%[2]s:$PATH
+  kubectl headroom nodes
+  kubectl headroom explain node %[3]s
+  kubectl headroom evictions %[3]s
+  kubectl headroom explain-oom --node %[5]s
+  kubectl get pods -o wide
+  kubectl events -A
+  logs: %[4]s/*.log
 Stop it with: make down
-`, cp.KubeconfigPath, dir)
+`, cp.KubeconfigPath, bin, pressured, dir, busy)
 	return nil
+}
+
+// relief configures the descheduler part of the demo.
+var relief struct {
+	policy, deployment string
+	interval           time.Duration
 }
 
 func nodeResources() corev1.ResourceList {

@@ -195,7 +195,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		n.tried.Insert(s.pod.UID)
 		podLogger := n.logger.WithValues("pod", klog.KObj(s.pod))
 		before := st.keysAndValues("before")
-		reason := eventReason(fmt.Sprintf("%s: node %s %s", PluginName, n.node.Name, strings.Join(s.reasons, ", ")))
+		reason := s.evictionReason(n.node)
 		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
 		if err == nil {
 			n.evicted++

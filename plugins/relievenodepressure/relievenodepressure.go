@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
-	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
@@ -178,7 +177,7 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 	if d.flush != nil {
 		defer d.flush(logger)
 	}
-	c := &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string]()}
+	c := d.newCycle(logger, nodes)
 	for _, node := range nodes {
 		stop, err := c.relieve(ctx, node)
 		if err != nil {
@@ -210,31 +209,10 @@ type cycle struct {
 // relieve plans the relief of node and carries the plan out; stop reports
 // that the total eviction limit is reached.
 func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err error) {
-	logger := c.logger.WithValues("node", klog.KObj(node))
-	// Every pod that is not Succeeded or Failed takes part: the figures count
-	// them, and the delete order's ranks count a controller's active pods.
-	pods, err := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
-	if err != nil {
-		return false, fmt.Errorf("listing the pods on node %s: %w", node.Name, err)
+	n, st, p, err := c.planNode(node)
+	if err != nil || p == nil {
+		return false, err
 	}
-	st := c.assess(logger, node, pods)
-	if !st.triggered() {
-		logger.V(4).Info("Node within thresholds", st.keysAndValues("")...)
-		return false, nil
-	}
-	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
-
-	if err := st.pids.podListErr(); err != nil {
-		logger.Info("Warning: malformed node annotation; gains are the pods' declared PIDs", "reason", ReasonMalformedPIDPods, "err", err.Error())
-		if c.recorder != nil {
-			c.recorder.Eventf(node, nil, v1.EventTypeWarning, ReasonMalformedPIDPods, PluginName, "%s", err.Error())
-		}
-	}
-	n := &nodeRelief{cycle: c, node: node, order: c.sort(pods), logger: logger, tried: sets.New[types.UID]()}
-	for _, pod := range n.order {
-		n.checkPriority(pod)
-	}
-	p := n.plan(st)
 	if p.aboveThreshold {
 		n.unrelievable(st, p)
 		return false, nil
@@ -243,7 +221,7 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 	for i, s := range p.steps {
 		planned[i] = klog.KObj(s.pod).String()
 	}
-	logger.V(2).Info("Relief planned", "pods", planned)
+	n.logger.V(2).Info("Relief planned", "pods", planned)
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
 	return n.carryOut(ctx, st, p)
 }

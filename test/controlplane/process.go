@@ -115,7 +115,7 @@ func (p *Process) Log(n int64) string {
 // (their <name>.pid files), newest first, and waits until they are gone.
 func StopDetached(dir string) error {
 	var errs []error
-	for _, name := range []string{"headroom-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, name := range []string{"headroom-descheduler", "headroom-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		pidFile := filepath.Join(dir, name+".pid")
 		data, err := os.ReadFile(pidFile)
 		if errors.Is(err, os.ErrNotExist) {

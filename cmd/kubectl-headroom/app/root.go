@@ -41,11 +41,13 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 func newCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubectl-headroom",
-		Short: "Show nodes' PID, pod-IP and OOM headroom and explain Headroom's scheduling decisions",
+		Short: "Show nodes' PID, pod-IP and OOM headroom and explain Headroom's scheduling and eviction decisions",
 		Long: `kubectl headroom shows what Headroom's scheduler plugins see. It only reads
 from the API server. Verdicts and scores are computed by the plugins
 themselves, with the profile of the shipped scheduler configuration or the one
-given with --config.`,
+given with --config; the evictions RelieveNodePressure would make come from
+its own plan, with the shipped DeschedulerPolicy or the one given with
+--policy.`,
 		SilenceUsage: true,
 		// kubectl runs it as `kubectl headroom`: help says so.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl headroom"},
@@ -63,7 +65,7 @@ given with --config.`,
 	fs.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the configuration to use (its schedulerName); default: headroom-scheduler, or the configuration's only profile")
 	verflag.AddFlags(cmd.Flags())
 
-	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newExplainOOMCommand(o))
+	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newEvictionsCommand(o), newExplainOOMCommand(o))
 	return cmd
 }
 

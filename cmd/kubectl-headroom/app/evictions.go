@@ -1,0 +1,364 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	nodeutil "sigs.k8s.io/descheduler/pkg/descheduler/node"
+	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
+	"sigs.k8s.io/descheduler/pkg/features"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
+	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+
+	"github.com/headroom-k8s/headroom/manifests"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
+)
+
+const shippedPolicy = "the shipped manifests/descheduler/policy.yaml"
+
+func newEvictionsCommand(o *options) *cobra.Command {
+	var policyPath string
+	cmd := &cobra.Command{
+		Use:   "evictions NODE [--policy FILE]",
+		Short: "Print what RelieveNodePressure would evict from a node now, in order, and why it would skip every other pod",
+		Long: `evictions runs RelieveNodePressure's own planning on the node, with the
+DeschedulerPolicy given by --policy (default: the shipped one): the profile
+that enables the plugin, its args, and its evictor (DefaultEvictor with the
+policy's minReplicas, minPodAge, nodeFit, …) built by the descheduler's
+framework. It lists the node's pods in the order the plugin walks them and
+says, for each, whether the plan evicts it and the eviction's reason, or why
+it stays. It reads a copy of the cluster and never evicts: the evictor runs
+in dry-run mode against that copy.
+
+It plans the node as the first of a descheduler cycle: the policy's total
+and per-namespace limits, which evictions from nodes earlier in a cycle may
+use up, are not counted.`,
+		Example: `  kubectl headroom evictions worker-1
+  kubectl headroom evictions worker-1 --policy my-policy.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			return evictionsOf(ctx, cmd.OutOrStdout(), client, args[0], policyPath)
+		},
+	}
+	cmd.Flags().StringVar(&policyPath, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file; default: "+shippedPolicy)
+	return cmd
+}
+
+// evictionsOf prints the plan for node.
+func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface, name, policyPath string) error {
+	sandbox, err := copyCluster(ctx, client)
+	if err != nil {
+		return err
+	}
+	registry, plugin := planningRegistry()
+	policy, source, err := loadPolicy(policyPath, sandbox, registry)
+	if err != nil {
+		return err
+	}
+	profile, err := relieveProfile(policy, source)
+	if err != nil {
+		return err
+	}
+
+	// The evictor's Filter says only yes or no; DefaultEvictor logs which
+	// of its checks a pod fails. The log of this run is read for them.
+	// component-base's cli.Run turns contextual logging off; the plugins
+	// take their loggers from the context.
+	checks := &evictorChecks{byPod: map[string]string{}}
+	klog.EnableContextualLogging(true)
+	ctx = klog.NewContext(ctx, klog.New(checks))
+
+	factory := informers.NewSharedInformerFactory(sandbox, 0)
+	podInformer := factory.Core().V1().Pods().Informer()
+	// As the descheduler: DefaultEvictor reads PVCs during the cycle.
+	_ = factory.Core().V1().PersistentVolumeClaims().Informer()
+	nodeLister := factory.Core().V1().Nodes().Lister()
+	getPods, err := podutil.BuildGetPodsAssignedToNodeFunc(podInformer)
+	if err != nil {
+		return err
+	}
+	podEvictor, err := evictions.NewPodEvictor(ctx, sandbox, &events.FakeRecorder{}, podInformer, features.DefaultMutableFeatureGate,
+		evictions.NewOptions().
+			WithDryRun(true).
+			WithMaxPodsToEvictPerNode(policy.MaxNoOfPodsToEvictPerNode).
+			WithMaxPodsToEvictPerNamespace(policy.MaxNoOfPodsToEvictPerNamespace).
+			WithMaxPodsToEvictTotal(policy.MaxNoOfPodsToEvictTotal).
+			WithMetricsEnabled(false))
+	if err != nil {
+		return err
+	}
+	if _, err := frameworkprofile.NewProfile(ctx, *profile, registry,
+		frameworkprofile.WithClientSet(sandbox),
+		frameworkprofile.WithSharedInformerFactory(factory),
+		frameworkprofile.WithPodEvictor(podEvictor),
+		frameworkprofile.WithGetPodsAssignedToNodeFnc(getPods),
+		frameworkprofile.WithProfileInstanceID("0"),
+	); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	podEvictor.WaitForEventHandlersSync(ctx)
+
+	selector := ""
+	if policy.NodeSelector != nil {
+		selector = *policy.NodeSelector
+	}
+	nodes, err := nodeutil.ReadyNodes(ctx, sandbox, nodeLister, selector)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == name })
+	if i < 0 {
+		if _, err := nodeLister.Get(name); err != nil {
+			return fmt.Errorf("node %q: %w", name, err)
+		}
+		fmt.Fprintf(out, "node %s is not Ready or not selected by the policy's nodeSelector: the descheduler leaves it alone\n", name)
+		return nil
+	}
+	if *plugin == nil {
+		return fmt.Errorf("%s: profile %q did not build %s", source, profile.Name, relievenodepressure.PluginName)
+	}
+	plan, err := (*plugin).Plan(ctx, nodes, nodes[i])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "node %s (profile %q of %s)\n", name, profile.Name, source)
+	if len(nodes) < 2 {
+		fmt.Fprintf(out, "note: %d ready node; the descheduler skips its cycles with fewer than 2\n", len(nodes))
+	}
+	writePlan(out, plan, checks)
+	return nil
+}
+
+// writePlan prints the figures, the verdict and the pods in eviction order.
+func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorChecks) {
+	for _, trigger := range []string{"PIDs", "OOM"} {
+		if why, ok := p.Unknown[trigger]; ok {
+			fmt.Fprintf(out, "%s: unknown (%s): the %s trigger leaves the node alone\n", trigger, why, trigger)
+		}
+	}
+	if len(p.Before) > 0 {
+		fmt.Fprintf(out, "now: %s\n", keyValues(p.Before))
+	}
+	if !p.Triggered {
+		fmt.Fprintln(out, "within thresholds: nothing to evict")
+		return
+	}
+	fmt.Fprintf(out, "above threshold (%s)\n", keyValues(p.Thresholds))
+	evict := 0
+	for _, pp := range p.Pods {
+		if pp.Evict {
+			evict++
+		}
+	}
+	if p.Relieves {
+		fmt.Fprintf(out, "plan: %d eviction(s), after which %s\n", evict, keyValues(p.After))
+	} else {
+		fmt.Fprintf(out, "plan: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
+			keyValues(p.After), relievenodepressure.ReasonNodePressureUnrelievable)
+	}
+	if len(p.Pods) == 0 {
+		fmt.Fprintln(out, "no pods on the node")
+		return
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tDECISION")
+	n := 0
+	for i, pp := range p.Pods {
+		decision := "skip: " + pp.Reason
+		if pp.Evict {
+			n++
+			decision = fmt.Sprintf("EVICT %d: %s", n, pp.Reason)
+		} else if c, ok := checks.of(pp.Pod); ok && strings.HasPrefix(pp.Reason, "the evictor's") {
+			decision = fmt.Sprintf("skip: the evictor's filter keeps it: %s", c)
+		}
+		priority := "0"
+		if pp.Pod.Spec.Priority != nil {
+			priority = fmt.Sprint(*pp.Pod.Spec.Priority)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, klog.KObj(pp.Pod), priority, pp.PIDs, decision)
+	}
+	w.Flush()
+}
+
+// keyValues renders the plugin's key, value pairs.
+func keyValues(kv []any) string {
+	var parts []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		parts = append(parts, fmt.Sprintf("%v %v", kv[i], kv[i+1]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// copyCluster lists what the descheduler's dry-run sandbox mirrors (nodes,
+// pods, namespaces, priority classes, PodDisruptionBudgets, PVCs) into a fake
+// clientset: the plugin and the evictor run against the copy, so nothing they
+// do reaches the cluster.
+func copyCluster(ctx context.Context, client kubernetes.Interface) (*fake.Clientset, error) {
+	var objs []runtime.Object
+	opts := metav1.ListOptions{}
+	nodes, err := client.CoreV1().Nodes().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range nodes.Items {
+		objs = append(objs, &nodes.Items[i])
+	}
+	pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		objs = append(objs, &pods.Items[i])
+	}
+	namespaces, err := client.CoreV1().Namespaces().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range namespaces.Items {
+		objs = append(objs, &namespaces.Items[i])
+	}
+	classes, err := client.SchedulingV1().PriorityClasses().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range classes.Items {
+		objs = append(objs, &classes.Items[i])
+	}
+	pdbs, err := client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pdbs.Items {
+		objs = append(objs, &pdbs.Items[i])
+	}
+	pvcs, err := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pvcs.Items {
+		objs = append(objs, &pvcs.Items[i])
+	}
+	return fake.NewClientset(objs...), nil
+}
+
+// planningRegistry is headroom-descheduler's registry (the descheduler's
+// in-tree plugins and RelieveNodePressure), whose RelieveNodePressure
+// builder hands the plugin it builds to the caller. It becomes the
+// descheduler's global registry too: its policy decoding reads the plugins'
+// args types there, as in headroom-descheduler.
+func planningRegistry() (pluginregistry.Registry, **relievenodepressure.RelieveNodePressure) {
+	registry := pluginregistry.NewRegistry()
+	descheduler.RegisterDefaultPlugins(registry)
+	var built *relievenodepressure.RelieveNodePressure
+	u := relievenodepressure.Utilities()
+	builder := func(ctx context.Context, args runtime.Object, handle frameworktypes.Handle) (frameworktypes.Plugin, error) {
+		p, err := u.PluginBuilder(ctx, args, handle)
+		if err == nil {
+			built, _ = p.(*relievenodepressure.RelieveNodePressure)
+		}
+		return p, err
+	}
+	pluginregistry.Register(relievenodepressure.PluginName, builder, u.PluginType, u.PluginArgInstance, u.PluginArgValidator, u.PluginArgDefaulter, registry)
+	pluginregistry.PluginRegistry = registry
+	return registry, &built
+}
+
+// loadPolicy decodes, validates and defaults the DeschedulerPolicy at path
+// (the shipped one when empty) as the descheduler does.
+func loadPolicy(path string, client kubernetes.Interface, registry pluginregistry.Registry) (*api.DeschedulerPolicy, string, error) {
+	source := path
+	if path == "" {
+		// The descheduler reads its policy from a file.
+		dir, err := os.MkdirTemp("", "kubectl-headroom-")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		path, source = filepath.Join(dir, "policy.yaml"), shippedPolicy
+		if err := os.WriteFile(path, manifests.DeschedulerPolicy, 0o600); err != nil {
+			return nil, "", err
+		}
+	}
+	policy, err := descheduler.LoadPolicyConfig(path, client, registry)
+	if err != nil {
+		return nil, "", err
+	}
+	return policy, source, nil
+}
+
+// relieveProfile is the policy's first profile that enables
+// RelieveNodePressure at the deschedule extension point.
+func relieveProfile(policy *api.DeschedulerPolicy, source string) (*api.DeschedulerProfile, error) {
+	for i := range policy.Profiles {
+		if slices.Contains(policy.Profiles[i].Plugins.Deschedule.Enabled, relievenodepressure.PluginName) {
+			return &policy.Profiles[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no profile enables %s in plugins.deschedule", source, relievenodepressure.PluginName)
+}
+
+// evictorChecks is a log sink that keeps, by pod, the checks DefaultEvictor
+// logs a pod fails (its Filter's V(4) line) and drops everything else.
+type evictorChecks struct {
+	mu    sync.Mutex
+	byPod map[string]string
+}
+
+func (c *evictorChecks) Init(klog.RuntimeInfo)          {}
+func (c *evictorChecks) Enabled(int) bool               { return true }
+func (c *evictorChecks) Error(error, string, ...any)    {}
+func (c *evictorChecks) WithValues(...any) klog.LogSink { return c }
+func (c *evictorChecks) WithName(string) klog.LogSink   { return c }
+
+func (c *evictorChecks) Info(_ int, msg string, kv ...any) {
+	if msg != "Pod fails the following checks" {
+		return
+	}
+	var pod, checks string
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch kv[i] {
+		case "pod":
+			pod = fmt.Sprint(kv[i+1])
+		case "checks":
+			checks = fmt.Sprint(kv[i+1])
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byPod[pod] = checks
+}
+
+func (c *evictorChecks) of(pod *corev1.Pod) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.byPod[klog.KObj(pod).String()]
+	return s, ok
+}

@@ -1,0 +1,218 @@
+package app
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/test"
+
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+)
+
+// evictionsCluster: "hot" reports 9900 of 10000 PIDs used (99 % > the
+// shipped policy's 95 %); "cool" has room. On hot, in the order the plugin
+// walks them:
+//
+//	bare      no owner, delete-priority 10: the evictor keeps it
+//	legacy    placed by default-scheduler, delete-priority 9
+//	solo      the only pod of its ReplicaSet: minReplicas 2 keeps it
+//	young     started 2 minutes ago: minPodAge 10m keeps it
+//	web-1..4  400 PIDs each, restarts 4..1: three go (9900 → 8700 ≤ 9000)
+func evictionsCluster() *fake.Clientset {
+	now := time.Now()
+	sampled := pidstats.NodeStats{Capacity: 10000, Used: 9900, SampledAt: now.Add(-time.Minute)}
+	hot := test.BuildTestNode("hot", 8000, 32<<30, 110, func(n *corev1.Node) { n.Annotations = sampled.Annotations() })
+	cool := test.BuildTestNode("cool", 8000, 32<<30, 110, func(n *corev1.Node) {
+		n.Annotations = pidstats.NodeStats{Capacity: 10000, Used: 1000, SampledAt: now.Add(-time.Minute)}.Annotations()
+	})
+	pod := func(name, owner string, age time.Duration, restarts int32, annotations map[string]string, edit func(*corev1.Pod)) *corev1.Pod {
+		p := test.BuildTestPod(name, 100, 0, "hot", nil)
+		p.UID = types.UID("uid-" + name)
+		p.Spec.SchedulerName = "headroom-scheduler"
+		p.CreationTimestamp = metav1.NewTime(now.Add(-age))
+		p.Status.StartTime = &metav1.Time{Time: now.Add(-age)}
+		p.Status.Phase = corev1.PodRunning
+		// Scheduled before the sample: the sample counts its PIDs.
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-age))}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Ready: true, RestartCount: restarts}}
+		p.Annotations = map[string]string{pidstats.AnnotationPodPIDs: "400"}
+		for k, v := range annotations {
+			p.Annotations[k] = v
+		}
+		p.OwnerReferences = nil
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: types.UID(owner), Controller: ptr.To(true)}}
+		}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	prio := func(v string) map[string]string {
+		return map[string]string{"controller.alpha.kubernetes.io/delete-priority": v}
+	}
+	objs := []runtime.Object{hot, cool, test.BuildTestNamespace("default"),
+		pod("bare", "", 3*time.Hour, 0, prio("10"), nil),
+		pod("legacy", "legacy", 3*time.Hour, 0, prio("9"), func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }),
+		pod("legacy-2", "legacy", 3*time.Hour, 0, nil, func(p *corev1.Pod) { p.Spec.NodeName = "cool" }),
+		pod("solo", "solo", 3*time.Hour, 0, prio("8"), nil),
+		pod("young", "web", 2*time.Minute, 0, prio("7"), nil),
+	}
+	for i, r := range []int32{4, 3, 2, 1} {
+		objs = append(objs, pod("web-"+string(rune('1'+i)), "web", 3*time.Hour, r, nil, nil))
+	}
+	return fake.NewClientset(objs...)
+}
+
+func TestEvictionsListsThePlanInOrderWithReasons(t *testing.T) {
+	client := evictionsCluster()
+	out, err := run(t, client, "evictions", "hot")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`profile "headroom" of the shipped manifests/descheduler/policy.yaml`,
+		"now: PIDsUsed 9900/10000 (99.0%)",
+		"plan: 3 eviction(s), after which PIDsUsed 8700/10000 (87.0%)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rows := []string{
+		`1 +default/bare +0 +400 +skip: the evictor's filter keeps it: pod does not have any ownerRefs`,
+		`2 +default/legacy +0 +400 +skip: placed by default-scheduler, not by one of schedulerNames \[headroom-scheduler\]`,
+		`3 +default/solo +0 +400 +skip: the evictor's filter keeps it: owner has 1 replicas which is less than minReplicas of 2`,
+		`4 +default/young +0 +400 +skip: the evictor's filter keeps it: pod age is not older than MinPodAge`,
+		`5 +default/web-1 +0 +400 +EVICT 1: RelieveNodePressure: node hot PIDs 99.0% used > threshold 95%`,
+		`6 +default/web-2 +0 +400 +EVICT 2: `,
+		`7 +default/web-3 +0 +400 +EVICT 3: `,
+		`8 +default/web-4 +0 +400 +skip: not needed`,
+	}
+	lines := strings.Split(out, "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "#") {
+			start = i + 1
+		}
+	}
+	if start < 0 || len(lines) < start+len(rows) {
+		t.Fatalf("no table of %d pods:\n%s", len(rows), out)
+	}
+	for i, re := range rows {
+		if !regexp.MustCompile("^" + re).MatchString(lines[start+i]) {
+			t.Errorf("row %d: %q, want /%s/", i+1, lines[start+i], re)
+		}
+	}
+	// Only reads reached the cluster.
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "list" {
+			t.Errorf("evictions sent %s %s/%s to the cluster", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+		}
+	}
+}
+
+func TestEvictionsWithAPolicyFile(t *testing.T) {
+	// No minReplicas, no minPodAge, no nodeFit, a per-node plan of 1: solo
+	// goes first, and it is enough to reach the threshold (not the target).
+	policy := writeFile(t, "policy.yaml", `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: mine
+  pluginConfig:
+  - name: DefaultEvictor
+    args: {}
+  - name: RelieveNodePressure
+    args:
+      maxPodsToEvictPerNode: 1
+  plugins:
+    deschedule:
+      enabled: [RelieveNodePressure]
+`)
+	out, err := run(t, evictionsCluster(), "evictions", "hot", "--policy", policy)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`profile "mine" of ` + policy,
+		"plan: 1 eviction(s), after which PIDsUsed 9500/10000 (95.0%)",
+		"default/solo    0         400         EVICT 1: ",
+		"default/young   0         400         skip: beyond maxPodsToEvictPerNode 1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestEvictionsErrors(t *testing.T) {
+	bad := writeFile(t, "bad.yaml", `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: p
+  pluginConfig:
+  - name: RelieveNodePressure
+    args:
+      pids: {thresholdPercent: 0}
+  plugins:
+    deschedule:
+      enabled: [RelieveNodePressure]
+`)
+	none := writeFile(t, "none.yaml", `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: p
+  pluginConfig:
+  - name: RemoveFailedPods
+    args: {}
+  plugins:
+    deschedule:
+      enabled: [RemoveFailedPods]
+`)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"evictions", "nowhere"}, `node "nowhere"`},
+		{[]string{"evictions", "hot", "--policy", bad}, "thresholdPercent"},
+		{[]string{"evictions", "hot", "--policy", none}, "no profile enables RelieveNodePressure"},
+		{[]string{"evictions", "hot", "--policy", "/does/not/exist"}, "/does/not/exist"},
+		{[]string{"evictions"}, "accepts 1 arg"},
+	} {
+		out, err := run(t, evictionsCluster(), tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err %v, want one naming %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// A node that is not Ready is left alone by the descheduler; a cluster of
+// one ready node gets no cycle at all: both are said.
+func TestEvictionsOfANodeTheDeschedulerSkips(t *testing.T) {
+	client := evictionsCluster()
+	cool, err := client.CoreV1().Nodes().Get(context.Background(), "cool", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cool.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	if _, err := client.CoreV1().Nodes().Update(context.Background(), cool, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, client, "evictions", "cool")
+	if err != nil || !strings.Contains(out, "node cool is not Ready or not selected by the policy's nodeSelector: the descheduler leaves it alone") {
+		t.Errorf("cool: err %v\n%s", err, out)
+	}
+	out, err = run(t, client, "evictions", "hot")
+	if err != nil || !strings.Contains(out, "note: 1 ready node; the descheduler skips its cycles with fewer than 2") {
+		t.Errorf("hot: err %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,152 @@
+package relievenodepressure
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
+)
+
+// NodePlan is what Deschedule would do on one node now: the node's figures,
+// and every pod on it in the order the plan walks them, each with the
+// eviction it would get or why it is skipped. Plan returns it; Deschedule
+// makes the same plan (planNode) before it evicts anything.
+type NodePlan struct {
+	Node string
+	// Figures are the node's figures as the plugin logs them (key, value
+	// pairs: PIDsUsed, OOMShortfall), before the plan and as projected
+	// after its evictions.
+	Before, After []any
+	// Thresholds are the thresholds and targets of the triggers that fired.
+	Thresholds []any
+	// Unknown tells, for each enabled trigger whose figures are unknown on
+	// the node ("PIDs", "OOM"), why: that trigger leaves the node alone.
+	Unknown map[string]string
+	// Triggered: a trigger is above its threshold; otherwise nothing is
+	// planned and Pods is empty.
+	Triggered bool
+	// Relieves: the plan brings the node to or below its thresholds, so its
+	// evictions would be requested. Otherwise nothing is evicted, and the
+	// plugin records a NodePressureUnrelievable Warning Event on the Node.
+	Relieves bool
+	// Pods are the node's pods in eviction order.
+	Pods []PodPlan
+}
+
+// PodPlan is the plan's decision on one pod.
+type PodPlan struct {
+	Pod *v1.Pod
+	// Evict: the plan evicts the pod (when Relieves).
+	Evict bool
+	// PIDs is what evicting it frees by the PID trigger's count; 0 when
+	// the PID trigger is off or its figures unknown.
+	PIDs int64
+	// Reason is the eviction's reason, as the evictor records it on the
+	// pod's Event, or why the pod is skipped.
+	Reason string
+}
+
+// Plan returns what Deschedule, given nodes (the descheduler's ready nodes:
+// the room check looks at the others), would do on node now, as the first
+// node of a cycle. It evicts nothing and records no Event; the evictor's
+// Filter and PreEvictionFilter are consulted as Deschedule consults them.
+func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *v1.Node) (*NodePlan, error) {
+	quiet := *d
+	quiet.recorder = nil
+	c := quiet.newCycle(klog.FromContext(ctx).WithValues("plugin", PluginName), nodes)
+	n, st, p, err := c.planNode(node)
+	if err != nil {
+		return nil, err
+	}
+	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}}
+	if t := c.args.PIDs; t != nil && st.pids == nil {
+		if _, err := c.assessPIDs(node, nil); err != nil {
+			out.Unknown["PIDs"] = err.Error()
+		}
+	}
+	if t := c.args.OOM; t != nil && st.oom == nil {
+		pods, _ := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
+		if _, err := assessOOM(t, node, pods); err != nil {
+			out.Unknown["OOM"] = err.Error()
+		}
+	}
+	if p == nil {
+		return out, nil
+	}
+	out.Triggered, out.Relieves, out.Thresholds = true, !p.aboveThreshold, st.thresholdsAndTargets()
+	after := st.clone()
+	steps := map[types.UID]step{}
+	for _, s := range p.steps {
+		steps[s.pod.UID] = s
+		after.remove(s.pod, s.pids)
+	}
+	out.After = after.keysAndValues("")
+	for _, pod := range n.order {
+		pp := PodPlan{Pod: pod}
+		if st.pids != nil {
+			pp.PIDs, _ = st.pids.gain(pod)
+		}
+		s, planned := steps[pod.UID]
+		why, passed := p.why[pod.UID]
+		switch {
+		case planned && out.Relieves:
+			pp.Evict, pp.Reason = true, s.evictionReason(node)
+		case planned:
+			pp.Reason = "evictable, but the plan does not bring the node to its threshold: nothing is evicted"
+		case passed:
+			pp.Reason = why
+		case p.limit > 0:
+			pp.Reason = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
+		default:
+			pp.Reason = "not needed: the evictions before it bring the node to its target"
+		}
+		out.Pods = append(out.Pods, pp)
+	}
+	return out, nil
+}
+
+// newCycle starts a Deschedule cycle over nodes.
+func (d *RelieveNodePressure) newCycle(logger klog.Logger, nodes []*v1.Node) *cycle {
+	return &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string]()}
+}
+
+// planNode assesses node and, when a trigger fired, plans its relief over
+// the node's pods in eviction order. p is nil when no trigger fired.
+func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, err error) {
+	logger := c.logger.WithValues("node", klog.KObj(node))
+	// Every pod that is not Succeeded or Failed takes part: the figures count
+	// them, and the delete order's ranks count a controller's active pods.
+	pods, err := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing the pods on node %s: %w", node.Name, err)
+	}
+	st = c.assess(logger, node, pods)
+	if !st.triggered() {
+		logger.V(4).Info("Node within thresholds", st.keysAndValues("")...)
+		return nil, st, nil, nil
+	}
+	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
+
+	if err := st.pids.podListErr(); err != nil {
+		logger.Info("Warning: malformed node annotation; gains are the pods' declared PIDs", "reason", ReasonMalformedPIDPods, "err", err.Error())
+		if c.recorder != nil {
+			c.recorder.Eventf(node, nil, v1.EventTypeWarning, ReasonMalformedPIDPods, PluginName, "%s", err.Error())
+		}
+	}
+	n = &nodeRelief{cycle: c, node: node, order: c.sort(pods), logger: logger, tried: sets.New[types.UID]()}
+	for _, pod := range n.order {
+		n.checkPriority(pod)
+	}
+	return n, st, n.plan(st), nil
+}
+
+// evictionReason is the reason the eviction of the step's pod gives: the
+// evictor logs it and records it as the reason of the pod's Event.
+func (s step) evictionReason(node *v1.Node) string {
+	return eventReason(fmt.Sprintf("%s: node %s %s", PluginName, node.Name, strings.Join(s.reasons, ", ")))
+}
