@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager,
-# kubectl, kwok) and the code generators into bin/ from the pinned versions in
+# kubectl, kwok), helm and the code generators into bin/ from the pinned versions in
 # hack/tools/go.mod, through the Go module proxy only. A tool already built
 # from the same hack/tools/go.{mod,sum} is skipped, so a warm run costs nothing.
 set -euo pipefail
@@ -26,6 +26,7 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kubectl k8s.io/kubernetes/cmd/kubectl
 build kwok sigs.k8s.io/kwok/cmd/kwok
+build helm helm.sh/helm/v4/cmd/helm
 build deepcopy-gen k8s.io/code-generator/cmd/deepcopy-gen
 build conversion-gen k8s.io/code-generator/cmd/conversion-gen
 build defaulter-gen k8s.io/code-generator/cmd/defaulter-gen

@@ -20,4 +20,8 @@ hack/update-codegen.sh >/dev/null
 if ! git diff --quiet -- '*zz_generated*'; then
   echo "generated code is out of date: run make generate"; git diff --stat -- '*zz_generated*'; fail=1
 fi
+hack/update-chart.sh >/dev/null
+if [[ -n $(git status --porcelain -- manifests/charts) ]]; then
+  echo "the Helm chart is out of step with manifests/: run make generate"; git status --short -- manifests/charts; fail=1
+fi
 exit $fail
