@@ -120,15 +120,21 @@ func renderChart(t *testing.T, flags ...string) map[string]object {
 
 func renderKustomize(t *testing.T) map[string]object {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "kubectl"), "kustomize", repoPath(t, "manifests")).Output()
+	return renderKustomizeDir(t, "manifests")
+}
+
+// renderKustomizeDir is `kubectl kustomize DIR` of a directory of the repository.
+func renderKustomizeDir(t *testing.T, dir string) map[string]object {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "kubectl"), "kustomize", repoPath(t, dir)).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			t.Fatalf("kubectl kustomize manifests/: %v\n%s", err, ee.Stderr)
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
 		}
-		t.Fatalf("kubectl kustomize manifests/: %v", err)
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
-	return decodeObjects(t, "kubectl kustomize manifests/", out)
+	return decodeObjects(t, "kubectl kustomize "+dir, out)
 }
 
 // valuesFile writes Helm values to a temporary file for -f.
@@ -268,6 +274,16 @@ func TestChartMatchesKustomize(t *testing.T) {
 	})
 	t.Run("namespace.create", func(t *testing.T) {
 		compareObjects(t, kustomize, renderChart(t, "--set", "namespace.create=true"))
+	})
+	t.Run("descheduler deployment mode", func(t *testing.T) {
+		// manifests/descheduler-deployment: the descheduler as a Deployment,
+		// applied in place of manifests/descheduler.
+		overlay := "manifests/descheduler-deployment"
+		if _, err := os.Stat(filepath.Join(repoPath(t, "manifests"), "descheduler-deployment", "kustomization.yaml")); err != nil {
+			t.Skipf("no %s: %v", overlay, err)
+		}
+		compareObjects(t, renderKustomizeDir(t, overlay), renderChart(t,
+			"--set", "descheduler.mode=deployment,scheduler.enabled=false,nodeAgent.enabled=false"))
 	})
 	t.Run("files are the kustomize sources", func(t *testing.T) {
 		// hack/update-chart.sh copies them; a stale copy would still render
@@ -588,13 +604,24 @@ func TestChartDeschedulerDeployment(t *testing.T) {
 		t.Errorf("Deployment pod restartPolicy %q", pod.RestartPolicy)
 	}
 
-	// The pod is the CronJob's, less what only a run-once pod has.
+	// The pod is the CronJob's, less what only a run-once pod has, plus a
+	// writable directory for the serving certificate (the root filesystem
+	// is read-only).
 	cronPod := decodeTyped[*batchv1.CronJob](t, cron, cronKey).Spec.JobTemplate.Spec.Template.Spec
 	if cronPod.ServiceAccountName != pod.ServiceAccountName || cronPod.PriorityClassName != pod.PriorityClassName ||
-		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes) ||
+		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes[:1]) ||
 		!reflect.DeepEqual(cronPod.Containers[0].SecurityContext, c.SecurityContext) ||
 		!reflect.DeepEqual(cronPod.Containers[0].Resources, c.Resources) {
 		t.Errorf("Deployment pod\n%+v\ndiffers from the CronJob's\n%+v", pod, cronPod)
+	}
+	if len(pod.Volumes) != 2 || pod.Volumes[1].EmptyDir == nil || len(c.VolumeMounts) != 2 ||
+		c.VolumeMounts[1].Name != pod.Volumes[1].Name || c.VolumeMounts[1].ReadOnly {
+		t.Errorf("Deployment pod has no writable certificate directory: volumes %+v, mounts %+v", pod.Volumes, c.VolumeMounts)
+	}
+	svc := decodeTyped[*corev1.Service](t, objs, "Service "+chartNS+"/headroom-descheduler-metrics")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10300 || svc.Spec.Ports[0].TargetPort.String() != "metrics" ||
+		!reflect.DeepEqual(svc.Spec.Selector, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("metrics Service %+v does not select the Deployment's pods on port 10300", svc.Spec)
 	}
 
 	// Leader election on its own lease, granted to its ServiceAccount.

@@ -1,6 +1,7 @@
 {{/*
-The descheduler's pod spec, shared by the CronJob and the Deployment.
-Argument: dict "root" $ "args" (list of mode-specific arguments) "deployment" bool.
+The descheduler's pod spec, shared by the CronJob (manifests/descheduler) and
+the Deployment (manifests/descheduler-deployment).
+Argument: dict "root" $ "deployment" bool.
 */}}
 {{- define "headroom.descheduler.podSpec" -}}
 {{- $v := .root.Values.descheduler -}}
@@ -19,8 +20,22 @@ containers:
   {{- include "headroom.containerImage" (dict "image" $v.image "root" .root) | nindent 2 }}
   args:
   - --policy-config-file=/policy-dir/policy.yaml
-  {{- range .args }}
-  - {{ . }}
+  {{- if .deployment }}
+  - --descheduling-interval={{ $v.interval }}
+  # Its own Lease, apart from the upstream descheduler's default
+  # ("descheduler" in kube-system), so both may run in one cluster.
+  - --leader-elect=true
+  - --leader-elect-resource-lock=leases
+  - --leader-elect-resource-name=headroom-descheduler
+  - --leader-elect-resource-namespace={{ .root.Release.Namespace }}
+  # /metrics and /healthz over HTTPS (self-signed) on this port.
+  - --bind-address=0.0.0.0
+  - --secure-port={{ $v.metricsPort }}
+  {{- else }}
+  # One descheduling run, then exit.
+  - --descheduling-interval=0
+  # A run of seconds needs no health or metrics endpoint.
+  - --secure-port=0
   {{- end }}
   - --v={{ $v.logLevel }}
   {{- range $v.extraArgs }}
@@ -30,9 +45,10 @@ containers:
   ports:
   - name: metrics
     containerPort: {{ $v.metricsPort }}
+    protocol: TCP
   livenessProbe:
     httpGet: {path: /healthz, port: metrics, scheme: HTTPS}
-    initialDelaySeconds: 5
+    initialDelaySeconds: 10
     periodSeconds: 20
   {{- end }}
   {{- with $v.resources }}
@@ -48,8 +64,17 @@ containers:
   - name: policy
     mountPath: /policy-dir
     readOnly: true
+  {{- if .deployment }}
+  # The self-signed serving certificate is written here.
+  - name: certs
+    mountPath: /apiserver.local.config
+  {{- end }}
 volumes:
 - name: policy
   configMap:
     name: {{ include "headroom.descheduler.policyConfigMapName" .root }}
+{{- if .deployment }}
+- name: certs
+  emptyDir: {}
+{{- end }}
 {{- end -}}
