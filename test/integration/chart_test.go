@@ -917,4 +917,7 @@ nodeAgent:
 	if _, err := cp.Client.RbacV1().Roles(chartNS).Get(ctx, "headroom-descheduler-leader-election", metav1.GetOptions{}); err != nil {
 		t.Error(err)
 	}
+	if _, err := cp.Client.CoreV1().Services(chartNS).Get(ctx, "headroom-descheduler-metrics", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
 }
