@@ -921,3 +921,65 @@ nodeAgent:
 		t.Error(err)
 	}
 }
+
+// TestChartPlacement: each component's nodeSelector, tolerations, affinity,
+// priorityClassName, resources and extraArgs reach its pod template.
+func TestChartPlacement(t *testing.T) {
+	for _, mode := range []string{"cronJob", "deployment"} {
+		t.Run(mode, func(t *testing.T) {
+			values := strings.Builder{}
+			for _, c := range []string{"scheduler", "descheduler", "nodeAgent"} {
+				fmt.Fprintf(&values, "%s:\n", c)
+				if c == "descheduler" {
+					fmt.Fprintf(&values, "  mode: %s\n", mode)
+				}
+				fmt.Fprintf(&values, `
+  nodeSelector: {pool: %[1]s}
+  tolerations: [{key: dedicated, value: %[1]s, effect: NoSchedule}]
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In, values: [%[1]s]}]}]}}}
+  priorityClassName: %[1]s-priority
+  resources: {requests: {cpu: 7m}}
+  extraArgs: [--%[1]s-flag=1]
+`[1:], c)
+			}
+			objs := renderChart(t, "-f", valuesFile(t, values.String()))
+			deschedulerKind := map[string]string{"cronJob": "CronJob", "deployment": "Deployment"}[mode]
+			for key, c := range map[string]string{
+				"Deployment " + chartNS + "/headroom-scheduler":           "scheduler",
+				deschedulerKind + " " + chartNS + "/headroom-descheduler": "descheduler",
+				"DaemonSet " + chartNS + "/headroom-node-agent":           "nodeAgent",
+			} {
+				pt, ok := podTemplates(t, objs)[key]
+				if !ok {
+					t.Fatalf("no %s", key)
+				}
+				spec := pt.Spec
+				// Helm merges maps given with the defaults.
+				wantSelector := map[string]string{"pool": c}
+				if c == "nodeAgent" {
+					wantSelector["kubernetes.io/os"] = "linux"
+				}
+				if !reflect.DeepEqual(spec.NodeSelector, wantSelector) {
+					t.Errorf("%s nodeSelector %v", key, spec.NodeSelector)
+				}
+				if len(spec.Tolerations) != 1 || spec.Tolerations[0].Value != c || spec.Tolerations[0].Effect != corev1.TaintEffectNoSchedule {
+					t.Errorf("%s tolerations %+v", key, spec.Tolerations)
+				}
+				if a := spec.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+					a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != c {
+					t.Errorf("%s affinity %+v", key, a)
+				}
+				if spec.PriorityClassName != c+"-priority" {
+					t.Errorf("%s priorityClassName %q", key, spec.PriorityClassName)
+				}
+				ctr := spec.Containers[0]
+				if got := ctr.Resources.Requests.Cpu().String(); got != "7m" || ctr.Resources.Limits.Memory().IsZero() {
+					t.Errorf("%s resources %+v, want a 7m CPU request and the default memory limit", key, ctr.Resources)
+				}
+				if ctr.Args[len(ctr.Args)-1] != "--"+c+"-flag=1" {
+					t.Errorf("%s args %q do not end with the extra argument", key, ctr.Args)
+				}
+			}
+		})
+	}
+}
