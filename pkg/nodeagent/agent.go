@@ -233,7 +233,6 @@ func (a *Agent) adopt(ctx context.Context) error {
 		return nil
 	}
 	now := a.clock.Now()
-	var oldest time.Time
 	for i, p := range a.probes {
 		s, err := p.Adopt(node.Annotations, now)
 		if err != nil {
@@ -241,12 +240,9 @@ func (a *Agent) adopt(ctx context.Context) error {
 			continue
 		}
 		a.written[i] = s
-		if at := s.SampledAt(); !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
-			oldest = at
-		}
 		logger.V(2).Info("Adopted the node's annotations", "node", a.cfg.NodeName, "probe", p.Name(), "sample", s)
 	}
-	if !oldest.IsZero() {
+	if oldest := oldestSampledAt(a.written); !oldest.IsZero() {
 		a.dueAt = a.nextDue(oldest)
 		a.metrics.lastWrittenSample.Store(oldest.UnixNano())
 	}
@@ -324,22 +320,36 @@ func (a *Agent) decide(fresh []Sample, now time.Time) (bool, string) {
 }
 
 func (a *Agent) recordWrite(fresh []Sample) {
-	var oldest time.Time
 	for i, s := range fresh {
+		if s != nil {
+			a.written[i] = s
+		}
+	}
+	at := oldestSampledAt(fresh)
+	if at.IsZero() {
+		at = a.clock.Now()
+	}
+	a.dueAt = a.nextDue(at)
+	a.metrics.writes.Inc()
+	// The age metric follows the annotations' own times: a write that
+	// carried none (the PID probe failing) leaves the old PID sample aging.
+	if oldest := oldestSampledAt(a.written); !oldest.IsZero() {
+		a.metrics.lastWrittenSample.Store(oldest.UnixNano())
+	}
+}
+
+// oldestSampledAt is the earliest non-zero SampledAt among samples.
+func oldestSampledAt(samples []Sample) time.Time {
+	var oldest time.Time
+	for _, s := range samples {
 		if s == nil {
 			continue
 		}
-		a.written[i] = s
 		if at := s.SampledAt(); !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
 			oldest = at
 		}
 	}
-	if oldest.IsZero() {
-		oldest = a.clock.Now()
-	}
-	a.dueAt = a.nextDue(oldest)
-	a.metrics.writes.Inc()
-	a.metrics.lastWrittenSample.Store(oldest.UnixNano())
+	return oldest
 }
 
 func hasAny(samples []Sample) bool {

@@ -445,6 +445,9 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 			}
 		}
 		h.wantUsed("5000")
+		if age := h.r.Metrics().lastWrittenSampleAge(); age != 600 {
+			t.Errorf("last written sample age %vs, want 600s: the PID sample's", age)
+		}
 		// The annotation ages, so readers see the agent is not keeping up.
 		if _, err := pidstats.ParseNode(h.node().Annotations, h.clock.Now(), 6*time.Minute); !pidstats.IsStale(err) {
 			t.Errorf("want stale annotations, got %v", err)

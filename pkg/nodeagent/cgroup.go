@@ -86,7 +86,9 @@ type PodCgroup struct {
 
 // PodCgroups lists the pod cgroups of every QoS class. Directories that
 // are not pod cgroups (containers of the kubelet's own, other slices) are
-// skipped. A QoS directory that vanishes while listed is skipped too; an
+// skipped, and so are static pods: the kubelet names them by a hash of
+// their manifest (32 hex digits, pkg/kubelet/config), not by the UID of
+// their mirror pod in the API, so readers could never match them. A QoS directory that vanishes while listed is skipped too; an
 // unreadable kubepods directory is an error.
 func (l CgroupLayout) PodCgroups() ([]PodCgroup, error) {
 	top, err := os.ReadDir(l.Dir)

@@ -74,6 +74,14 @@ func TestPodPIDsProbeLayouts(t *testing.T) {
 				writeFile(t, filepath.Join(base, "podnot-a-uid", pidsCurrent), "99\n")
 				writeFile(t, filepath.Join(base, "kubepods-podnot_a_uid.slice", pidsCurrent), "99\n")
 				writeFile(t, filepath.Join(base, "system.slice", pidsCurrent), "99\n")
+				// A static pod (named by its manifest's hash) and an empty pod.
+				if driver == DriverCgroupfs {
+					writeFile(t, filepath.Join(base, "pod0a1b2c3d4e5f60718293a4b5c6d7e8f9", pidsCurrent), "99\n")
+					writeFile(t, filepath.Join(base, "pod6a0b5b6e-2f60-4c1e-9a53-3b1c0d1e2f09", pidsCurrent), "0\n")
+				} else {
+					writeFile(t, filepath.Join(base, "kubepods-pod0a1b2c3d4e5f60718293a4b5c6d7e8f9.slice", pidsCurrent), "99\n")
+					writeFile(t, filepath.Join(base, "kubepods-pod6a0b5b6e_2f60_4c1e_9a53_3b1c0d1e2f09.slice", pidsCurrent), "0\n")
+				}
 				if !v1 {
 					// A v1 unified mount without pids must not be mistaken.
 					if err := os.MkdirAll(filepath.Join(root, "unified"), 0o755); err != nil {

@@ -56,7 +56,9 @@ func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error
 			errs = append(errs, err)
 			continue
 		}
-		usage = append(usage, pidstats.PodUsage{UID: pod.UID, PIDs: n})
+		if n > 0 { // a pod holding nothing frees nothing: no use listing it
+			usage = append(usage, pidstats.PodUsage{UID: pod.UID, PIDs: n})
+		}
 	}
 	klog.FromContext(ctx).V(5).Info("Read pod cgroups", "layout", layout, "pods", len(usage))
 	return podSample{list: pidstats.NewPodList(usage), hysteresis: p.HysteresisPIDs}, errors.Join(errs...)

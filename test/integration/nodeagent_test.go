@@ -117,6 +117,7 @@ func TestNodeAgent(t *testing.T) {
 	// namespace's Pod Security level), and a token bound to it.
 	pod := agentPod(ctx, t, cp.Client, "node-a")
 	kubeconfig := serviceAccountKubeconfig(ctx, t, cp, "headroom-system", "headroom-node-agent", pod)
+	waitPolicyActive(ctx, t, kubernetes.NewForConfigOrDie(restConfig(t, kubeconfig)), "node-b")
 
 	t.Run("once writes its own node", func(t *testing.T) {
 		const reserved = 1234
@@ -321,6 +322,22 @@ func TestPodSecurityLevels(t *testing.T) {
 	}
 	if err := create("restricted", agent); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "hostPath") {
 		t.Errorf("the node agent in a restricted namespace: %v, want forbidden for hostPath", err)
+	}
+}
+
+// waitPolicyActive waits until the API server enforces the admission
+// policy, which it loads some time after the object is created: it sends
+// a patch that changes nothing (removing an absent annotation) to a node
+// the token is not bound to, until the policy refuses it.
+func waitPolicyActive(ctx context.Context, t *testing.T, c kubernetes.Interface, otherNode string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Nodes().Patch(ctx, otherNode, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"headroom.dev/policy-probe":null}}}`), metav1.PatchOptions{})
+		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'headroom-node-agent'"), nil
+	})
+	if err != nil {
+		t.Fatalf("the admission policy was never enforced: %v", err)
 	}
 }
 
