@@ -57,8 +57,9 @@ down: ## stop the demo cluster
 verify: tools ## gofmt, vet, go mod tidy, generated code up to date
 	hack/verify.sh
 
-generate: tools ## deepcopy, conversion and defaulting code
+generate: tools ## deepcopy, conversion and defaulting code; the Helm chart's files from manifests/
 	hack/update-codegen.sh
+	hack/update-chart.sh
 
 clean:
 	rm -rf bin .local

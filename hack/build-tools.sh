@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager,
-# kubectl, kwok) and the code generators into bin/ from the pinned versions in
-# hack/tools/go.mod, through the Go module proxy only. A tool already built
-# from the same hack/tools/go.{mod,sum} is skipped, so a warm run costs nothing.
+# kubectl, kwok), host-local, the code generators and helm into bin/ from the
+# pinned versions in hack/tools/go.mod (helm: hack/tools/helm/go.mod), through
+# the Go module proxy only. A tool already built from the same go.mod and go.sum
+# is skipped, so a warm run costs nothing.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$BIN_DIR"
@@ -37,3 +38,9 @@ for f in "$stages"/node/fast/*.yaml "$stages"/node/heartbeat/node-heartbeat.yaml
   [[ $(basename "$f") == kustomization.yaml ]] && continue
   echo "---"; cat "$f"
 done >"$BIN_DIR/kwok-stages.yaml"
+
+# Helm, from its own module (hack/tools/helm), so that its dependencies never
+# move the versions the control plane above is built with.
+cd "$HEADROOM_ROOT/hack/tools/helm"
+stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+build helm helm.sh/helm/v4/cmd/helm

@@ -11,7 +11,7 @@ if [[ -n $unformatted ]]; then echo "gofmt needed:"; echo "$unformatted"; fail=1
 
 go vet ./... || fail=1
 
-for dir in . hack/tools; do
+for dir in . hack/tools hack/tools/helm; do
   (cd "$dir" && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
 done
@@ -19,5 +19,9 @@ done
 hack/update-codegen.sh >/dev/null
 if ! git diff --quiet -- '*zz_generated*'; then
   echo "generated code is out of date: run make generate"; git diff --stat -- '*zz_generated*'; fail=1
+fi
+hack/update-chart.sh >/dev/null
+if [[ -n $(git status --porcelain -- manifests/charts) ]]; then
+  echo "the Helm chart is out of step with manifests/: run make generate"; git status --short -- manifests/charts; fail=1
 fi
 exit $fail

@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) {
 	bin := controlplane.DefaultBinDir()
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok", "headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok", "helm", "headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
 			fmt.Fprintf(os.Stderr, "integration tests need %s in %s: run `make test` (or hack/build-tools.sh and hack/build.sh) first\n", name, bin)
 			os.Exit(1)

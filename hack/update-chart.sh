@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Keeps the Helm chart (manifests/charts/headroom) in step with the kustomize
+# tree it mirrors:
+# - files/ gets the configuration files the manifests ship (Helm's .Files
+#   reads only inside the chart): the scheduler config, the descheduler
+#   policy and the node agent's admission policy;
+# - Chart.yaml's version and appVersion: the release in VERSION, or, without
+#   that file, the Kubernetes release hack/lib.sh reports; appVersion (the
+#   image tag the chart defaults to) is the tag kustomize gives Headroom's
+#   images, so both install paths pull the same images.
+# The templates themselves are held to `kubectl kustomize manifests/` object
+# by object by test/integration/chart_test.go.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$HEADROOM_ROOT"
+chart=manifests/charts/headroom
+
+mkdir -p "$chart/files"
+cp manifests/scheduler/scheduler-config.yaml "$chart/files/scheduler-config.yaml"
+cp manifests/descheduler/policy.yaml "$chart/files/descheduler-policy.yaml"
+cp manifests/node-agent/admission-policy.yaml "$chart/files/node-agent-admission-policy.yaml"
+
+if [[ -f VERSION ]]; then version=$(tr -d '[:space:]' <VERSION); else version=$K8S_VERSION; fi
+[[ -x $BIN_DIR/kubectl ]] || "$HEADROOM_ROOT/hack/build-tools.sh" >/dev/null
+tags=$("$BIN_DIR/kubectl" kustomize manifests/ |
+  sed -n 's#^ *image: .*/headroom-\(scheduler\|descheduler\|node-agent\):\([^ @]*\).*#\2#p' | sort -u)
+if [[ $(wc -l <<<"$tags") -ne 1 || -z $tags ]]; then
+  echo "kubectl kustomize manifests/ tags Headroom's images with '${tags//$'\n'/, }': want one tag" >&2
+  exit 1
+fi
+sed -i -e "s/^version: .*/version: ${version#v}/" -e "s/^appVersion: .*/appVersion: \"$tags\"/" "$chart/Chart.yaml"
+echo "chart updated: version ${version#v}, appVersion $tags"

@@ -1,0 +1,169 @@
+{{/*
+Image reference of a component: registry/repository:tag, the tag defaulting
+to the chart's appVersion. Argument: dict "image" .Values.<component>.image "root" $.
+*/}}
+{{- define "headroom.image" -}}
+{{- $tag := .image.tag | default .root.Chart.AppVersion -}}
+{{- if .image.registry -}}
+{{ .image.registry }}/{{ .image.repository }}:{{ $tag }}
+{{- else -}}
+{{ .image.repository }}:{{ $tag }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+image: and, when set, imagePullPolicy: of a container.
+*/}}
+{{- define "headroom.containerImage" -}}
+image: {{ include "headroom.image" . }}
+{{- with .image.pullPolicy }}
+imagePullPolicy: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Deep merge of .src into the map .dst, in place: maps merge key by key, every
+other value (lists included) replaces the one in .dst. Unlike sprig's
+mergeOverwrite, false, 0 and "" replace too.
+*/}}
+{{- define "headroom.merge" -}}
+{{- $dst := .dst -}}
+{{- range $k, $v := .src -}}
+{{- if and (kindIs "map" $v) (kindIs "map" (get $dst $k)) -}}
+{{- include "headroom.merge" (dict "dst" (get $dst $k) "src" $v) -}}
+{{- else -}}
+{{- $_ := set $dst $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A component configuration file (KubeSchedulerConfiguration,
+DeschedulerPolicy) as text. Arguments:
+  component  the values key of the component (scheduler, descheduler)
+  field      the values key of the file (config, policy)
+  config     the value given: "" (use default), a YAML string or an object
+  default    the shipped file's text
+  profile    merged into every entry of profiles
+  pluginArgs plugin name -> args, merged into the pluginConfig entries
+Without overrides the text is the given (or shipped) one, byte for byte.
+*/}}
+{{- define "headroom.configText" -}}
+{{- $text := "" -}}
+{{- if kindIs "string" .config -}}
+{{- $text = .config | default .default -}}
+{{- else if kindIs "map" .config -}}
+{{- $text = printf "%s\n" (toYaml .config) -}}
+{{- else -}}
+{{- fail (printf "%s.%s must be a YAML string or an object, not %s" .component .field (kindOf .config)) -}}
+{{- end -}}
+{{- if or .profile .pluginArgs -}}
+{{- $obj := fromYaml $text -}}
+{{- if hasKey $obj "Error" -}}
+{{- fail (printf "%s.%s is not valid YAML: %s" .component .field $obj.Error) -}}
+{{- end -}}
+{{- if not (kindIs "slice" $obj.profiles) -}}
+{{- fail (printf "%s.%s has no profiles list to apply %s.profile or %s.pluginArgs to" .component .field .component .component) -}}
+{{- end -}}
+{{- $root := . -}}
+{{- range $i, $p := $obj.profiles -}}
+{{- if not (kindIs "map" $p) -}}
+{{- fail (printf "%s.%s: profiles[%d] is not an object" $root.component $root.field $i) -}}
+{{- end -}}
+{{- include "headroom.merge" (dict "dst" $p "src" (deepCopy $root.profile)) -}}
+{{- range $name, $args := $root.pluginArgs -}}
+{{- if not (kindIs "map" $args) -}}
+{{- fail (printf "%s.pluginArgs.%s must be an object, not %s" $root.component $name (kindOf $args)) -}}
+{{- end -}}
+{{- $found := false -}}
+{{- range $pc := ($p.pluginConfig | default list) -}}
+{{- if eq $pc.name $name -}}
+{{- $found = true -}}
+{{- if not (kindIs "map" $pc.args) -}}
+{{- $_ := set $pc "args" dict -}}
+{{- end -}}
+{{- include "headroom.merge" (dict "dst" $pc.args "src" (deepCopy $args)) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- $_ := set $p "pluginConfig" (append ($p.pluginConfig | default list) (dict "name" $name "args" (deepCopy $args))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $text = printf "%s\n" (toYaml $obj) -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}
+
+{{- define "headroom.scheduler.config" -}}
+{{- include "headroom.configText" (dict
+  "component" "scheduler" "field" "config"
+  "config" .Values.scheduler.config
+  "default" (.Files.Get "files/scheduler-config.yaml")
+  "profile" .Values.scheduler.profile
+  "pluginArgs" .Values.scheduler.pluginArgs) -}}
+{{- end -}}
+
+{{- define "headroom.descheduler.policy" -}}
+{{- include "headroom.configText" (dict
+  "component" "descheduler" "field" "policy"
+  "config" .Values.descheduler.policy
+  "default" (.Files.Get "files/descheduler-policy.yaml")
+  "profile" dict
+  "pluginArgs" .Values.descheduler.pluginArgs) -}}
+{{- end -}}
+
+{{/*
+Name of a ConfigMap as kustomize's configMapGenerator names it: the name, a
+dash and the hash kustomize computes (sigs.k8s.io/kustomize/api/hasher): the
+first 10 hex digits of the SHA-256 of the JSON {"data":...,"kind":"ConfigMap","name":""}
+with 0, 1, 3, a, e spelled g, h, k, m, t. ("name" is empty: kustomize looks
+the name up with the path "metadata/name" as one field, which finds none.)
+A changed file gives a new name, so the pods that mount it roll.
+Arguments: dict "name" "data" (a map).
+*/}}
+{{- define "headroom.configMapName" -}}
+{{- $hash := dict "data" .data "kind" "ConfigMap" "name" "" | toJson | sha256sum | trunc 10 -}}
+{{- printf "%s-%s" .name ($hash | replace "0" "g" | replace "1" "h" | replace "3" "k" | replace "a" "m" | replace "e" "t") -}}
+{{- end -}}
+
+{{- define "headroom.scheduler.configMapName" -}}
+{{- include "headroom.configMapName" (dict "name" "headroom-scheduler-config" "data" (dict "scheduler-config.yaml" (include "headroom.scheduler.config" .))) -}}
+{{- end -}}
+
+{{- define "headroom.descheduler.policyConfigMapName" -}}
+{{- include "headroom.configMapName" (dict "name" "headroom-descheduler-policy" "data" (dict "policy.yaml" (include "headroom.descheduler.policy" .))) -}}
+{{- end -}}
+
+{{/*
+nodeSelector, affinity and tolerations of a pod spec, each where set.
+Argument: the component's values.
+*/}}
+{{- define "headroom.placement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A ConfigMap data value holding the text exactly: a literal block where YAML
+keeps such text byte for byte (one final newline, no leading blank, tab or
+carriage return), otherwise a quoted string.
+*/}}
+{{- define "headroom.dataValue" -}}
+{{- if and (hasSuffix "\n" .) (not (hasSuffix "\n\n" .)) (not (regexMatch "^[ \t\n]" .)) (not (contains "\r" .)) (not (contains "\t" .)) -}}
+|
+{{ . | trimSuffix "\n" }}
+{{- else -}}
+{{ toJson . }}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,80 @@
+{{/*
+The descheduler's pod spec, shared by the CronJob (manifests/descheduler) and
+the Deployment (manifests/descheduler-deployment).
+Argument: dict "root" $ "deployment" bool.
+*/}}
+{{- define "headroom.descheduler.podSpec" -}}
+{{- $v := .root.Values.descheduler -}}
+serviceAccountName: headroom-descheduler
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if not .deployment }}
+restartPolicy: Never
+{{- end }}
+securityContext:
+  seccompProfile: {type: RuntimeDefault}
+{{- include "headroom.placement" $v }}
+containers:
+- name: descheduler
+  {{- include "headroom.containerImage" (dict "image" $v.image "root" .root) | nindent 2 }}
+  args:
+  - --policy-config-file=/policy-dir/policy.yaml
+  {{- if .deployment }}
+  - --descheduling-interval={{ $v.interval }}
+  # Its own Lease, apart from the upstream descheduler's default
+  # ("descheduler" in kube-system), so both may run in one cluster.
+  - --leader-elect=true
+  - --leader-elect-resource-lock=leases
+  - --leader-elect-resource-name=headroom-descheduler
+  - --leader-elect-resource-namespace={{ .root.Release.Namespace }}
+  # /metrics and /healthz over HTTPS (self-signed) on this port.
+  - --bind-address=0.0.0.0
+  - --secure-port={{ $v.metricsPort }}
+  {{- else }}
+  # One descheduling run, then exit.
+  - --descheduling-interval=0
+  # A run of seconds needs no health or metrics endpoint.
+  - --secure-port=0
+  {{- end }}
+  - --v={{ $v.logLevel }}
+  {{- range $v.extraArgs }}
+  - {{ . | quote }}
+  {{- end }}
+  {{- if .deployment }}
+  ports:
+  - name: metrics
+    containerPort: {{ $v.metricsPort }}
+    protocol: TCP
+  livenessProbe:
+    httpGet: {path: /healthz, port: metrics, scheme: HTTPS}
+    initialDelaySeconds: 10
+    periodSeconds: 20
+  {{- end }}
+  {{- with $v.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    runAsNonRoot: true
+    capabilities: {drop: [ALL]}
+  volumeMounts:
+  - name: policy
+    mountPath: /policy-dir
+    readOnly: true
+  {{- if .deployment }}
+  # The self-signed serving certificate is written here.
+  - name: certs
+    mountPath: /apiserver.local.config
+  {{- end }}
+volumes:
+- name: policy
+  configMap:
+    name: {{ include "headroom.descheduler.policyConfigMapName" .root }}
+{{- if .deployment }}
+- name: certs
+  emptyDir: {}
+{{- end }}
+{{- end -}}

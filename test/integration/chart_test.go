@@ -1,0 +1,985 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/apis/config"
+	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
+	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+// The chart's tests render it with bin/helm (hack/build-tools.sh) in the
+// release namespace the kustomize tree uses.
+const (
+	chartDir     = "manifests/charts/headroom"
+	chartRelease = "headroom"
+	chartNS      = "headroom-system"
+)
+
+// object is one rendered manifest, as decoded from YAML.
+type object = map[string]any
+
+func objectKey(o object) string {
+	md, _ := o["metadata"].(map[string]any)
+	name := fmt.Sprint(md["name"])
+	if ns, ok := md["namespace"].(string); ok && ns != "" {
+		name = ns + "/" + name
+	}
+	return fmt.Sprintf("%s %s", o["kind"], name)
+}
+
+// decodeObjects splits a multi-document YAML stream into objects, keyed by
+// kind, namespace and name; a key seen twice fails the test.
+func decodeObjects(t *testing.T, source string, data []byte) map[string]object {
+	t.Helper()
+	objs := map[string]object{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var o object
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", source, err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		key := objectKey(o)
+		if _, dup := objs[key]; dup {
+			t.Fatalf("%s renders %s twice", source, key)
+		}
+		objs[key] = o
+	}
+	return objs
+}
+
+// helmCmd runs bin/helm and returns its standard output; the error carries
+// its standard error.
+func helmCmd(args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "helm"), args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// renderChart is `helm template headroom manifests/charts/headroom
+// --namespace headroom-system` with further flags (--set, -f, ...).
+func renderChartText(t *testing.T, flags ...string) (string, error) {
+	t.Helper()
+	args := append([]string{"template", chartRelease, repoPath(t, chartDir), "--namespace", chartNS}, flags...)
+	return helmCmd(args...)
+}
+
+func renderChart(t *testing.T, flags ...string) map[string]object {
+	t.Helper()
+	out, err := renderChartText(t, flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeObjects(t, "helm template "+strings.Join(flags, " "), []byte(out))
+}
+
+func renderKustomize(t *testing.T) map[string]object {
+	t.Helper()
+	return renderKustomizeDir(t, "manifests")
+}
+
+// renderKustomizeDir is `kubectl kustomize DIR` of a directory of the repository.
+func renderKustomizeDir(t *testing.T, dir string) map[string]object {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "kubectl"), "kustomize", repoPath(t, dir)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	return decodeObjects(t, "kubectl kustomize "+dir, out)
+}
+
+// valuesFile writes Helm values to a temporary file for -f.
+func valuesFile(t *testing.T, values string) string {
+	t.Helper()
+	// Not t.TempDir(): helm splits -f at commas, which test names hold.
+	dir, err := os.MkdirTemp("", "headroom-values-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(path, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// fieldDiffs lists every field in which got differs from want, by path
+// (spec.template.spec.containers[0].image).
+func fieldDiffs(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := map[string]bool{}
+		for k := range w {
+			keys[k] = true
+		}
+		for k := range g {
+			keys[k] = true
+		}
+		var diffs []string
+		for _, k := range slices.Sorted(func(yield func(string) bool) {
+			for k := range keys {
+				if !yield(k) {
+					return
+				}
+			}
+		}) {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			wv, inW := w[k]
+			gv, inG := g[k]
+			switch {
+			case !inG:
+				diffs = append(diffs, fmt.Sprintf("%s: kustomize %s, chart has none", p, show(wv)))
+			case !inW:
+				diffs = append(diffs, fmt.Sprintf("%s: chart %s, kustomize has none", p, show(gv)))
+			default:
+				diffs = append(diffs, fieldDiffs(p, wv, gv)...)
+			}
+		}
+		return diffs
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			break
+		}
+		var diffs []string
+		for i := 0; i < max(len(w), len(g)); i++ {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			switch {
+			case i >= len(g):
+				diffs = append(diffs, fmt.Sprintf("%s: kustomize %s, chart has none", p, show(w[i])))
+			case i >= len(w):
+				diffs = append(diffs, fmt.Sprintf("%s: chart %s, kustomize has none", p, show(g[i])))
+			default:
+				diffs = append(diffs, fieldDiffs(p, w[i], g[i])...)
+			}
+		}
+		return diffs
+	}
+	if reflect.DeepEqual(want, got) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: kustomize %s, chart %s", path, show(want), show(got))}
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if len(b) > 300 {
+		return string(b[:300]) + "..."
+	}
+	return string(b)
+}
+
+// compareObjects reports every object one side renders and the other does
+// not, and every differing field of the objects both render.
+func compareObjects(t *testing.T, kustomize, chart map[string]object) {
+	t.Helper()
+	for _, key := range slices.Sorted(func(yield func(string) bool) {
+		for k := range kustomize {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		got, ok := chart[key]
+		if !ok {
+			t.Errorf("kustomize renders %s, the chart does not", key)
+			continue
+		}
+		for _, d := range fieldDiffs("", kustomize[key], got) {
+			t.Errorf("%s: %s", key, d)
+		}
+	}
+	for key := range chart {
+		if _, ok := kustomize[key]; !ok {
+			t.Errorf("the chart renders %s, kustomize does not", key)
+		}
+	}
+}
+
+// TestChartMatchesKustomize holds the chart with its default values to the
+// kustomize tree, object by object and field by field: a change to
+// manifests/ that the chart does not mirror fails here, naming the object
+// and the field. The Namespace is the chart's only with namespace.create.
+func TestChartMatchesKustomize(t *testing.T) {
+	kustomize := renderKustomize(t)
+	nsKey := "Namespace " + chartNS
+	if _, ok := kustomize[nsKey]; !ok {
+		t.Fatalf("kustomize renders no %s", nsKey)
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		withoutNS := maps(kustomize)
+		delete(withoutNS, nsKey)
+		compareObjects(t, withoutNS, renderChart(t))
+	})
+	t.Run("namespace.create", func(t *testing.T) {
+		compareObjects(t, kustomize, renderChart(t, "--set", "namespace.create=true"))
+	})
+	t.Run("descheduler deployment mode", func(t *testing.T) {
+		// manifests/descheduler-deployment: the descheduler as a Deployment,
+		// applied in place of manifests/descheduler.
+		overlay := "manifests/descheduler-deployment"
+		if _, err := os.Stat(filepath.Join(repoPath(t, "manifests"), "descheduler-deployment", "kustomization.yaml")); err != nil {
+			t.Skipf("no %s: %v", overlay, err)
+		}
+		compareObjects(t, renderKustomizeDir(t, overlay), renderChart(t,
+			"--set", "descheduler.mode=deployment,scheduler.enabled=false,nodeAgent.enabled=false"))
+	})
+	t.Run("files are the kustomize sources", func(t *testing.T) {
+		// hack/update-chart.sh copies them; a stale copy would still render
+		// ConfigMaps kustomize names differently, but say which file.
+		for src, dst := range map[string]string{
+			"manifests/scheduler/scheduler-config.yaml":  "files/scheduler-config.yaml",
+			"manifests/descheduler/policy.yaml":          "files/descheduler-policy.yaml",
+			"manifests/node-agent/admission-policy.yaml": "files/node-agent-admission-policy.yaml",
+		} {
+			if !bytes.Equal(repoFile(t, src), repoFile(t, filepath.Join(chartDir, dst))) {
+				t.Errorf("%s/%s differs from %s: run hack/update-chart.sh", chartDir, dst, src)
+			}
+		}
+	})
+}
+
+func maps(m map[string]object) map[string]object {
+	c := make(map[string]object, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func TestChartLint(t *testing.T) {
+	for name, flags := range map[string][]string{
+		"defaults": nil,
+		"non-default": {"-f", valuesFile(t, `
+namespace: {create: true}
+descheduler:
+  mode: deployment
+  interval: 2m
+  pluginArgs:
+    RelieveNodePressure: {pids: {thresholdPercent: 90, targetPercent: 80}}
+scheduler:
+  replicas: 1
+  pluginArgs:
+    NodePIDs: {minFreePIDs: 1024}
+nodeAgent:
+  kubeletConfig: {enabled: true}
+  admissionPolicy: {enabled: false}
+`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", repoPath(t, chartDir), "--namespace", chartNS}, flags...)
+			out, err := helmCmd(args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !strings.Contains(out, "0 chart(s) failed") {
+				t.Fatalf("helm lint:\n%s", out)
+			}
+		})
+	}
+}
+
+// decodeTyped decodes a rendered object into its typed API struct.
+func decodeTyped[T runtime.Object](t *testing.T, objs map[string]object, key string) T {
+	t.Helper()
+	o, ok := objs[key]
+	if !ok {
+		t.Fatalf("the chart renders no %s; it renders %v", key, slices.Sorted(func(yield func(string) bool) {
+			for k := range objs {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+	data, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	typed, ok := obj.(T)
+	if !ok {
+		t.Fatalf("%s decodes to %T", key, obj)
+	}
+	return typed
+}
+
+// podTemplates returns the pod template of every workload rendered, by key.
+func podTemplates(t *testing.T, objs map[string]object) map[string]corev1.PodTemplateSpec {
+	t.Helper()
+	pts := map[string]corev1.PodTemplateSpec{}
+	for key, o := range objs {
+		switch o["kind"] {
+		case "Deployment":
+			pts[key] = decodeTyped[*appsv1.Deployment](t, objs, key).Spec.Template
+		case "DaemonSet":
+			pts[key] = decodeTyped[*appsv1.DaemonSet](t, objs, key).Spec.Template
+		case "CronJob":
+			pts[key] = decodeTyped[*batchv1.CronJob](t, objs, key).Spec.JobTemplate.Spec.Template
+		}
+	}
+	return pts
+}
+
+// configMapData returns the data under key of the one ConfigMap rendered
+// that holds it.
+func configMapData(t *testing.T, objs map[string]object, dataKey string) (name, data string) {
+	t.Helper()
+	for key, o := range objs {
+		if o["kind"] != "ConfigMap" {
+			continue
+		}
+		cm := decodeTyped[*corev1.ConfigMap](t, objs, key)
+		if d, ok := cm.Data[dataKey]; ok {
+			if name != "" {
+				t.Fatalf("two ConfigMaps hold %s: %s and %s", dataKey, name, cm.Name)
+			}
+			name, data = cm.Name, d
+		}
+	}
+	if name == "" {
+		t.Fatalf("no ConfigMap holds %s", dataKey)
+	}
+	return name, data
+}
+
+// mountedConfigMap is the ConfigMap the pod template's first volume of
+// that name mounts.
+func mountedConfigMap(t *testing.T, pt corev1.PodTemplateSpec, volume string) string {
+	t.Helper()
+	for _, v := range pt.Spec.Volumes {
+		if v.Name == volume && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	t.Fatalf("pod template mounts no ConfigMap volume %q", volume)
+	return ""
+}
+
+// schedulerConfig decodes the rendered KubeSchedulerConfiguration as
+// headroom-scheduler does (kube-scheduler's scheme with Headroom's args) and
+// validates it with kube-scheduler's and Headroom's validation.
+func schedulerConfig(t *testing.T, objs map[string]object) *schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
+	name, data := configMapData(t, objs, "scheduler-config.yaml")
+	if mounted := mountedConfigMap(t, podTemplates(t, objs)["Deployment "+chartNS+"/headroom-scheduler"], "config"); mounted != name {
+		t.Errorf("headroom-scheduler mounts ConfigMap %s, the chart renders %s", mounted, name)
+	}
+	obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode([]byte(data), nil, nil)
+	if err != nil {
+		t.Fatalf("scheduler config does not decode: %v\n%s", err, data)
+	}
+	cfg := obj.(*schedconfig.KubeSchedulerConfiguration)
+	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		t.Fatalf("scheduler config does not validate: %v", err)
+	}
+	for i, p := range cfg.Profiles {
+		for j, pc := range p.PluginConfig {
+			path := field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args")
+			switch args := pc.Args.(type) {
+			case *config.NodePIDsArgs:
+				err = validation.ValidateNodePIDsArgs(path, args)
+			case *config.OOMRiskArgs:
+				err = validation.ValidateOOMRiskArgs(path, args)
+			}
+			if err != nil {
+				t.Fatalf("scheduler config does not validate: %v", err)
+			}
+		}
+	}
+	return cfg
+}
+
+func schedulerArgs[T runtime.Object](t *testing.T, p schedconfig.KubeSchedulerProfile, plugin string) T {
+	t.Helper()
+	for _, pc := range p.PluginConfig {
+		if pc.Name == plugin {
+			args, ok := pc.Args.(T)
+			if !ok {
+				t.Fatalf("profile %s: args of %s are %T", p.SchedulerName, plugin, pc.Args)
+			}
+			return args
+		}
+	}
+	t.Fatalf("profile %s has no pluginConfig for %s", p.SchedulerName, plugin)
+	panic("unreachable")
+}
+
+// deschedulerPolicy loads the rendered DeschedulerPolicy as
+// headroom-descheduler does: the in-tree plugins and RelieveNodePressure,
+// decoded, defaulted and validated.
+func deschedulerPolicy(t *testing.T, objs map[string]object, workload string) *api.DeschedulerPolicy {
+	t.Helper()
+	name, data := configMapData(t, objs, "policy.yaml")
+	if mounted := mountedConfigMap(t, podTemplates(t, objs)[workload], "policy"); mounted != name {
+		t.Errorf("%s mounts ConfigMap %s, the chart renders %s", workload, mounted, name)
+	}
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pluginregistry.PluginRegistry = pluginregistry.NewRegistry()
+	descheduler.RegisterDefaultPlugins(pluginregistry.PluginRegistry)
+	u := relievenodepressure.Utilities()
+	pluginregistry.Register(relievenodepressure.PluginName, u.PluginBuilder, u.PluginType, u.PluginArgInstance, u.PluginArgValidator, u.PluginArgDefaulter, pluginregistry.PluginRegistry)
+	policy, err := descheduler.LoadPolicyConfig(path, fake.NewClientset(), pluginregistry.PluginRegistry)
+	if err != nil {
+		t.Fatalf("descheduler policy does not load: %v\n%s", err, data)
+	}
+	return policy
+}
+
+func deschedulerArgs[T runtime.Object](t *testing.T, policy *api.DeschedulerPolicy, plugin string) T {
+	t.Helper()
+	for _, pc := range policy.Profiles[0].PluginConfigs {
+		if pc.Name == plugin {
+			args, ok := pc.Args.(T)
+			if !ok {
+				t.Fatalf("args of %s are %T", plugin, pc.Args)
+			}
+			return args
+		}
+	}
+	t.Fatalf("policy has no pluginConfig for %s", plugin)
+	panic("unreachable")
+}
+
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(repoFile(t, filepath.Join(chartDir, "Chart.yaml")), &chart); err != nil {
+		t.Fatal(err)
+	}
+	if chart.AppVersion == "" {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	return chart.AppVersion
+}
+
+func keysOf(m map[string]object) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func TestChartComponentsOff(t *testing.T) {
+	all := renderChart(t)
+	for _, tc := range []struct {
+		set string
+		// gone reports whether an object of the default render belongs to
+		// the component switched off.
+		gone func(key string) bool
+	}{
+		{"scheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-scheduler") }},
+		{"descheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-descheduler") }},
+		{"nodeAgent.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-node-agent") }},
+		{"nodeAgent.admissionPolicy.enabled=false", func(k string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			var want []string
+			removed := 0
+			for _, k := range keysOf(all) {
+				if tc.gone(k) {
+					removed++
+				} else {
+					want = append(want, k)
+				}
+			}
+			if removed == 0 {
+				t.Fatal("the default render has no object of this component")
+			}
+			got := keysOf(renderChart(t, "--set", tc.set))
+			if !slices.Equal(got, want) {
+				t.Errorf("with %s the chart renders\n%s\nwant\n%s", tc.set, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func TestChartDeschedulerDeployment(t *testing.T) {
+	cron := renderChart(t)
+	objs := renderChart(t, "--set", "descheduler.mode=deployment,descheduler.interval=2m,descheduler.metricsPort=10300")
+	cronKey, depKey := "CronJob "+chartNS+"/headroom-descheduler", "Deployment "+chartNS+"/headroom-descheduler"
+	if _, ok := objs[cronKey]; ok {
+		t.Errorf("deployment mode renders %s", cronKey)
+	}
+	if _, ok := cron[depKey]; ok {
+		t.Errorf("cronJob mode renders %s", depKey)
+	}
+	dep := decodeTyped[*appsv1.Deployment](t, objs, depKey)
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	for _, arg := range []string{
+		"--policy-config-file=/policy-dir/policy.yaml",
+		"--descheduling-interval=2m",
+		"--leader-elect=true",
+		"--leader-elect-resource-lock=leases",
+		"--leader-elect-resource-namespace=" + chartNS,
+		"--leader-elect-resource-name=headroom-descheduler",
+		"--secure-port=10300",
+	} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("descheduler Deployment args %q lack %s", c.Args, arg)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 10300 {
+		t.Errorf("descheduler ports %+v, want metrics 10300", c.Ports)
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "metrics" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("descheduler liveness probe %+v, want HTTPS on the metrics port", p)
+	}
+	if pod.RestartPolicy != "" {
+		t.Errorf("Deployment pod restartPolicy %q", pod.RestartPolicy)
+	}
+
+	// The pod is the CronJob's, less what only a run-once pod has, plus a
+	// writable directory for the serving certificate (the root filesystem
+	// is read-only).
+	cronPod := decodeTyped[*batchv1.CronJob](t, cron, cronKey).Spec.JobTemplate.Spec.Template.Spec
+	if cronPod.ServiceAccountName != pod.ServiceAccountName || cronPod.PriorityClassName != pod.PriorityClassName ||
+		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes[:1]) ||
+		!reflect.DeepEqual(cronPod.Containers[0].SecurityContext, c.SecurityContext) ||
+		!reflect.DeepEqual(cronPod.Containers[0].Resources, c.Resources) {
+		t.Errorf("Deployment pod\n%+v\ndiffers from the CronJob's\n%+v", pod, cronPod)
+	}
+	if len(pod.Volumes) != 2 || pod.Volumes[1].EmptyDir == nil || len(c.VolumeMounts) != 2 ||
+		c.VolumeMounts[1].Name != pod.Volumes[1].Name || c.VolumeMounts[1].ReadOnly {
+		t.Errorf("Deployment pod has no writable certificate directory: volumes %+v, mounts %+v", pod.Volumes, c.VolumeMounts)
+	}
+	svc := decodeTyped[*corev1.Service](t, objs, "Service "+chartNS+"/headroom-descheduler-metrics")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10300 || svc.Spec.Ports[0].TargetPort.String() != "metrics" ||
+		!reflect.DeepEqual(svc.Spec.Selector, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("metrics Service %+v does not select the Deployment's pods on port 10300", svc.Spec)
+	}
+
+	// Leader election on its own lease, granted to its ServiceAccount.
+	role := decodeTyped[*rbacv1.Role](t, objs, "Role "+chartNS+"/headroom-descheduler-leader-election")
+	canUpdate := false
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "leases") && slices.Contains(r.Verbs, "update") && slices.Equal(r.ResourceNames, []string{"headroom-descheduler"}) {
+			canUpdate = true
+		}
+	}
+	if !canUpdate {
+		t.Errorf("leader-election Role %+v does not grant update on the lease headroom-descheduler", role.Rules)
+	}
+	rb := decodeTyped[*rbacv1.RoleBinding](t, objs, "RoleBinding "+chartNS+"/headroom-descheduler-leader-election")
+	if rb.RoleRef.Name != role.Name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != pod.ServiceAccountName || rb.Subjects[0].Namespace != chartNS {
+		t.Errorf("leader-election RoleBinding %+v", rb)
+	}
+	if _, ok := cron["Role "+chartNS+"/headroom-descheduler-leader-election"]; ok {
+		t.Error("cronJob mode renders the leader-election Role")
+	}
+	deschedulerPolicy(t, objs, depKey)
+}
+
+func TestChartImages(t *testing.T) {
+	tag := chartAppVersion(t)
+	images := func(objs map[string]object) map[string][]string {
+		got := map[string][]string{}
+		for key, pt := range podTemplates(t, objs) {
+			for _, c := range append(pt.Spec.InitContainers, pt.Spec.Containers...) {
+				got[key] = append(got[key], c.Image+"|"+string(c.ImagePullPolicy))
+			}
+		}
+		return got
+	}
+	workloads := map[string]string{
+		"Deployment " + chartNS + "/headroom-scheduler":   "headroom-scheduler",
+		"DaemonSet " + chartNS + "/headroom-node-agent":   "headroom-node-agent",
+		"CronJob " + chartNS + "/headroom-descheduler":    "headroom-descheduler",
+		"Deployment " + chartNS + "/headroom-descheduler": "headroom-descheduler",
+	}
+	check := func(t *testing.T, got map[string][]string, want func(bin string) string) {
+		t.Helper()
+		if len(got) != 3 {
+			t.Errorf("pod templates %v, want 3", got)
+		}
+		for key, imgs := range got {
+			bin, ok := workloads[key]
+			if !ok {
+				t.Errorf("unexpected workload %s", key)
+				continue
+			}
+			for _, img := range imgs {
+				if img != want(bin) {
+					t.Errorf("%s: image|pullPolicy %s, want %s", key, img, want(bin))
+				}
+			}
+		}
+	}
+	t.Run("defaults", func(t *testing.T) {
+		check(t, images(renderChart(t)), func(bin string) string { return "ghcr.io/headroom-k8s/" + bin + ":" + tag + "|" })
+	})
+	override := `
+scheduler:
+  image: {registry: registry.example:5000, repository: team/scheduler, tag: v9.9.9, pullPolicy: Always}
+descheduler:
+  image: {registry: registry.example:5000, repository: team/descheduler, tag: v9.9.9, pullPolicy: Always}
+nodeAgent:
+  image: {registry: registry.example:5000, repository: team/node-agent, tag: v9.9.9, pullPolicy: Always}
+`
+	want := func(bin string) string {
+		return "registry.example:5000/team/" + strings.TrimPrefix(bin, "headroom-") + ":v9.9.9|Always"
+	}
+	for _, mode := range []string{"cronJob", "deployment"} {
+		t.Run("override "+mode, func(t *testing.T) {
+			check(t, images(renderChart(t, "-f", valuesFile(t, override), "--set", "descheduler.mode="+mode)), want)
+		})
+	}
+	t.Run("no registry", func(t *testing.T) {
+		got := images(renderChart(t, "--set", "scheduler.image.registry=,descheduler.image.registry=,nodeAgent.image.registry="))
+		check(t, got, func(bin string) string { return "headroom-k8s/" + bin + ":" + tag + "|" })
+	})
+}
+
+func TestChartSchedulerConfig(t *testing.T) {
+	defaults := schedulerConfig(t, renderChart(t))
+	defaultName, _ := configMapData(t, renderChart(t), "scheduler-config.yaml")
+
+	t.Run("profile and plugin args", func(t *testing.T) {
+		objs := renderChart(t, "-f", valuesFile(t, `
+scheduler:
+  profile:
+    plugins:
+      multiPoint:
+        enabled:
+        - {name: NodePIDs, weight: 3}
+        - {name: OOMRisk, weight: 1}
+  pluginArgs:
+    NodePIDs:
+      minFreePIDs: 2048
+      unknownNodeScore: 0
+    OOMRisk:
+      ownRiskWeight: 5
+`))
+		cfg := schedulerConfig(t, objs)
+		if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "headroom-scheduler" {
+			t.Fatalf("profiles %+v", cfg.Profiles)
+		}
+		p := cfg.Profiles[0]
+		weights := map[string]int32{}
+		for _, pl := range p.Plugins.MultiPoint.Enabled {
+			weights[pl.Name] = pl.Weight
+		}
+		if weights["NodePIDs"] != 3 || weights["OOMRisk"] != 1 {
+			t.Errorf("multiPoint weights %v, want NodePIDs 3, OOMRisk 1", weights)
+		}
+		got := schedulerArgs[*config.NodePIDsArgs](t, p, "NodePIDs")
+		want := schedulerArgs[*config.NodePIDsArgs](t, defaults.Profiles[0], "NodePIDs").DeepCopy()
+		want.MinFreePIDs, want.UnknownNodeScore = 2048, 0
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("NodePIDs args %+v, want %+v (0 must replace the shipped -1)", got, want)
+		}
+		oom := schedulerArgs[*config.OOMRiskArgs](t, p, "OOMRisk")
+		wantOOM := schedulerArgs[*config.OOMRiskArgs](t, defaults.Profiles[0], "OOMRisk").DeepCopy()
+		wantOOM.OwnRiskWeight = 5
+		if !reflect.DeepEqual(oom, wantOOM) {
+			t.Errorf("OOMRisk args %+v, want %+v", oom, wantOOM)
+		}
+		if name, _ := configMapData(t, objs, "scheduler-config.yaml"); name == defaultName {
+			t.Errorf("changed config keeps the ConfigMap name %s: the pods would not roll", name)
+		}
+	})
+
+	t.Run("whole config as a file", func(t *testing.T) {
+		objs := renderChart(t, "--set-file", "scheduler.config="+repoPath(t, "manifests/samples/nodepids-scheduler-config.yaml"))
+		_, data := configMapData(t, objs, "scheduler-config.yaml")
+		if data != string(repoFile(t, "manifests/samples/nodepids-scheduler-config.yaml")) {
+			t.Error("scheduler.config given as a string is not shipped verbatim")
+		}
+		cfg := schedulerConfig(t, objs)
+		var names []string
+		for _, p := range cfg.Profiles {
+			names = append(names, p.SchedulerName)
+		}
+		if !slices.Equal(names, []string{"headroom-nodepids", "headroom-nodepids-only"}) {
+			t.Errorf("profiles %v", names)
+		}
+	})
+
+	t.Run("whole config as an object, with plugin args", func(t *testing.T) {
+		cfg := schedulerConfig(t, renderChart(t, "-f", valuesFile(t, `
+scheduler:
+  config:
+    apiVersion: kubescheduler.config.k8s.io/v1
+    kind: KubeSchedulerConfiguration
+    profiles:
+    - schedulerName: headroom-scheduler
+      plugins:
+        multiPoint:
+          enabled: [{name: NodePIDs}]
+  pluginArgs:
+    NodePIDs: {minFreePercent: 7}
+`)))
+		// The profile had no pluginConfig for NodePIDs: the chart adds one,
+		// defaulted by the scheme.
+		if got := schedulerArgs[*config.NodePIDsArgs](t, cfg.Profiles[0], "NodePIDs"); got.MinFreePercent != 7 || got.MinFreePIDs != 512 {
+			t.Errorf("NodePIDs args %+v, want minFreePercent 7 and the default minFreePIDs 512", got)
+		}
+	})
+}
+
+func TestChartDeschedulerPolicy(t *testing.T) {
+	cronKey := "CronJob " + chartNS + "/headroom-descheduler"
+	defaults := deschedulerPolicy(t, renderChart(t), cronKey)
+	objs := renderChart(t, "-f", valuesFile(t, `
+descheduler:
+  pluginArgs:
+    DefaultEvictor: {nodeFit: false}
+    RelieveNodePressure:
+      pids: {thresholdPercent: 90, targetPercent: 80}
+`))
+	policy := deschedulerPolicy(t, objs, cronKey)
+	if ev := deschedulerArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName); ev.NodeFit {
+		t.Error("DefaultEvictor nodeFit: false did not replace the shipped true")
+	}
+	got := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, policy, relievenodepressure.PluginName)
+	want := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, defaults, relievenodepressure.PluginName).DeepCopy()
+	want.PIDs.ThresholdPercent, want.PIDs.TargetPercent = ptr.To[int64](90), ptr.To[int64](80)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("RelieveNodePressure args\n%+v\nwant\n%+v", got, want)
+	}
+	if n := policy.MaxNoOfPodsToEvictPerNode; n == nil || *n != 5 {
+		t.Errorf("maxNoOfPodsToEvictPerNode %v, want the shipped 5", n)
+	}
+}
+
+// TestChartRejectsBadValues: values of the wrong shape fail the render with
+// a message naming the value.
+func TestChartRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--set", "descheduler.mode=daemonSet"}, "descheduler.mode"},
+		{[]string{"--set-json", "scheduler.config=42"}, "scheduler.config"},
+		{[]string{"--set-json", "descheduler.policy=[1]"}, "descheduler.policy"},
+		{[]string{"--set", "scheduler.pluginArgs.NodePIDs=x"}, "scheduler.pluginArgs.NodePIDs"},
+		{[]string{"--set", "scheduler.config=not: [yaml", "--set", "scheduler.pluginArgs.NodePIDs.minFreePIDs=1"}, "scheduler.config"},
+		{[]string{"--set", "scheduler.enabled=yes"}, "scheduler.enabled"},
+		{[]string{"--set", "nodeAgent.image.repository="}, "nodeAgent.image.repository"},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			out, err := renderChartText(t, tc.flags...)
+			if err == nil {
+				t.Fatalf("rendered:\n%s", out)
+			}
+			// Template errors name the value with dots, schema errors as
+			// a JSON pointer.
+			pointer := "'/" + strings.ReplaceAll(tc.want, ".", "/") + "'"
+			if !strings.Contains(err.Error(), tc.want) && !strings.Contains(err.Error(), pointer) {
+				t.Fatalf("error does not name %s: %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestChartApply applies the chart's output server-side to a real API
+// server, with the default values and then with the descheduler as a
+// Deployment and other values changed, so every object passes the server's
+// schema validation and admission.
+func TestChartApply(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	apply := func(flags ...string) map[string]object {
+		t.Helper()
+		out, err := renderChartText(t, flags...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath,
+			"apply", "--server-side", "--field-manager=helm-template", "-f", "-")
+		cmd.Stdin = strings.NewReader(out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply --server-side (helm template %s): %v\n%s", strings.Join(flags, " "), err, b)
+		}
+		return decodeObjects(t, "helm template", []byte(out))
+	}
+	objs := apply("--set", "namespace.create=true")
+	name, _ := configMapData(t, objs, "scheduler-config.yaml")
+	cm, err := cp.Client.CoreV1().ConfigMaps(chartNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := schedscheme.Codecs.UniversalDecoder().Decode([]byte(cm.Data["scheduler-config.yaml"]), nil, nil); err != nil {
+		t.Fatalf("applied scheduler config does not decode: %v", err)
+	}
+	ns, err := cp.Client.CoreV1().Namespaces().Get(ctx, chartNS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace labels %v", ns.Labels)
+	}
+	if _, err := cp.Client.BatchV1().CronJobs(chartNS).Get(ctx, "headroom-descheduler", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	if _, err := cp.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "headroom-node-agent", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+
+	apply("-f", valuesFile(t, `
+descheduler:
+  mode: deployment
+  interval: 2m
+  pluginArgs:
+    RelieveNodePressure: {pids: {thresholdPercent: 90, targetPercent: 80}}
+scheduler:
+  replicas: 1
+  pluginArgs:
+    NodePIDs: {minFreePIDs: 1024}
+nodeAgent:
+  kubeletConfig: {enabled: true}
+  extraArgs: [--interval=30s]
+`))
+	dep, err := cp.Client.AppsV1().Deployments(chartNS).Get(ctx, "headroom-descheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--descheduling-interval=2m") {
+		t.Errorf("applied descheduler Deployment args %q", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+	if _, err := cp.Client.RbacV1().Roles(chartNS).Get(ctx, "headroom-descheduler-leader-election", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	if _, err := cp.Client.CoreV1().Services(chartNS).Get(ctx, "headroom-descheduler-metrics", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestChartPlacement: each component's nodeSelector, tolerations, affinity,
+// priorityClassName, resources and extraArgs reach its pod template.
+func TestChartPlacement(t *testing.T) {
+	for _, mode := range []string{"cronJob", "deployment"} {
+		t.Run(mode, func(t *testing.T) {
+			values := strings.Builder{}
+			for _, c := range []string{"scheduler", "descheduler", "nodeAgent"} {
+				fmt.Fprintf(&values, "%s:\n", c)
+				if c == "descheduler" {
+					fmt.Fprintf(&values, "  mode: %s\n", mode)
+				}
+				fmt.Fprintf(&values, `
+  nodeSelector: {pool: %[1]s}
+  tolerations: [{key: dedicated, value: %[1]s, effect: NoSchedule}]
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In, values: [%[1]s]}]}]}}}
+  priorityClassName: %[1]s-priority
+  resources: {requests: {cpu: 7m}}
+  extraArgs: [--%[1]s-flag=1]
+`[1:], c)
+			}
+			objs := renderChart(t, "-f", valuesFile(t, values.String()))
+			deschedulerKind := map[string]string{"cronJob": "CronJob", "deployment": "Deployment"}[mode]
+			for key, c := range map[string]string{
+				"Deployment " + chartNS + "/headroom-scheduler":           "scheduler",
+				deschedulerKind + " " + chartNS + "/headroom-descheduler": "descheduler",
+				"DaemonSet " + chartNS + "/headroom-node-agent":           "nodeAgent",
+			} {
+				pt, ok := podTemplates(t, objs)[key]
+				if !ok {
+					t.Fatalf("no %s", key)
+				}
+				spec := pt.Spec
+				// Helm merges maps given with the defaults.
+				wantSelector := map[string]string{"pool": c}
+				if c == "nodeAgent" {
+					wantSelector["kubernetes.io/os"] = "linux"
+				}
+				if !reflect.DeepEqual(spec.NodeSelector, wantSelector) {
+					t.Errorf("%s nodeSelector %v", key, spec.NodeSelector)
+				}
+				if len(spec.Tolerations) != 1 || spec.Tolerations[0].Value != c || spec.Tolerations[0].Effect != corev1.TaintEffectNoSchedule {
+					t.Errorf("%s tolerations %+v", key, spec.Tolerations)
+				}
+				if a := spec.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+					a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != c {
+					t.Errorf("%s affinity %+v", key, a)
+				}
+				if spec.PriorityClassName != c+"-priority" {
+					t.Errorf("%s priorityClassName %q", key, spec.PriorityClassName)
+				}
+				ctr := spec.Containers[0]
+				if got := ctr.Resources.Requests.Cpu().String(); got != "7m" || ctr.Resources.Limits.Memory().IsZero() {
+					t.Errorf("%s resources %+v, want a 7m CPU request and the default memory limit", key, ctr.Resources)
+				}
+				if ctr.Args[len(ctr.Args)-1] != "--"+c+"-flag=1" {
+					t.Errorf("%s args %q do not end with the extra argument", key, ctr.Args)
+				}
+			}
+		})
+	}
+}
