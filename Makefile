@@ -40,8 +40,9 @@ perf: ## scheduler_perf: pods/s of the default and the Headroom profile, and the
 FUZZTIME ?= 30s
 # Targets are found in the sources (func FuzzX in a _test.go file), so that
 # no test binary is linked just to list them.
-fuzz: ## every fuzz test (annotation parsers, args decoders, models), FUZZTIME each
-	@for f in $$(grep -l '^func Fuzz' $$(find apis pkg plugins -name '*_test.go' | sort)); do \
+FUZZ_DIRS ?= apis pkg plugins
+fuzz: ## every fuzz test under FUZZ_DIRS (annotation parsers, args decoders, models), FUZZTIME each
+	@for f in $$(grep -l '^func Fuzz' $$(find $(FUZZ_DIRS) -name '*_test.go' | sort)); do \
 	  pkg=./$$(dirname $$f); \
 	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 	    echo ">> $$pkg $$t"; go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
