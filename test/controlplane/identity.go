@@ -61,7 +61,7 @@ func (cp *ControlPlane) ApplyShippedIdentities(ctx context.Context) error {
 			kept = append(kept, doc)
 		}
 	}
-	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "-f", "-")
+	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	cmd.Stdin = strings.NewReader(strings.Join(kept, "\n---\n"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("applying the shipped identities: %w\n%s", err, out)
