@@ -604,19 +604,17 @@ func TestChartDeschedulerDeployment(t *testing.T) {
 		t.Errorf("Deployment pod restartPolicy %q", pod.RestartPolicy)
 	}
 
-	// The pod is the CronJob's, less what only a run-once pod has, plus a
-	// writable directory for the serving certificate (the root filesystem
-	// is read-only).
+	// The pod is the CronJob's, less what only a run-once pod has. The
+	// serving certificate is self-signed in memory, never written
+	// (TestRelieveNodePressureDeploymentMode), so the read-only root
+	// filesystem needs no writable directory.
 	cronPod := decodeTyped[*batchv1.CronJob](t, cron, cronKey).Spec.JobTemplate.Spec.Template.Spec
 	if cronPod.ServiceAccountName != pod.ServiceAccountName || cronPod.PriorityClassName != pod.PriorityClassName ||
-		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes[:1]) ||
+		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes) ||
+		!reflect.DeepEqual(cronPod.Containers[0].VolumeMounts, c.VolumeMounts) ||
 		!reflect.DeepEqual(cronPod.Containers[0].SecurityContext, c.SecurityContext) ||
 		!reflect.DeepEqual(cronPod.Containers[0].Resources, c.Resources) {
 		t.Errorf("Deployment pod\n%+v\ndiffers from the CronJob's\n%+v", pod, cronPod)
-	}
-	if len(pod.Volumes) != 2 || pod.Volumes[1].EmptyDir == nil || len(c.VolumeMounts) != 2 ||
-		c.VolumeMounts[1].Name != pod.Volumes[1].Name || c.VolumeMounts[1].ReadOnly {
-		t.Errorf("Deployment pod has no writable certificate directory: volumes %+v, mounts %+v", pod.Volumes, c.VolumeMounts)
 	}
 	svc := decodeTyped[*corev1.Service](t, objs, "Service "+chartNS+"/headroom-descheduler-metrics")
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10300 || svc.Spec.Ports[0].TargetPort.String() != "metrics" ||
