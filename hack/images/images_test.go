@@ -179,38 +179,45 @@ func readTar(t *testing.T, r io.Reader) []tarEntry {
 	}
 }
 
-// TestManifestsUseTheImages checks that manifests/kustomization.yaml points
-// every image at the tag the binaries report, the tag `make images` writes.
+// TestManifestsUseTheImages checks that every kustomization that sets
+// Headroom's image tags (manifests/kustomization.yaml, and the overlay
+// manifests/descheduler-deployment applied in place of manifests/descheduler)
+// points them at the tag the binaries report, the tag `make images` writes.
 func TestManifestsUseTheImages(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(root, "manifests", "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Images []struct {
-			Name    string `json:"name"`
-			NewName string `json:"newName"`
-			NewTag  string `json:"newTag"`
-		} `json:"images"`
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatal(err)
-	}
 	out, err := exec.Command(filepath.Join(root, "bin", "headroom-scheduler"), "--version").Output()
 	if err != nil {
 		t.Fatalf("bin/headroom-scheduler --version: %v (run make build)", err)
 	}
 	version := strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes ")
-	tags := map[string]string{}
-	for _, img := range k.Images {
-		if img.NewName != "" {
-			t.Errorf("image %s renamed to %s: the manifests must use the images make images writes", img.Name, img.NewName)
+	for kustomization, images := range map[string][]string{
+		"manifests/kustomization.yaml":                        {"headroom-scheduler", "headroom-descheduler", "headroom-node-agent"},
+		"manifests/descheduler-deployment/kustomization.yaml": {"headroom-descheduler"},
+	} {
+		data, err := os.ReadFile(filepath.Join(root, kustomization))
+		if err != nil {
+			t.Fatal(err)
 		}
-		tags[img.Name] = img.NewTag
-	}
-	for _, image := range []string{"headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
-		if got := tags["ghcr.io/headroom-k8s/"+image]; got != version {
-			t.Errorf("manifests/kustomization.yaml tags ghcr.io/headroom-k8s/%s %q, binaries report %q", image, got, version)
+		var k struct {
+			Images []struct {
+				Name    string `json:"name"`
+				NewName string `json:"newName"`
+				NewTag  string `json:"newTag"`
+			} `json:"images"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			t.Fatalf("%s: %v", kustomization, err)
+		}
+		tags := map[string]string{}
+		for _, img := range k.Images {
+			if img.NewName != "" {
+				t.Errorf("%s: image %s renamed to %s: the manifests must use the images make images writes", kustomization, img.Name, img.NewName)
+			}
+			tags[img.Name] = img.NewTag
+		}
+		for _, image := range images {
+			if got := tags["ghcr.io/headroom-k8s/"+image]; got != version {
+				t.Errorf("%s tags ghcr.io/headroom-k8s/%s %q, binaries report %q", kustomization, image, got, version)
+			}
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
@@ -604,19 +606,17 @@ func TestChartDeschedulerDeployment(t *testing.T) {
 		t.Errorf("Deployment pod restartPolicy %q", pod.RestartPolicy)
 	}
 
-	// The pod is the CronJob's, less what only a run-once pod has, plus a
-	// writable directory for the serving certificate (the root filesystem
-	// is read-only).
+	// The pod is the CronJob's, less what only a run-once pod has. The
+	// serving certificate is self-signed in memory, never written
+	// (TestRelieveNodePressureDeploymentMode), so the read-only root
+	// filesystem needs no writable directory.
 	cronPod := decodeTyped[*batchv1.CronJob](t, cron, cronKey).Spec.JobTemplate.Spec.Template.Spec
 	if cronPod.ServiceAccountName != pod.ServiceAccountName || cronPod.PriorityClassName != pod.PriorityClassName ||
-		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes[:1]) ||
+		cronPod.Containers[0].Image != c.Image || !reflect.DeepEqual(cronPod.Volumes, pod.Volumes) ||
+		!reflect.DeepEqual(cronPod.Containers[0].VolumeMounts, c.VolumeMounts) ||
 		!reflect.DeepEqual(cronPod.Containers[0].SecurityContext, c.SecurityContext) ||
 		!reflect.DeepEqual(cronPod.Containers[0].Resources, c.Resources) {
 		t.Errorf("Deployment pod\n%+v\ndiffers from the CronJob's\n%+v", pod, cronPod)
-	}
-	if len(pod.Volumes) != 2 || pod.Volumes[1].EmptyDir == nil || len(c.VolumeMounts) != 2 ||
-		c.VolumeMounts[1].Name != pod.Volumes[1].Name || c.VolumeMounts[1].ReadOnly {
-		t.Errorf("Deployment pod has no writable certificate directory: volumes %+v, mounts %+v", pod.Volumes, c.VolumeMounts)
 	}
 	svc := decodeTyped[*corev1.Service](t, objs, "Service "+chartNS+"/headroom-descheduler-metrics")
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10300 || svc.Spec.Ports[0].TargetPort.String() != "metrics" ||
@@ -790,6 +790,68 @@ scheduler:
 			t.Errorf("NodePIDs args %+v, want minFreePercent 7 and the default minFreePIDs 512", got)
 		}
 	})
+}
+
+// TestChartSchedulerLeaderElection: headroom-scheduler elects its leader on
+// the Lease <release namespace>/headroom-scheduler, the one its Role grants,
+// whatever the release namespace and configuration. The Lease is the one
+// kube-scheduler's own options make of the rendered config file and
+// container args (the leader-election flags override the file).
+func TestChartSchedulerLeaderElection(t *testing.T) {
+	for _, tc := range []struct {
+		name, ns string
+		flags    []string
+		// wantFlags: the container args name the Lease (the config file
+		// does not name this one).
+		wantFlags bool
+	}{
+		{"shipped config", chartNS, nil, false},
+		{"other namespace", "team-scheduling", nil, true},
+		{"config without leaderElection", chartNS, []string{"--set-file", "scheduler.config=" + repoPath(t, "manifests/samples/nodepids-scheduler-config.yaml")}, true},
+		{"profile merged", "team-scheduling", []string{"--set", "scheduler.pluginArgs.NodePIDs.minFreePIDs=1024"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := helmCmd(append([]string{"template", chartRelease, repoPath(t, chartDir), "--namespace", tc.ns}, tc.flags...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decodeObjects(t, "helm template", []byte(out))
+			_, data := configMapData(t, objs, "scheduler-config.yaml")
+			obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode([]byte(data), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := obj.(*schedconfig.KubeSchedulerConfiguration)
+			args := decodeTyped[*appsv1.Deployment](t, objs, "Deployment "+tc.ns+"/headroom-scheduler").Spec.Template.Spec.Containers[0].Args
+			if got := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--leader-elect") }); got != tc.wantFlags {
+				t.Errorf("leader-election flags in %q: %v, want %v", args, got, tc.wantFlags)
+			}
+			o := schedoptions.NewOptions()
+			fs := pflag.NewFlagSet("headroom-scheduler", pflag.ContinueOnError)
+			for _, f := range o.Flags.FlagSets {
+				fs.AddFlagSet(f)
+			}
+			fs.ParseErrorsAllowlist.UnknownFlags = true
+			if err := fs.Parse(args); err != nil {
+				t.Fatalf("args %q: %v", args, err)
+			}
+			o.ApplyLeaderElectionTo(cfg)
+			le := cfg.LeaderElection
+			if !le.LeaderElect || le.ResourceLock != "leases" || le.ResourceName != "headroom-scheduler" || le.ResourceNamespace != tc.ns {
+				t.Errorf("leader election %+v, want leases %s/headroom-scheduler", le, tc.ns)
+			}
+			role := decodeTyped[*rbacv1.Role](t, objs, "Role "+tc.ns+"/headroom-scheduler-leader-election")
+			granted := false
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "leases") && slices.Contains(r.Verbs, "update") && slices.Equal(r.ResourceNames, []string{le.ResourceName}) {
+					granted = true
+				}
+			}
+			if !granted {
+				t.Errorf("Role %s/%s %+v grants no update on the Lease %s", role.Namespace, role.Name, role.Rules, le.ResourceName)
+			}
+		})
+	}
 }
 
 func TestChartDeschedulerPolicy(t *testing.T) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -806,5 +808,12 @@ func TestRelieveNodePressureDeploymentMode(t *testing.T) {
 	lease, err := c.CoordinationV1().Leases("headroom-system").Get(ctx, "headroom-descheduler", metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Fatalf("Lease headroom-system/headroom-descheduler: %v %+v", err, lease)
+	}
+	// Serving HTTPS, it wrote no certificate under its working directory
+	// (--cert-dir defaults to apiserver.local.config/certificates): the
+	// self-signed certificate stays in memory, so the Deployment's
+	// read-only root filesystem needs no writable volume for it.
+	if _, err := os.Stat(filepath.Join(cp.Dir, "apiserver.local.config")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("headroom-descheduler wrote %s (stat: %v): the Deployment needs a writable certificate directory", filepath.Join(cp.Dir, "apiserver.local.config"), err)
 	}
 }

@@ -104,6 +104,23 @@ Without overrides the text is the given (or shipped) one, byte for byte.
   "pluginArgs" .Values.scheduler.pluginArgs) -}}
 {{- end -}}
 
+{{/*
+Leader-election flags of headroom-scheduler: none when its configuration
+already elects on the Lease <release namespace>/headroom-scheduler (the
+shipped one does, in headroom-system), else the flags that put it there, the
+Lease the leader-election Role grants. kube-scheduler applies these flags over
+the file's leaderElection (--config honours the leader-election flags), so a
+configuration of one's own or another release namespace never contends with
+the default scheduler's kube-system/kube-scheduler.
+*/}}
+{{- define "headroom.scheduler.leaderElectionArgs" -}}
+{{- $le := (fromYaml (include "headroom.scheduler.config" .)).leaderElection | default dict -}}
+{{- if not (and (kindIs "map" $le) (eq (toString $le.resourceName) "headroom-scheduler") (eq (toString $le.resourceNamespace) .Release.Namespace)) }}
+- --leader-elect-resource-name=headroom-scheduler
+- --leader-elect-resource-namespace={{ .Release.Namespace }}
+{{- end -}}
+{{- end -}}
+
 {{- define "headroom.descheduler.policy" -}}
 {{- include "headroom.configText" (dict
   "component" "descheduler" "field" "policy"

@@ -64,17 +64,8 @@ containers:
   - name: policy
     mountPath: /policy-dir
     readOnly: true
-  {{- if .deployment }}
-  # The self-signed serving certificate is written here.
-  - name: certs
-    mountPath: /apiserver.local.config
-  {{- end }}
 volumes:
 - name: policy
   configMap:
     name: {{ include "headroom.descheduler.policyConfigMapName" .root }}
-{{- if .deployment }}
-- name: certs
-  emptyDir: {}
-{{- end }}
 {{- end -}}
