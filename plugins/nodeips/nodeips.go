@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/apis/config/scheme"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -77,7 +78,7 @@ var (
 // decoded and defaulted into the internal *config.NodeIPsArgs. Nil args mean
 // the defaults.
 func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	args, err := argsOf(obj)
+	args, err := scheme.PluginArgs[config.NodeIPsArgs](Name, obj, &configv1.NodeIPsArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -97,25 +98,6 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
 	return pl, nil
-}
-
-func argsOf(obj runtime.Object) (*config.NodeIPsArgs, error) {
-	switch a := obj.(type) {
-	case *config.NodeIPsArgs:
-		if a != nil {
-			return a, nil
-		}
-	case nil: // the defaults, below
-	default:
-		return nil, fmt.Errorf("%s: want args of type NodeIPsArgs, got %T", Name, obj)
-	}
-	var v1args configv1.NodeIPsArgs
-	configv1.SetObjectDefaults_NodeIPsArgs(&v1args)
-	args := &config.NodeIPsArgs{}
-	if err := configv1.Convert_v1_NodeIPsArgs_To_config_NodeIPsArgs(&v1args, args, nil); err != nil {
-		return nil, fmt.Errorf("%s: default args: %w", Name, err)
-	}
-	return args, nil
 }
 
 // Name returns the plugin's name.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/apis/config/scheme"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
@@ -78,7 +79,7 @@ var (
 // decoded and defaulted into the internal *config.NodePIDsArgs. Nil args mean
 // the defaults.
 func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	args, err := argsOf(obj)
+	args, err := scheme.PluginArgs[config.NodePIDsArgs](Name, obj, &configv1.NodePIDsArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -99,25 +100,6 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
 	return pl, nil
-}
-
-func argsOf(obj runtime.Object) (*config.NodePIDsArgs, error) {
-	switch a := obj.(type) {
-	case *config.NodePIDsArgs:
-		if a != nil {
-			return a, nil
-		}
-	case nil: // the defaults, below
-	default:
-		return nil, fmt.Errorf("%s: want args of type NodePIDsArgs, got %T", Name, obj)
-	}
-	var v1args configv1.NodePIDsArgs
-	configv1.SetObjectDefaults_NodePIDsArgs(&v1args)
-	args := &config.NodePIDsArgs{}
-	if err := configv1.Convert_v1_NodePIDsArgs_To_config_NodePIDsArgs(&v1args, args, nil); err != nil {
-		return nil, fmt.Errorf("%s: default args: %w", Name, err)
-	}
-	return args, nil
 }
 
 // Name returns the plugin's name.

@@ -17,6 +17,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/apis/config/scheme"
+	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
@@ -46,11 +48,12 @@ var (
 )
 
 // New builds the plugin from its args, which the kube-scheduler's scheme has
-// decoded and defaulted into the internal *config.OOMRiskArgs.
+// decoded and defaulted into the internal *config.OOMRiskArgs. Nil args mean
+// the defaults.
 func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	args, ok := obj.(*config.OOMRiskArgs)
-	if !ok {
-		return nil, fmt.Errorf("%s: want args of type OOMRiskArgs, got %T", Name, obj)
+	args, err := scheme.PluginArgs[config.OOMRiskArgs](Name, obj, &configv1.OOMRiskArgs{})
+	if err != nil {
+		return nil, err
 	}
 	if err := validation.ValidateOOMRiskArgs(field.NewPath("OOMRiskArgs"), args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)

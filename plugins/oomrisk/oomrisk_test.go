@@ -25,15 +25,30 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/headroom-k8s/headroom/apis/config"
+	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 )
 
 func TestNewRejectsWrongArgsType(t *testing.T) {
-	for _, args := range []runtime.Object{nil, &config.NodePIDsArgs{}, &schedconfig.NodeResourcesFitArgs{}} {
+	for _, args := range []runtime.Object{&config.NodePIDsArgs{}, &schedconfig.NodeResourcesFitArgs{}} {
 		_, err := New(context.Background(), args, nil)
 		if err == nil || !strings.Contains(err.Error(), "OOMRiskArgs") {
 			t.Errorf("New(%T) = %v, want an error asking for OOMRiskArgs", args, err)
 		}
+	}
+}
+
+// A profile without a pluginConfig entry for OOMRisk gets its defaults, as
+// NodePIDs and NodeIPs do.
+func TestNewWithoutArgsUsesTheDefaults(t *testing.T) {
+	p, err := New(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatalf("New(nil) = %v, want the defaults", err)
+	}
+	got := p.(*OOMRisk).strategy
+	want := strategy{ownRiskWeight: configv1.DefaultOwnRiskWeight, collateralWeight: configv1.DefaultCollateralWeight}
+	if got != want {
+		t.Errorf("New(nil) strategy = %+v, want %+v", got, want)
 	}
 }
 
