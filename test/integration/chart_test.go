@@ -285,7 +285,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 			t.Skipf("no %s: %v", overlay, err)
 		}
 		compareObjects(t, renderKustomizeDir(t, overlay), renderChart(t,
-			"--set", "descheduler.mode=deployment,scheduler.enabled=false,nodeAgent.enabled=false"))
+			"--set", "descheduler.mode=deployment,scheduler.enabled=false,nodeAgent.enabled=false,criticalPodsQuota.enabled=false"))
 	})
 	t.Run("files are the kustomize sources", func(t *testing.T) {
 		// hack/update-chart.sh copies them; a stale copy would still render
@@ -545,6 +545,8 @@ func TestChartComponentsOff(t *testing.T) {
 		{"descheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-descheduler") }},
 		{"nodeAgent.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-node-agent") }},
 		{"nodeAgent.admissionPolicy.enabled=false", func(k string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }},
+		{"scheduler.podDisruptionBudget.enabled=false", func(k string) bool { return strings.HasPrefix(k, "PodDisruptionBudget") }},
+		{"criticalPodsQuota.enabled=false", func(k string) bool { return strings.HasPrefix(k, "ResourceQuota") }},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			var want []string
@@ -893,6 +895,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "scheduler.config=not: [yaml", "--set", "scheduler.pluginArgs.NodePIDs.minFreePIDs=1"}, "scheduler.config"},
 		{[]string{"--set", "scheduler.enabled=yes"}, "scheduler.enabled"},
 		{[]string{"--set", "nodeAgent.image.repository="}, "nodeAgent.image.repository"},
+		{[]string{"--set-json", "scheduler.podDisruptionBudget.maxUnavailable=[1]"}, "scheduler.podDisruptionBudget.maxUnavailable"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			out, err := renderChartText(t, tc.flags...)
@@ -1017,10 +1020,7 @@ func TestChartPlacement(t *testing.T) {
 				}
 				spec := pt.Spec
 				// Helm merges maps given with the defaults.
-				wantSelector := map[string]string{"pool": c}
-				if c == "nodeAgent" {
-					wantSelector["kubernetes.io/os"] = "linux"
-				}
+				wantSelector := map[string]string{"pool": c, "kubernetes.io/os": "linux"}
 				if !reflect.DeepEqual(spec.NodeSelector, wantSelector) {
 					t.Errorf("%s nodeSelector %v", key, spec.NodeSelector)
 				}
