@@ -52,6 +52,9 @@ type Options struct {
 	// Detached leaves the processes running when this process exits (the
 	// demo); they record <name>.pid in Dir for StopDetached.
 	Detached bool
+	// APIServerArgs are appended to kube-apiserver's flags (a later flag
+	// wins), e.g. --admission-control-config-file.
+	APIServerArgs []string
 }
 
 // ControlPlane is a running local control plane.
@@ -282,6 +285,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		// Nobody would create the default ServiceAccount pods need.
 		args = append(args, "--disable-admission-plugins=ServiceAccount")
 	}
+	args = append(args, cp.opts.APIServerArgs...)
 	p, err := cp.StartProcess("kube-apiserver", args...)
 	if err != nil {
 		return err
