@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -88,18 +87,6 @@ plugins:
         values: [system-node-critical, system-cluster-critical]
 `
 
-// warnings collects the warnings the API server returns.
-type warnings struct {
-	mu   sync.Mutex
-	text []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = append(w.text, text)
-}
-
 // TestManifestsPodsAdmitted creates a pod from every shipped workload's pod
 // template (the kustomize tree and the descheduler-deployment overlay, which
 // the chart renders field by field) in headroom-system, on an API server
@@ -108,7 +95,8 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 // the shipped ResourceQuota headroom-critical-pods: in a namespace without
 // it the same pod is refused. Pod Security's "restricted" level, which the
 // namespace warns about, finds nothing to warn about in the scheduler and
-// descheduler pods, and in the node agent's only the host access it needs.
+// descheduler pods (TestPodSecurityLevels), and in the node agent's only the
+// host access it needs.
 // Every pod selects linux nodes and sets memory requests and limits.
 func TestManifestsPodsAdmitted(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "admission.yaml")
@@ -133,7 +121,7 @@ func TestManifestsPodsAdmitted(t *testing.T) {
 		t.Fatalf("%d pod templates, want the scheduler's, the node agent's and the descheduler's CronJob and Deployment", len(templates))
 	}
 	create := func(ns string, pt corev1.PodTemplateSpec) (*corev1.Pod, []string, error) {
-		w := &warnings{}
+		w := &warningRecorder{}
 		cfg := rest.CopyConfig(cp.Config)
 		cfg.WarningHandler = w
 		client, err := kubernetes.NewForConfig(cfg)
@@ -145,7 +133,7 @@ func TestManifestsPodsAdmitted(t *testing.T) {
 			Spec:       pt.Spec,
 		}
 		created, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return created, w.text, err
+		return created, w.list, err
 	}
 	for key, pt := range templates {
 		t.Run(key, func(t *testing.T) {
