@@ -6,12 +6,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -182,5 +187,140 @@ func TestManifestsPodsAdmitted(t *testing.T) {
 				t.Errorf("in a namespace without the quota: %v, want insufficient quota", err)
 			}
 		})
+	}
+}
+
+// TestSchedulerReplicasPlacement runs the shipped headroom-scheduler
+// Deployment and PodDisruptionBudget on kwok nodes, placed by a default
+// scheduler (headroom-scheduler with the default profile only). Its
+// anti-affinity is preferred, not required: on one node both replicas run;
+// once a second node joins, a rolling update (one surge pod, none
+// unavailable) completes, where a required anti-affinity would leave the
+// surge pod pending for good on two nodes; the new replicas are on
+// different nodes. The PodDisruptionBudget lets a drain evict one replica and
+// refuses the second until the first is replaced.
+func TestSchedulerReplicasPlacement(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := cp.Client
+	addNode := func(name string) {
+		t.Helper()
+		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
+			t.Fatal(err)
+		}
+		patch := []byte(`{"metadata":{"labels":{"kubernetes.io/os":"linux"}}}`)
+		if _, err := c.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addNode("node-a")
+	if _, err := cp.StartScheduler(ctx, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+`)); err != nil {
+		t.Fatal(err)
+	}
+	applyManifests(ctx, t, cp, "namespace", "scheduler")
+
+	selector := "app.kubernetes.io/name=headroom-scheduler"
+	// rolledOut waits until the Deployment's current template runs on every
+	// replica, all available and no old pod left, and returns the nodes.
+	rolledOut := func() []string {
+		t.Helper()
+		var nodes []string
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			d, err := c.AppsV1().Deployments(chartNS).Get(ctx, "headroom-scheduler", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			want := *d.Spec.Replicas
+			if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want || d.Status.Replicas != want {
+				return false, nil
+			}
+			pods, err := c.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				return false, err
+			}
+			nodes = nil
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil {
+					nodes = append(nodes, p.Spec.NodeName)
+				}
+			}
+			return len(nodes) == int(want), nil
+		})
+		if err != nil {
+			d, _ := c.AppsV1().Deployments(chartNS).Get(ctx, "headroom-scheduler", metav1.GetOptions{})
+			t.Fatalf("the Deployment did not roll out: %v\nstatus %+v", err, d.Status)
+		}
+		slices.Sort(nodes)
+		return nodes
+	}
+	if nodes := rolledOut(); !slices.Equal(nodes, []string{"node-a", "node-a"}) {
+		t.Errorf("on one node, replicas on %v, want both on node-a", nodes)
+	}
+
+	addNode("node-b")
+	restart := []byte(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"` + time.Now().Format(time.RFC3339) + `"}}}}}`)
+	if _, err := c.AppsV1().Deployments(chartNS).Patch(ctx, "headroom-scheduler", types.StrategicMergePatchType, restart, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rolledOut()
+
+	// Pods of one rollout may still share a node (the surge pod avoided
+	// the old ones, not the other new one); a pod deleted and replaced goes
+	// where the other replica is not.
+	pods, err := c.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onA []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "node-a" {
+			onA = append(onA, p.Name)
+		}
+	}
+	if len(onA) == 2 {
+		if err := c.CoreV1().Pods(chartNS).Delete(ctx, onA[0], metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nodes := rolledOut(); !slices.Equal(nodes, []string{"node-a", "node-b"}) {
+		t.Errorf("on two nodes, replicas on %v, want one on each", nodes)
+	}
+
+	// A drain of both nodes: cordoned, so that a replacement stays pending
+	// (kwok would make it ready at once); the first eviction passes, the
+	// second waits for a replacement (the budget allows one replica down).
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := c.CoreV1().Nodes().Patch(ctx, n, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pdb, err := c.PolicyV1().PodDisruptionBudgets(chartNS).Get(ctx, "headroom-scheduler", metav1.GetOptions{})
+		return err == nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.DisruptionsAllowed == 1, err
+	})
+	if err != nil {
+		t.Fatalf("the PodDisruptionBudget never allowed one disruption: %v", err)
+	}
+	pods, err = c.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evicted int
+	for _, p := range pods.Items {
+		err := c.PolicyV1().Evictions(chartNS).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: chartNS}})
+		switch {
+		case err == nil:
+			evicted++
+		case !apierrors.IsTooManyRequests(err):
+			t.Errorf("evicting %s: %v", p.Name, err)
+		}
+	}
+	if evicted != 1 {
+		t.Errorf("%d of %d replicas evicted at once, want 1", evicted, len(pods.Items))
 	}
 }
