@@ -94,7 +94,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		clock:        clock.RealClock{},
 	}
 	pl.cache = nodecache.New(h, pl.computeEntry)
-	nodestate.Start(ctx, h, nodestate.Config{Plugin: Name, Kind: kind, MaxSampleAge: pl.maxSampleAge, Read: readSample})
+	nodestate.Start(ctx, h, pl.nodeStateConfig())
 	headroommetrics.Register()
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
@@ -102,9 +102,15 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	return pl, nil
 }
 
+// nodeStateConfig is what the count of nodes by headroom state
+// (nodestate) needs to judge a node as this plugin does: the sample read
+// as computeEntry reads it, without an age limit, and maxSampleAge.
+func (pl *NodeIPs) nodeStateConfig() nodestate.Config {
+	return nodestate.Config{Plugin: Name, Kind: kind, MaxSampleAge: pl.maxSampleAge, Read: readSample}
+}
+
 // readSample reads a node's sample as computeEntry does, without an age
-// limit, for the count of nodes by headroom state (nodestate), which
-// judges the age with the plugin's maxSampleAge.
+// limit.
 func readSample(node *corev1.Node, now time.Time) (time.Time, error) {
 	s, err := ipstats.ParseNode(node.Annotations, now, 0)
 	return s.SampledAt, err
