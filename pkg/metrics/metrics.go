@@ -22,13 +22,26 @@ var InvalidAnnotations = metrics.NewCounterVec(&metrics.CounterOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"plugin", "annotation"})
 
+// Nodes is the number of nodes in each headroom state of a scheduler
+// plugin that reads a node sample (NodePIDs, NodeIPs), by plugin, scheduler
+// profile and state: known, unknown (no sample), stale (older than the
+// plugin's maxSampleAge) or invalid (annotations the plugin ignores).
+// Unknown, stale and invalid nodes are neither filtered nor favoured by the
+// plugin. plugins/internal/nodestate keeps it.
+var Nodes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+	Namespace:      "headroom",
+	Name:           "nodes",
+	Help:           "Nodes by the state of their headroom sample as a scheduler plugin sees it (known, unknown, stale, invalid), by plugin and profile.",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"plugin", "profile", "state"})
+
 var registerOnce sync.Once
 
 // Register registers the metrics in legacyregistry; plugins call it from
 // their constructors, and later calls do nothing.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(InvalidAnnotations)
+		legacyregistry.MustRegister(InvalidAnnotations, Nodes)
 	})
 }
 

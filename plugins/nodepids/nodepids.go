@@ -28,6 +28,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -78,7 +79,7 @@ var (
 // New builds the plugin from its args, which the kube-scheduler's scheme has
 // decoded and defaulted into the internal *config.NodePIDsArgs. Nil args mean
 // the defaults.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := scheme.PluginArgs[config.NodePIDsArgs](Name, obj, &configv1.NodePIDsArgs{})
 	if err != nil {
 		return nil, err
@@ -95,11 +96,26 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		clock:          clock.RealClock{},
 	}
 	pl.cache = nodecache.New(h, pl.computeEntry)
+	nodestate.Start(ctx, h, pl.nodeStateConfig())
 	headroommetrics.Register()
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
 	return pl, nil
+}
+
+// nodeStateConfig is what the count of nodes by headroom state
+// (nodestate) needs to judge a node as this plugin does: the sample read
+// as computeEntry reads it, without an age limit, and maxSampleAge.
+func (pl *NodePIDs) nodeStateConfig() nodestate.Config {
+	return nodestate.Config{Plugin: Name, Kind: "PID", MaxSampleAge: pl.maxSampleAge, Read: readSample}
+}
+
+// readSample reads a node's sample as computeEntry does, without an age
+// limit.
+func readSample(node *corev1.Node, now time.Time) (time.Time, error) {
+	s, err := pidstats.ParseNode(node.Annotations, now, 0)
+	return s.SampledAt, err
 }
 
 // Name returns the plugin's name.

@@ -19,6 +19,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
 )
 
 // Handle is a framework handle for a plugin's New, with what tests look at.
@@ -109,6 +111,32 @@ func Filter(t testing.TB, pl FilterPlugin, p *corev1.Pod, ni fwk.NodeInfo) *fwk.
 		t.Fatalf("PreFilter: %v", s)
 	}
 	return pl.Filter(ctx, state, p, ni)
+}
+
+// NodeStates checks that the state in which headroom_nodes counts a node
+// (nodestate.Classify of cfg.Read, with cfg's kind and age limit) is known
+// exactly when pl's Filter uses the node's sample. p must need more than
+// any node's sample has room for, so that Filter rejects a node exactly
+// when its headroom is known. At each of times (ascending), setClock sets
+// the plugin's clock, and both read the node afresh at that time; want is
+// each node's state at times[0].
+func NodeStates(t *testing.T, pl FilterPlugin, setClock func(time.Time), cfg nodestate.Config, p *corev1.Pod,
+	nodes []*corev1.Node, times []time.Time, want map[string]nodestate.State) {
+	t.Helper()
+	for i, at := range times {
+		setClock(at)
+		for _, n := range nodes {
+			sampledAt, err := cfg.Read(n, at)
+			state, reason := nodestate.Classify(cfg.Kind, sampledAt, err, at, cfg.MaxSampleAge)
+			if i == 0 && state != want[n.Name] {
+				t.Errorf("node %s: state %s (%v), want %s", n.Name, state, reason, want[n.Name])
+			}
+			rejected := !Filter(t, pl, p, NodeInfo(n)).IsSuccess()
+			if rejected != (state == nodestate.Known) {
+				t.Errorf("at %v node %s counts as %s (%v), but Filter rejected it: %t", at, n.Name, state, reason, rejected)
+			}
+		}
+	}
 }
 
 // ScorePlugin is a plugin with PreScore, Score and NormalizeScore.
