@@ -499,3 +499,43 @@ func TestUnknownEvictionOutcomeEndsTheNodesRelief(t *testing.T) {
 		})
 	}
 }
+
+// TestOutcomeUnknownOfTheEvictorsErrors classifies the errors the real
+// PodEvictor returns for the API server's answers (it rewraps a 429 and a
+// 404 in errors of its own) and for no answer: only the latter, and 5xx,
+// leave open whether the pod was evicted.
+func TestOutcomeUnknownOfTheEvictorsErrors(t *testing.T) {
+	gr := v1.Resource("pods")
+	for _, c := range []struct {
+		name    string
+		err     error
+		unknown bool
+	}{
+		{"PodDisruptionBudget (429)", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0), false},
+		{"pod gone (404)", apierrors.NewNotFound(gr, "a"), false},
+		{"forbidden (403)", apierrors.NewForbidden(gr, "a", errors.New("no RBAC")), false},
+		{"conflict (409)", apierrors.NewConflict(gr, "a", errors.New("changed")), false},
+		{"connection refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, true},
+		{"API server's timeout (504)", apierrors.NewTimeoutError("request did not complete within the allowed duration", 0), true},
+		{"API server shutting down (503)", apierrors.NewServiceUnavailable("apiserver is shutting down"), true},
+		{"internal error (500)", apierrors.NewInternalError(errors.New("failed calling webhook")), true},
+		{"request's context ended", context.Canceled, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := testPod("a", "n1")
+			e := newEnv(t, setup{unanswered: map[string]error{"a": c.err}}, objects([]*v1.Node{pidNode("n1", 10000, 9990)}, []*v1.Pod{pod})...)
+			err := e.evictor.EvictPod(context.Background(), pod, evictions.EvictOptions{StrategyName: PluginName})
+			if err == nil {
+				t.Fatal("the evictor reported no error")
+			}
+			if got := outcomeUnknown(err); got != c.unknown {
+				t.Errorf("outcomeUnknown(%v) = %v, want %v", err, got, c.unknown)
+			}
+		})
+	}
+	for _, err := range []error{evictions.NewEvictionNodeLimitError("n1"), evictions.NewEvictionNamespaceLimitError("default"), evictions.NewEvictionTotalLimitError()} {
+		if outcomeUnknown(err) {
+			t.Errorf("outcomeUnknown(%v): the evictor's own limit is a refusal", err)
+		}
+	}
+}

@@ -399,8 +399,9 @@ func waitRelieved(ctx context.Context, t *testing.T, log func() string, timeout 
 // drops it (its client is gone) or carries it out. The standby takes the
 // Lease over and, in a cycle that starts at once, plans from the shared
 // estimate: the listed PIDs of the pods evicted so far (terminating or gone)
-// count as freed, so it evicts exactly the rest of the plan. Every pod of
-// the plan is evicted once, and no other.
+// count as freed, so it evicts exactly the rest of the plan. The killed
+// replica, restarted as its kubelet would, comes back as a standby. Every
+// pod of the plan is evicted once, and no other.
 func TestDeschedulerLeaderFailover(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -427,6 +428,9 @@ func TestDeschedulerLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = leader.Wait(10 * time.Second)
+	// Its kubelet restarts it (back-off 10 s): it comes back as a standby.
+	kubelet := cp.Supervise(leader, 10*time.Second)
+	defer kubelet.Stop()
 	time.Sleep(time.Second)
 	gate.open()
 
@@ -446,7 +450,10 @@ func TestDeschedulerLeaderFailover(t *testing.T) {
 		standby.Name, firstEvictionAfter(standbyLog, killed).Seconds(), standbyEvicted)
 	t.Logf("leader:\n%s\nstandby:\n%s", faultLines(leader.Log(1<<20)), faultLines(standbyLog))
 	if len(leaderEvicted) != 1 || leaderEvicted[0] != plan[0] {
-		t.Errorf("the leader logged evictions %v before the kill, want %v", leaderEvicted, plan[:1])
+		t.Errorf("the leader, killed and restarted, logged evictions %v, want %v before the kill and none after", leaderEvicted, plan[:1])
+	}
+	if n := strings.Count(leader.Log(1<<20), `"Started leading"`); n != 1 || len(kubelet.Restarts()) != 1 {
+		t.Errorf("the killed leader led %d times and was restarted %d times, want once and once (as a standby)", n, len(kubelet.Restarts()))
 	}
 	if before < 1 || before > 2 {
 		t.Errorf("%d evictions before the takeover, want the leader's first and perhaps the held one", before)
