@@ -155,6 +155,9 @@ type setup struct {
 	// refuse makes the API server refuse these pods' evictions with 429, as
 	// a PodDisruptionBudget does.
 	refuse []string
+	// unanswered makes the API server evict these pods but the client see
+	// the error instead of the answer (a timeout, a dropped connection).
+	unanswered map[string]error
 }
 
 func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
@@ -177,6 +180,9 @@ func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
 		defer e.mu.Unlock()
 		e.evicted = append(e.evicted, ev.Name)
 		e.reasons[ev.Name] = ev.Annotations["reason"]
+		if err, ok := s.unanswered[ev.Name]; ok {
+			return true, nil, err
+		}
 		return false, nil, nil
 	})
 	if s.evictions == nil {

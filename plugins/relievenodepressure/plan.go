@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -187,7 +190,10 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 // again from the figures reached so far, and the evictions go on only if
 // that plan still brings the node to or below its threshold; otherwise the
 // node is left as it is, partly relieved, until the next run sees a new
-// sample. stop reports the total eviction limit.
+// sample. An eviction whose outcome is unknown (outcomeUnknown: the API
+// server did not answer) ends the node's relief for this cycle: the pod may
+// be gone, and the next cycle's figures show whether it is. stop reports the
+// total eviction limit.
 func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop bool, err error) {
 	for len(p.steps) > 0 {
 		s := p.steps[0]
@@ -225,6 +231,13 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			totalLimit     *evictions.EvictionTotalLimitError
 		)
 		switch {
+		case outcomeUnknown(err):
+			// Planning again would take the pods after it: if the API
+			// server did evict it, that is one eviction more than the plan.
+			// The next cycle sees the pod terminating or gone (its listed
+			// PIDs freed) if it was evicted, and plans from there.
+			podLogger.Info("Warning: eviction outcome unknown: the API server did not answer or failed; leaving the node for the next cycle", append(st.keysAndValues(""), "err", err.Error())...)
+			return false, nil
 		case errors.As(err, &nodeLimit):
 			n.logger.V(2).Info("Node reached the evictor's per-node limit before the plan was done; set maxPodsToEvictPerNode to the policy's maxNoOfPodsToEvictPerNode", st.keysAndValues("")...)
 			return false, nil
@@ -248,6 +261,23 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		n.logger.V(2).Info("Node relieved", st.keysAndValues("")...)
 	}
 	return false, nil
+}
+
+// outcomeUnknown reports whether an eviction's error leaves open whether
+// the pod was evicted: the API server did not answer (connection refused or
+// reset, as while it restarts; a timeout; the request's context ended) or
+// answered with a server error (5xx: e.g. its own timeout, 504, after which
+// the request may still complete, or 503 while it shuts down). Anything else
+// is a refusal that leaves the pod in place: a 4xx answer (the evictor
+// reports a PodDisruptionBudget's 429 and a 404 in errors of its own) or
+// one of the evictor's limits.
+func outcomeUnknown(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Code >= http.StatusInternalServerError
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // unrelievable records that no plan relieves the node: a log line, the

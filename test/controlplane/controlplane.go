@@ -74,7 +74,7 @@ type ControlPlane struct {
 
 	apiServer         *Process
 	apiServerReady    func(context.Context, *Process) error
-	identitiesApplied bool
+	identitiesApplied map[string]bool // by kustomize directory
 }
 
 const adminToken = "headroom-admin-token"

@@ -41,13 +41,20 @@ var identityKinds = map[string]bool{
 // admission policies, as an operator's kubectl apply -k manifests/ would.
 // It is idempotent; the first call per control plane does the work.
 func (cp *ControlPlane) ApplyShippedIdentities(ctx context.Context) error {
-	if cp.identitiesApplied {
+	return cp.ApplyShippedIdentitiesOf(ctx, "manifests")
+}
+
+// ApplyShippedIdentitiesOf is ApplyShippedIdentities for the kustomize tree
+// dir of the checkout, e.g. manifests/descheduler-deployment, whose Role
+// lets the descheduler hold its Lease. It is idempotent per dir.
+func (cp *ControlPlane) ApplyShippedIdentitiesOf(ctx context.Context, dir string) error {
+	if cp.identitiesApplied[dir] {
 		return nil
 	}
 	kubectl := filepath.Join(cp.BinDir, "kubectl")
-	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(RepoDir(), "manifests")).Output()
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(RepoDir(), dir)).Output()
 	if err != nil {
-		return fmt.Errorf("kubectl kustomize manifests/: %w%s", err, stderrOf(err))
+		return fmt.Errorf("kubectl kustomize %s/: %w%s", dir, err, stderrOf(err))
 	}
 	var kept []string
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
@@ -55,7 +62,7 @@ func (cp *ControlPlane) ApplyShippedIdentities(ctx context.Context) error {
 			Kind string `json:"kind"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			return fmt.Errorf("kubectl kustomize manifests/: %w", err)
+			return fmt.Errorf("kubectl kustomize %s/: %w", dir, err)
 		}
 		if identityKinds[meta.Kind] {
 			kept = append(kept, doc)
@@ -64,9 +71,12 @@ func (cp *ControlPlane) ApplyShippedIdentities(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	cmd.Stdin = strings.NewReader(strings.Join(kept, "\n---\n"))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("applying the shipped identities: %w\n%s", err, out)
+		return fmt.Errorf("applying the shipped identities of %s/: %w\n%s", dir, err, out)
 	}
-	cp.identitiesApplied = true
+	if cp.identitiesApplied == nil {
+		cp.identitiesApplied = map[string]bool{}
+	}
+	cp.identitiesApplied[dir] = true
 	return nil
 }
 

@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
@@ -756,32 +755,13 @@ func TestRelieveNodePressureDeploymentMode(t *testing.T) {
 		t.Errorf("the overlay keeps the CronJob:\n%s", out)
 	}
 
-	var deploy appsv1.Deployment
-	if err := yaml.UnmarshalStrict(repoFile(t, "manifests/descheduler-deployment/deployment.yaml"), &deploy); err != nil {
-		t.Fatal(err)
-	}
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	var args []string
-	for _, a := range deploy.Spec.Template.Spec.Containers[0].Args {
-		switch {
-		case strings.HasPrefix(a, "--policy-config-file="):
-			a = "--policy-config-file=" + policy
-		case strings.HasPrefix(a, "--bind-address="):
-			a = "--bind-address=127.0.0.1"
-		case strings.HasPrefix(a, "--secure-port="):
-			a = fmt.Sprintf("--secure-port=%d", port)
-		}
-		args = append(args, a)
-	}
+	args := shippedDeschedulerArgs(t, port)
 	args = append(args, "--kubeconfig", cp.KubeconfigPath)
 	p, err := cp.StartProcessAs("headroom-descheduler-deployment", "headroom-descheduler", args...)
 	if err != nil {
