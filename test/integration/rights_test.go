@@ -22,7 +22,8 @@ var rightsNamespaces = []string{"default", controlplane.Namespace, "kube-system"
 // through the shipped RBAC (kubectl auth can-i --list, a
 // SelfSubjectRulesReview, with a TokenRequest token of the ServiceAccount
 // itself), and compares it with the reviewed list in
-// testdata/rights/<name>.txt, so a widened (or narrowed) role fails here
+// testdata/rights/<name>.txt (the descheduler twice: as the CronJob runs,
+// and with the Deployment overlay's leader-election Role), so a widened (or narrowed) role fails here
 // and is reviewed. HEADROOM_UPDATE_RIGHTS=1 rewrites the lists.
 //
 // It also checks the few rights that matter most by name.
@@ -31,9 +32,23 @@ func TestShippedRights(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	for _, sa := range []string{"headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
-		t.Run(sa, func(t *testing.T) {
+	// Each identity as the base tree ships it, then the descheduler with the
+	// Deployment overlay's leader-election Role added (listed last: the
+	// overlay widens the same ServiceAccount).
+	for _, id := range []struct{ sa, overlay, list string }{
+		{"headroom-scheduler", "", "headroom-scheduler"},
+		{"headroom-descheduler", "", "headroom-descheduler"},
+		{"headroom-node-agent", "", "headroom-node-agent"},
+		{"headroom-descheduler", "manifests/descheduler-deployment", "headroom-descheduler-deployment"},
+	} {
+		sa := id.sa
+		t.Run(id.list, func(t *testing.T) {
 			kubeconfig := shippedIdentity(ctx, t, cp, sa)
+			if id.overlay != "" {
+				if err := cp.ApplyShippedIdentitiesOf(ctx, id.overlay); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var got strings.Builder
 			for _, ns := range rightsNamespaces {
 				got.WriteString("# namespace " + ns + "\n")
@@ -41,7 +56,7 @@ func TestShippedRights(t *testing.T) {
 					got.WriteString(line + "\n")
 				}
 			}
-			path := filepath.Join(controlplane.RepoDir(), "test", "integration", "testdata", "rights", sa+".txt")
+			path := filepath.Join(controlplane.RepoDir(), "test", "integration", "testdata", "rights", id.list+".txt")
 			if os.Getenv("HEADROOM_UPDATE_RIGHTS") != "" {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
@@ -76,6 +91,10 @@ func TestShippedRights(t *testing.T) {
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/other"}, false},
 		{"headroom-scheduler", "default", []string{"delete", "pods"}, true}, // preemption: kube-scheduler's own role
 		{"headroom-scheduler", "default", []string{"patch", "nodes"}, false},
+		// Deployment mode (the overlay is applied above): its own Lease only.
+		{"headroom-descheduler", controlplane.Namespace, []string{"update", "leases/headroom-descheduler"}, true},
+		{"headroom-descheduler", controlplane.Namespace, []string{"update", "leases/headroom-scheduler"}, false},
+		{"headroom-descheduler", "kube-system", []string{"create", "leases"}, false},
 		{"headroom-node-agent", "default", []string{"patch", "nodes"}, true},
 		{"headroom-node-agent", "default", []string{"list", "nodes"}, false},
 		{"headroom-node-agent", "default", []string{"get", "pods"}, false},
