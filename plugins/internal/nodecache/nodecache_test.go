@@ -223,14 +223,53 @@ func TestPruneForgetsNodeInfos(t *testing.T) {
 	f.snapshot = cache.NewSnapshot(nil, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "b"}}})
 	f.cache.snapshot = func() fwk.NodeInfoLister { return f.snapshot.NodeInfos() }
 	f.cache.Prune()
-	idx := f.cache.slots.Load()
+	idx := f.cache.nodes.slots.Load()
 	if len(idx.byInfo) != 0 || len(idx.byName) != 1 {
 		t.Fatalf("after a left and b was replaced by a new snapshot: %d NodeInfos, %d names indexed; want 0 and 1", len(idx.byInfo), len(idx.byName))
 	}
 	if got := f.cache.Get(ctx, f.nodeInfo(t, "b")); got == nil || f.cache.Stored("b") != got {
 		t.Fatal("b's new NodeInfo was not stored")
 	}
-	if len(f.cache.slots.Load().byInfo) != 1 {
+	if len(f.cache.nodes.slots.Load().byInfo) != 1 {
 		t.Fatal("b's new NodeInfo was not indexed")
+	}
+}
+
+// The caches of one scheduler share one index, each with its own value in a
+// node's slot; a scheduler with another snapshot has an index of its own,
+// and caches beyond maxCaches start another.
+func TestCachesShareTheSchedulersIndex(t *testing.T) {
+	f := newFixture(t, "a", "b")
+	ctx := t.Context()
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := New(h, func(_ context.Context, ni fwk.NodeInfo, _ *string) string { return "other " + ni.Node().Name })
+	if other.nodes != f.cache.nodes || other.pos == f.cache.pos {
+		t.Fatalf("two caches of one snapshot: same index %v, places %d and %d; want one index, two places",
+			other.nodes == f.cache.nodes, f.cache.pos, other.pos)
+	}
+	ni := f.nodeInfo(t, "a")
+	ni.AddPod(podOn("p", "a"))
+	if got := f.cache.Get(ctx, ni); got.pods != 1 {
+		t.Fatalf("first cache: %+v", *got)
+	}
+	if got := other.Get(ctx, ni); *got != "other a" {
+		t.Fatalf("second cache: %q", *got)
+	}
+	if f.cache.Stored("a").pods != 1 || *other.Stored("a") != "other a" || f.cache.Len() != 2 || other.Len() != 2 {
+		t.Fatal("the caches' values in one slot are not kept apart")
+	}
+
+	g := newFixture(t, "a")
+	if g.cache.nodes == f.cache.nodes {
+		t.Fatal("two schedulers' snapshots share an index")
+	}
+	for range maxCaches - 2 {
+		New(h, func(context.Context, fwk.NodeInfo, *int) int { return 0 })
+	}
+	if c := New(h, func(context.Context, fwk.NodeInfo, *int) int { return 0 }); c.nodes == f.cache.nodes || c.pos != 0 {
+		t.Fatalf("cache %d of a snapshot took place %d of the full index", maxCaches+1, c.pos)
 	}
 }
