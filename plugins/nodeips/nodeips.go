@@ -92,7 +92,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		unknownScore: args.UnknownNodeScore,
 		clock:        clock.RealClock{},
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry)
+	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	headroommetrics.Register()
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
@@ -145,11 +145,11 @@ func (pl *NodeIPs) PreFilter(_ context.Context, state fwk.CycleState, pod *corev
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodeIPs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// known returns the node's cache entry and whether its pod-IP headroom is
+// known returns the node's summary and whether its pod-IP headroom is
 // known at now (valid annotations, a fresh sample). It allocates nothing.
-func (pl *NodeIPs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, bool) {
-	e := pl.cache.Get(ctx, ni)
-	return e, e.usable(now)
+func (pl *NodeIPs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {
+	sum := pl.cache.Summary(ctx, ni)
+	return sum, nodesample.Usable(sum, now)
 }
 
 // Filter rejects a node whose estimated free pod IPs, less the pod's one,
@@ -161,18 +161,19 @@ func (pl *NodeIPs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	now := pl.now(state, preFilterStateKey)
-	e, ok := pl.known(ctx, ni, now)
+	sum, ok := pl.known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's pod-IP headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(now, pl.maxSampleAge))
+				"reason", pl.cache.Get(ctx, ni).unknownReason(now, pl.maxSampleAge))
 		}
 		return nil
 	}
-	if e.room >= podIPs {
+	if nodesample.Room(sum) >= podIPs {
 		return nil
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		e := pl.cache.Get(ctx, ni)
 		v.Info("Node has no free pod IP for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
 			"estimatedFree", e.free, "floor", pl.minFreeIPs, "capacity", e.stats.Capacity,
 			"reportedUsed", e.stats.Used, "estimatedUsed", e.estimatedUsed, "sampledAt", e.stats.SampledAt)
@@ -222,15 +223,15 @@ func (pl *NodeIPs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(errors.New("node not found"))
 	}
 	now := pl.now(state, preScoreStateKey)
-	e, ok := pl.known(ctx, ni, now)
+	sum, ok := pl.known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's pod-IP headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(now, pl.maxSampleAge), "score", pl.unknownScore)
+				"reason", pl.cache.Get(ctx, ni).unknownReason(now, pl.maxSampleAge), "score", pl.unknownScore)
 		}
 		return nodesample.UnknownRaw, nil
 	}
-	return nodesample.FreeAfter(e.free, podIPs), nil
+	return nodesample.FreeAfter(nodesample.Free(sum), podIPs), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are IP counts.

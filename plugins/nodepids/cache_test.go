@@ -180,23 +180,22 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, ok := tp.known(ctx, snap, now)
-	if !ok {
+	if _, ok := tp.known(ctx, snap, now); !ok {
 		t.Fatal("headroom unknown")
 	}
+	first := tp.cache.Get(ctx, snap)
 	nominated := snap.Snapshot().(*framework.NodeInfo)
-	if same, _ := tp.known(ctx, nominated, now); same != first {
+	if tp.cache.Get(ctx, nominated) != first {
 		t.Fatal("an unchanged copy (same generation) should share the snapshot's entry")
 	}
 	nominated.AddPod(assumed(pod("nominated", "700"), "n"))
-	onCopy, ok := tp.known(ctx, nominated, now)
-	if !ok {
+	if _, ok := tp.known(ctx, nominated, now); !ok {
 		t.Fatal("headroom unknown on the copy")
 	}
-	if onCopy.estimatedUsed != 20700 {
+	if onCopy := tp.cache.Get(ctx, nominated); onCopy.estimatedUsed != 20700 {
 		t.Fatalf("copy with a nominated pod: estimated %d, want 20700", onCopy.estimatedUsed)
 	}
-	if again, _ := tp.known(ctx, snap, now); again != first {
+	if tp.cache.Get(ctx, snap) != first {
 		t.Fatal("filtering a temporary copy replaced the snapshot's cached entry")
 	}
 	if tp.cache.Stored("n") != first {

@@ -94,7 +94,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		unknownScore:   args.UnknownNodeScore,
 		clock:          clock.RealClock{},
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry)
+	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	headroommetrics.Register()
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
@@ -157,11 +157,11 @@ func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *co
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodePIDs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// known returns the node's cache entry and whether its PID headroom is known
-// at now (valid annotations, a fresh sample). It allocates nothing.
-func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, bool) {
-	e := pl.cache.Get(ctx, ni)
-	return e, e.usable(now)
+// known returns the node's summary and whether its PID headroom is
+// known at now (valid annotations, a fresh sample). It allocates nothing.
+func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {
+	sum := pl.cache.Summary(ctx, ni)
+	return sum, nodesample.Usable(sum, now)
 }
 
 // Filter rejects a node whose estimated free PIDs, less the pod's, would
@@ -172,18 +172,19 @@ func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preFilterStateKey, pod)
-	e, ok := pl.known(ctx, ni, s.now)
+	sum, ok := pl.known(ctx, ni, s.now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's PID headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(s.now, pl.maxSampleAge))
+				"reason", pl.cache.Get(ctx, ni).unknownReason(s.now, pl.maxSampleAge))
 		}
 		return nil
 	}
-	if s.pids <= e.room {
+	if s.pids <= nodesample.Room(sum) {
 		return nil
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		e := pl.cache.Get(ctx, ni)
 		alloc := e.stats.Allocatable()
 		v.Info("Node has too few free PIDs for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
 			"podPIDs", s.pids, "estimatedFree", e.free, "floor", pl.strategy.floor(alloc), "allocatable", alloc,
@@ -224,15 +225,15 @@ func (pl *NodePIDs) Score(ctx context.Context, state fwk.CycleState, pod *corev1
 		return 0, fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preScoreStateKey, pod)
-	e, ok := pl.known(ctx, ni, s.now)
+	sum, ok := pl.known(ctx, ni, s.now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's PID headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(s.now, pl.maxSampleAge), "score", pl.unknownScore)
+				"reason", pl.cache.Get(ctx, ni).unknownReason(s.now, pl.maxSampleAge), "score", pl.unknownScore)
 		}
 		return nodesample.UnknownRaw, nil
 	}
-	return nodesample.FreeAfter(e.free, s.pids), nil
+	return nodesample.FreeAfter(nodesample.Free(sum), s.pids), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are PID counts.

@@ -63,7 +63,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
 		est:      estimateOf(args),
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry)
+	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	return pl, nil
 }
 
@@ -90,13 +90,15 @@ type shapeWorst struct {
 	capacity, allocatable, podWorst int64
 }
 
-// podWorst returns the pod's worst-case memory on e's node,
-// in.WorstOn(e.node), from the cycle's last shape when it matches.
-func (s *preScoreState) podWorst(e *nodeEntry) int64 {
-	if w := s.worst.Load(); w != nil && w.capacity == e.capacity && w.allocatable == e.allocatable {
+// podWorst returns the pod's worst-case memory on the summarised node,
+// in.WorstOn(node), from the cycle's last shape when it matches; node is
+// read only when it does not.
+func (s *preScoreState) podWorst(sum nodecache.Summary, node func() *oomkill.Node) int64 {
+	capacity, allocatable := sum[sumCapacity], sum[sumAllocatable]
+	if w := s.worst.Load(); w != nil && w.capacity == capacity && w.allocatable == allocatable {
 		return w.podWorst
 	}
-	w := &shapeWorst{capacity: e.capacity, allocatable: e.allocatable, podWorst: s.in.WorstOn(e.node)}
+	w := &shapeWorst{capacity: capacity, allocatable: allocatable, podWorst: s.in.WorstOn(node())}
 	s.worst.Store(w)
 	return w.podWorst
 }
@@ -135,22 +137,21 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
 	logger := klog.FromContext(ctx)
-	e := pl.cache.Get(ctx, ni)
-	if e.err != nil {
+	sum := pl.cache.Summary(ctx, ni)
+	if sum[sumCapacity] == unknownMemory {
 		if v := logger.V(4); v.Enabled() {
-			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", e.err, "score", neutralScore)
+			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", pl.cache.Get(ctx, ni).err, "score", neutralScore)
 		}
 		return neutralScore, nil
 	}
-	n := e.node
-	podWorst := s.podWorst(e)
+	podWorst := s.podWorst(sum, func() *oomkill.Node { return pl.cache.Get(ctx, ni).node })
 	v := logger.V(4)
-	if podWorst <= e.slack && !v.Enabled() {
+	if podWorst <= sum[sumSlack] && !v.Enabled() {
 		// No shortfall even with the pod: Assess would find no risk and no
 		// collateral, a cost of 0.
 		return fwk.MaxNodeScore, nil
 	}
-	a := n.Assess(in)
+	a := pl.cache.Get(ctx, ni).node.Assess(in)
 	score, cost := pl.strategy.score(a, podWorst)
 	if v.Enabled() {
 		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
