@@ -358,10 +358,27 @@ func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot {
 	for name, s := range old.byName {
 		next.byName[name] = s
 	}
+	// New nodes' slots come from one block, in the snapshot's order of its
+	// nodes, which is the order in which Filter visits them: a node's
+	// neighbours in that order are its neighbours in memory, which the CPU
+	// fetches ahead. (A block stays allocated while one of its slots is in
+	// use: at most one block's worth per addition of nodes.)
+	fresh := 1
+	for _, info := range infos {
+		if node := info.Node(); node != nil && next.byName[node.Name] == nil {
+			fresh++
+		}
+	}
+	block := make([]slot, 0, fresh)
 	add := func(name string, ni fwk.NodeInfo) *slot {
 		s := next.byName[name]
 		if s == nil {
-			s = &slot{}
+			if len(block) < cap(block) {
+				block = block[:len(block)+1]
+				s = &block[len(block)-1]
+			} else {
+				s = &slot{}
+			}
 			next.byName[name] = s
 		}
 		if p, _ := ni.(*framework.NodeInfo); p != nil {
