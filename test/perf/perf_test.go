@@ -64,7 +64,14 @@ var (
 )
 
 // registry is how headroom-scheduler registers the plugins (cmd/scheduler).
-func registry() frameworkruntime.Registry { return plugins.Registry() }
+// The stand-ins of the HeadroomNoop profile are registered too.
+func registry() frameworkruntime.Registry {
+	r := plugins.Registry()
+	if err := r.Merge(noopRegistry()); err != nil {
+		panic(err)
+	}
+	return r
+}
 
 // profile is a scheduler configuration the workloads run under.
 type profile struct {
@@ -80,7 +87,9 @@ type profile struct {
 var variants = map[string]struct {
 	base   string   // Default or Headroom
 	remove []string // Headroom's plugins left out of the shipped profile
+	noop   bool     // Headroom's plugins replaced by stand-ins that do nothing (noop_test.go)
 }{
+	"HeadroomNoop":      {base: "Headroom", noop: true},
 	"DefaultAgain":      {base: "Default"},
 	"HeadroomNoNodeIPs": {base: "Headroom", remove: []string{nodeips.Name}},
 	"HeadroomNone":      {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name, oomrisk.Name}},
@@ -117,8 +126,8 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 		}
 		p := base[v.base]
 		p.Name = name
-		if len(v.remove) > 0 {
-			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove)
+		if len(v.remove) > 0 || v.noop {
+			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove, v.noop)
 		}
 		out = append(out, p)
 	}
@@ -126,8 +135,9 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 }
 
 // withoutPlugins writes the configuration in src, without the named plugins
-// and their pluginConfig, to dst, and returns dst.
-func withoutPlugins(t testing.TB, src, dst string, remove []string) string {
+// and their pluginConfig, to dst, and returns dst. With noop, Headroom's
+// plugins that remain are replaced by their stand-ins.
+func withoutPlugins(t testing.TB, src, dst string, remove []string, noop bool) string {
 	t.Helper()
 	raw, err := os.ReadFile(src)
 	if err != nil {
@@ -142,9 +152,15 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string) string {
 		if p.Plugins != nil {
 			p.Plugins.MultiPoint.Enabled = slices.DeleteFunc(p.Plugins.MultiPoint.Enabled,
 				func(pl schedconfigv1.Plugin) bool { return slices.Contains(remove, pl.Name) })
+			for i := range p.Plugins.MultiPoint.Enabled {
+				if pl := &p.Plugins.MultiPoint.Enabled[i]; noop && plugins.Registry()[pl.Name] != nil {
+					pl.Name = noopPrefix + pl.Name
+				}
+			}
 		}
-		p.PluginConfig = slices.DeleteFunc(p.PluginConfig,
-			func(pc schedconfigv1.PluginConfig) bool { return slices.Contains(remove, pc.Name) })
+		p.PluginConfig = slices.DeleteFunc(p.PluginConfig, func(pc schedconfigv1.PluginConfig) bool {
+			return slices.Contains(remove, pc.Name) || noop && plugins.Registry()[pc.Name] != nil
+		})
 	}
 	out, err := yaml.Marshal(&cfg)
 	if err != nil {
