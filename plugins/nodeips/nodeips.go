@@ -15,10 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/clock"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/scheme"
@@ -51,17 +49,12 @@ const (
 	hostNetworkSignerName = "v1.Pod.Spec.HostNetwork"
 )
 
-// NodeIPs is a PreFilter, Filter, PreScore and Score plugin.
+// NodeIPs is a PreFilter, Filter, PreScore and Score plugin. Its wiring, its
+// per-node cache, the unknown-node rule and NormalizeScore are the ones
+// NodePIDs has (nodesample.Core).
 type NodeIPs struct {
-	handle       fwk.Handle
-	minFreeIPs   int64
-	maxSampleAge time.Duration
-	unknownScore int64
-	cache        *nodecache.Cache[nodeEntry]
-	clock        clock.PassiveClock
-	// nodeLister lets the pod-deletion queueing hint look at the pod's node;
-	// nil when the handle has no informer factory.
-	nodeLister corelisters.NodeLister
+	minFreeIPs int64
+	nodesample.Core[nodeEntry]
 }
 
 var (
@@ -86,17 +79,11 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl := &NodeIPs{
-		handle:       h,
-		minFreeIPs:   args.MinFreeIPs,
-		maxSampleAge: args.MaxSampleAge.Duration,
-		unknownScore: args.UnknownNodeScore,
-		clock:        clock.RealClock{},
+		minFreeIPs: args.MinFreeIPs,
+		Core:       nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
+	pl.Cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	headroommetrics.Register()
-	if h != nil && h.SharedInformerFactory() != nil {
-		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
-	}
 	return pl, nil
 }
 
@@ -126,7 +113,7 @@ func (pl *NodeIPs) now(state fwk.CycleState, key fwk.StateKey) time.Time {
 			return s.now
 		}
 	}
-	return pl.clock.Now()
+	return pl.Clock.Now()
 }
 
 // PreFilter skips Filter for a pod that takes no pod IP (spec.hostNetwork):
@@ -136,21 +123,14 @@ func (pl *NodeIPs) PreFilter(_ context.Context, state fwk.CycleState, pod *corev
 	if !ipstats.TakesIP(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preFilterStateKey, &cycleState{now: pl.clock.Now()})
-	pl.cache.Prune()
+	state.Write(preFilterStateKey, &cycleState{now: pl.Clock.Now()})
+	pl.Cache.Prune()
 	return nil, nil
 }
 
 // PreFilterExtensions returns nil: Filter reads the pods of the NodeInfo it
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodeIPs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// known returns the node's summary and whether its pod-IP headroom is
-// known at now (valid annotations, a fresh sample). It allocates nothing.
-func (pl *NodeIPs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {
-	sum := pl.cache.Summary(ctx, ni)
-	return sum, nodesample.Usable(sum, now)
-}
 
 // Filter rejects a node whose estimated free pod IPs, less the pod's one,
 // would fall below MinFreeIPs. A node whose pod-IP headroom is unknown
@@ -161,11 +141,11 @@ func (pl *NodeIPs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	now := pl.now(state, preFilterStateKey)
-	sum, ok := pl.known(ctx, ni, now)
+	sum, ok := pl.Known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's pod-IP headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", pl.cache.Get(ctx, ni).unknownReason(now, pl.maxSampleAge))
+				"reason", pl.Cache.Get(ctx, ni).unknownReason(now, pl.MaxSampleAge))
 		}
 		return nil
 	}
@@ -173,7 +153,7 @@ func (pl *NodeIPs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
-		e := pl.cache.Get(ctx, ni)
+		e := pl.Cache.Get(ctx, ni)
 		v.Info("Node has no free pod IP for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
 			"estimatedFree", e.free, "floor", pl.minFreeIPs, "capacity", e.stats.Capacity,
 			"reportedUsed", e.stats.Used, "estimatedUsed", e.estimatedUsed, "sampledAt", e.stats.SampledAt)
@@ -190,19 +170,14 @@ func (pl *NodeIPs) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	}
 	s, _ := readState(state, preFilterStateKey)
 	if s == nil {
-		s = &cycleState{now: pl.clock.Now()}
-		pl.cache.Prune()
+		s = &cycleState{now: pl.Clock.Now()}
+		pl.Cache.Prune()
 	}
-	for _, ni := range nodes {
-		if ni.Node() == nil {
-			continue
-		}
-		if _, ok := pl.known(ctx, ni, s.now); ok {
-			state.Write(preScoreStateKey, s)
-			return nil
-		}
+	if !pl.AnyKnown(ctx, nodes, s.now) {
+		return fwk.NewStatus(fwk.Skip)
 	}
-	return fwk.NewStatus(fwk.Skip)
+	state.Write(preScoreStateKey, s)
+	return nil
 }
 
 // readState returns the state PreFilter or PreScore wrote under key.
@@ -223,11 +198,11 @@ func (pl *NodeIPs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(errors.New("node not found"))
 	}
 	now := pl.now(state, preScoreStateKey)
-	sum, ok := pl.known(ctx, ni, now)
+	sum, ok := pl.Known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's pod-IP headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", pl.cache.Get(ctx, ni).unknownReason(now, pl.maxSampleAge), "score", pl.unknownScore)
+				"reason", pl.Cache.Get(ctx, ni).unknownReason(now, pl.MaxSampleAge), "score", pl.UnknownScore)
 		}
 		return nodesample.UnknownRaw, nil
 	}
@@ -236,15 +211,6 @@ func (pl *NodeIPs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 
 // ScoreExtensions returns the plugin itself: raw scores are IP counts.
 func (pl *NodeIPs) ScoreExtensions() fwk.ScoreExtensions { return pl }
-
-// NormalizeScore scales the free pod IPs after placement so that the node
-// with the most scores MaxNodeScore and the others in proportion; nodes
-// with unknown pod-IP headroom get UnknownNodeScore, by default the mean of
-// the known nodes' scores (the rule NodePIDs applies to PIDs).
-func (pl *NodeIPs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	nodesample.Normalize(scores, pl.unknownScore)
-	return nil
-}
 
 // SignPod lets the scheduler's opportunistic batching reuse results for
 // pods that NodeIPs treats alike: every pod on the pod network takes one

@@ -71,10 +71,10 @@ func (pl *NodePIDs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nod
 	if prev != nil && prev.node == node {
 		e.stats, e.parseErr, e.staleAfter = prev.stats, prev.parseErr, prev.staleAfter
 	} else {
-		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, pl.clock.Now(), 0)
+		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, pl.Clock.Now(), 0)
 		pl.reportInvalid(ctx, node, prev, &e)
-		if e.parseErr == nil && pl.maxSampleAge > 0 {
-			e.staleAfter = e.stats.SampledAt.Add(pl.maxSampleAge)
+		if e.parseErr == nil && pl.MaxSampleAge > 0 {
+			e.staleAfter = e.stats.SampledAt.Add(pl.MaxSampleAge)
 		}
 	}
 	if e.parseErr == nil {

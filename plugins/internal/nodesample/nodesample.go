@@ -1,9 +1,10 @@
 // Package nodesample is what Headroom's scheduler plugins that read a node
-// sample from annotations (NodePIDs, NodeIPs) share besides the per-node
-// cache (plugins/internal/nodecache): how a node's free units after placing
-// the pod become a score, with the rule for nodes whose headroom is
-// unknown, and when a pod that a plugin rejected is worth retrying after a
-// node's sample changes or a pod leaves a node.
+// sample from annotations (NodePIDs, NodeIPs) share: their core (Core: the
+// wiring, the per-node cache of plugins/internal/nodecache and the summary
+// Filter and Score read from it), how a node's free units after placing the
+// pod become a score, with the rule for nodes whose headroom is unknown,
+// and when a pod that a plugin rejected is worth retrying after a node's
+// sample changes or a pod leaves a node.
 package nodesample
 
 import (
