@@ -24,6 +24,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
+	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
@@ -54,6 +55,7 @@ const (
 // NodePIDs has (nodesample.Core).
 type NodeIPs struct {
 	minFreeIPs int64
+	cycles     cyclestate.Last[*cycleState] // the cycle's time
 	nodesample.Core[nodeEntry]
 }
 
@@ -108,10 +110,8 @@ func (s *cycleState) Clone() fwk.StateData { return s }
 // now returns the cycle's time that PreFilter or PreScore wrote under key,
 // or the clock's when that extension point did not run.
 func (pl *NodeIPs) now(state fwk.CycleState, key fwk.StateKey) time.Time {
-	if state != nil {
-		if s, ok := readState(state, key); ok {
-			return s.now
-		}
+	if s, ok := pl.cycles.Read(state, key); ok && s != nil {
+		return s.now
 	}
 	return pl.Clock.Now()
 }
@@ -123,7 +123,7 @@ func (pl *NodeIPs) PreFilter(_ context.Context, state fwk.CycleState, pod *corev
 	if !ipstats.TakesIP(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preFilterStateKey, &cycleState{now: pl.Clock.Now()})
+	pl.cycles.Write(state, preFilterStateKey, &cycleState{now: pl.Clock.Now()})
 	pl.Cache.Prune()
 	return nil, nil
 }
@@ -168,7 +168,7 @@ func (pl *NodeIPs) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	if !ipstats.TakesIP(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s, _ := readState(state, preFilterStateKey)
+	s, _ := pl.cycles.Read(state, preFilterStateKey)
 	if s == nil {
 		s = &cycleState{now: pl.Clock.Now()}
 		pl.Cache.Prune()
@@ -176,18 +176,8 @@ func (pl *NodeIPs) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	if !pl.AnyKnown(ctx, nodes, s.now) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preScoreStateKey, s)
+	pl.cycles.Write(state, preScoreStateKey, s)
 	return nil
-}
-
-// readState returns the state PreFilter or PreScore wrote under key.
-func readState(state fwk.CycleState, key fwk.StateKey) (*cycleState, bool) {
-	d, err := state.Read(key)
-	if err != nil {
-		return nil, false
-	}
-	s, ok := d.(*cycleState)
-	return s, ok
 }
 
 // Score returns the node's estimated free pod IPs after placing the pod;

@@ -24,6 +24,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
@@ -55,6 +56,7 @@ const (
 type NodePIDs struct {
 	strategy       strategy
 	defaultPodPIDs int64
+	pods           cyclestate.Last[*podState] // the pod's PIDs and the cycle's time
 	nodesample.Core[nodeEntry]
 }
 
@@ -122,12 +124,8 @@ func (pl *NodePIDs) newPodState(ctx context.Context, pod *corev1.Pod) *podState 
 // it out afresh (without warning again) when that extension point did not
 // run.
 func (pl *NodePIDs) stateOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *podState {
-	if state != nil {
-		if d, err := state.Read(key); err == nil {
-			if s, ok := d.(*podState); ok {
-				return s
-			}
-		}
+	if s, ok := pl.pods.Read(state, key); ok && s != nil {
+		return s
 	}
 	pids, _ := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
 	return &podState{pids: pids, now: pl.Clock.Now()}
@@ -135,7 +133,7 @@ func (pl *NodePIDs) stateOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.
 
 // PreFilter works out the pod's PIDs once for the cycle.
 func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(preFilterStateKey, pl.newPodState(ctx, pod))
+	pl.pods.Write(state, preFilterStateKey, pl.newPodState(ctx, pod))
 	pl.Cache.Prune()
 	return nil, nil
 }
@@ -177,10 +175,7 @@ func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev
 // PreFilter is not enabled), and skips scoring when no candidate node has
 // known PID headroom: all of them would get UnknownNodeScore.
 func (pl *NodePIDs) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	var s *podState
-	if d, err := state.Read(preFilterStateKey); err == nil {
-		s, _ = d.(*podState)
-	}
+	s, _ := pl.pods.Read(state, preFilterStateKey)
 	if s == nil {
 		s = pl.newPodState(ctx, pod)
 		pl.Cache.Prune()
@@ -188,7 +183,7 @@ func (pl *NodePIDs) PreScore(ctx context.Context, state fwk.CycleState, pod *cor
 	if !pl.AnyKnown(ctx, nodes, s.now) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preScoreStateKey, s)
+	pl.pods.Write(state, preScoreStateKey, s)
 	return nil
 }
 

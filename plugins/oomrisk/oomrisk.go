@@ -21,6 +21,7 @@ import (
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
@@ -39,6 +40,7 @@ type OOMRisk struct {
 	strategy strategy
 	est      oomkill.Estimate
 	cache    *nodecache.Cache[nodeEntry]
+	pods     cyclestate.Last[*preScoreState] // the incoming pod, prepared
 }
 
 var (
@@ -120,7 +122,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preScoreStateKey, &preScoreState{in: in})
+	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in})
 	pl.cache.Prune()
 	return nil
 }
@@ -128,7 +130,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 // Score scores the node by the cost of the placement's OOM risk: MaxNodeScore
 // when it puts nothing at risk, less the weighted share at risk.
 func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	s := incoming(state, pod)
+	s := pl.incoming(state, pod)
 	in := s.in
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.MaxNodeScore, nil // as PreScore's Skip: the same everywhere
@@ -164,11 +166,9 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 
 // incoming returns the pod prepared by PreScore, or prepares it when Score
 // is called without PreScore.
-func incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreState {
-	if data, err := state.Read(preScoreStateKey); err == nil {
-		if s, ok := data.(*preScoreState); ok && s.in.Pod() == pod {
-			return s
-		}
+func (pl *OOMRisk) incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreState {
+	if s, ok := pl.pods.Read(state, preScoreStateKey); ok && s != nil && s.in.Pod() == pod {
+		return s
 	}
 	return &preScoreState{in: oomkill.NewIncoming(pod)}
 }
