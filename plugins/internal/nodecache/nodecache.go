@@ -144,11 +144,12 @@ type entry[V any] struct {
 	owner      fwk.NodeInfo // the NodeInfo it was computed from
 }
 
-// shared holds the index of every live scheduler snapshot, keyed weakly so
-// that an index goes when its scheduler does.
+// shared finds the index of every live scheduler snapshot. It holds both
+// weakly: the caches hold their index, and it goes with them and their
+// scheduler.
 var shared struct {
 	mu   sync.Mutex
-	byID map[weak.Pointer[backendcache.Snapshot]]*nodes
+	byID map[weak.Pointer[backendcache.Snapshot]]weak.Pointer[nodes]
 }
 
 // nodesFor returns an index with a free place, and the place: the one
@@ -165,14 +166,15 @@ func nodesFor(h fwk.Handle) (*nodes, int) {
 	key := weak.Make(snap)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
-	n := shared.byID[key]
+	entry, known := shared.byID[key]
+	n := entry.Value()
 	if n == nil || n.used == maxCaches {
 		// A full index stays where it is for its caches; a newer one
 		// takes the next ones.
 		if shared.byID == nil {
-			shared.byID = map[weak.Pointer[backendcache.Snapshot]]*nodes{}
+			shared.byID = map[weak.Pointer[backendcache.Snapshot]]weak.Pointer[nodes]{}
 		}
-		if n == nil {
+		if !known {
 			runtime.AddCleanup(snap, func(key weak.Pointer[backendcache.Snapshot]) {
 				shared.mu.Lock()
 				delete(shared.byID, key)
@@ -180,7 +182,7 @@ func nodesFor(h fwk.Handle) (*nodes, int) {
 			}, key)
 		}
 		n = newNodes()
-		shared.byID[key] = n
+		shared.byID[key] = weak.Make(n)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
