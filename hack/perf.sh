@@ -3,8 +3,14 @@
 # default profile and the shipped Headroom profile, interleaved, and prints
 # pods/s of both, their ratio and the process heap. SchedulingBasic at 5000
 # nodes runs PERF_RUNS times per profile (default 3); the table shows the
-# median. Needs bin/etcd (make tools). PERF_BENCH narrows the workloads
-# (a -bench regexp, e.g. 'BenchmarkPerfScheduling/SchedulingBasic-500Nodes_').
+# median. Needs bin/etcd (make tools).
+#
+#   PERF_WORKLOADS  a regexp of the workloads to run, e.g. 'SchedulingBasic-5000Nodes_'
+#                   (the unmeasured warm-up workload always runs first)
+#   PERF_PROFILES   the profiles, the baseline first (default Default,Headroom; the
+#                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs)
+#   PERF_ORDER      abba (default: the order within a pair turns every run) or ab
+#   PERF_BENCH      a -bench regexp instead of PERF_WORKLOADS
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -13,22 +19,29 @@ export PATH="$BIN_DIR:$PATH"
 export KUBE_CACHE_MUTATION_DETECTOR=false
 # The harness writes each workload's log under ARTIFACTS (kept only when it fails).
 export ARTIFACTS=${ARTIFACTS:-$(mktemp -d)}
+bench=${PERF_BENCH:-BenchmarkPerfScheduling}
+if [[ -z ${PERF_BENCH:-} && -n ${PERF_WORKLOADS:-} ]]; then
+  bench="BenchmarkPerfScheduling/(Warmup-|${PERF_WORKLOADS})"
+fi
+profiles=${PERF_PROFILES:-Default,Headroom}
 out=$(mktemp)
 echo "load before: $(uptime)"
-go test -run '^$' -bench "${PERF_BENCH:-BenchmarkPerfScheduling}" -benchtime=1x -timeout 3h \
-  ./test/perf/ -perf-runs "${PERF_RUNS:-3}" 2>&1 | tee "$out"
+go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
+  -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" 2>&1 | tee "$out"
 echo "load after: $(uptime)"
 echo
 summarize() {
-  awk '
+  awk -v profiles="$profiles" '
+    BEGIN { np = split(profiles, prof, ",") }
     $1 ~ /^BenchmarkPerfScheduling\// {
       split($1, p, "/"); n = split(p[2], c, "_")
-      wl = c[1]
-      prof = c[2]
+      wl = c[1]; pr = c[2]; run = c[3]
+      if (wl ~ /^Warmup-/) next
       for (i = 2; i <= NF; i++) {
-        if ($i == "SchedulingThroughput/Average") tput[wl, prof] = tput[wl, prof] " " $(i-1)
-        if ($i == "heap_memory_usage/Max") heap[wl, prof] = heap[wl, prof] " " $(i-1)
+        if ($i == "SchedulingThroughput/Average") { tput[wl, pr] = tput[wl, pr] " " $(i-1); runtput[wl, pr, run] = $(i-1) }
+        if ($i == "heap_memory_usage/Max") heap[wl, pr] = heap[wl, pr] " " $(i-1)
       }
+      if (!((wl, run) in seenrun)) { seenrun[wl, run] = 1; runs[wl] = runs[wl] " " run }
       if (!(wl in seen)) { seen[wl] = 1; order[++nw] = wl }
     }
     function median(s,   a, n, i, j, t) {
@@ -38,12 +51,18 @@ summarize() {
       return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
     END {
-      printf "%-28s %6s %14s %14s %7s %16s %16s\n", "workload", "runs", "default pods/s", "Headroom pods/s", "ratio", "default heap MB", "Headroom heap MB"
+      base = prof[1]
+      printf "%-28s %-18s %5s %12s %12s %7s %10s %10s  %s\n", "workload", "profile", "runs", "base pods/s", "pods/s", "ratio", "base heap", "heap MB", "pairs (" base "/profile, pods/s)"
       for (k = 1; k <= nw; k++) {
         wl = order[k]
-        d = median(tput[wl, "Default"]); h = median(tput[wl, "Headroom"])
-        runs = split(tput[wl, "Headroom"], tmp, " ")
-        printf "%-28s %6d %14.1f %14.1f %7.3f %16.0f %16.0f\n", wl, runs, d, h, (d > 0 ? h / d : 0), median(heap[wl, "Default"]), median(heap[wl, "Headroom"])
+        for (q = 2; q <= np; q++) {
+          pr = prof[q]
+          d = median(tput[wl, base]); h = median(tput[wl, pr])
+          pairs = ""
+          nr = split(runs[wl], rr, " ")
+          for (r = 1; r <= nr; r++) pairs = pairs sprintf(" %s/%s", runtput[wl, base, rr[r]], runtput[wl, pr, rr[r]])
+          printf "%-28s %-18s %5d %12.1f %12.1f %7.3f %10.0f %10.0f %s\n", wl, pr, nr, d, h, (d > 0 ? h / d : 0), median(heap[wl, base]), median(heap[wl, pr]), pairs
+        }
       }
     }' "$1"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/sample"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
@@ -37,10 +38,10 @@ type nodeEntry struct {
 	staleAfter time.Time
 }
 
-// usable reports whether the node's pod-IP headroom is known at now: valid
-// annotations and a sample no older than MaxSampleAge.
-func (e *nodeEntry) usable(now time.Time) bool {
-	return e.parseErr == nil && (e.staleAfter.IsZero() || !now.After(e.staleAfter))
+// summary is what Filter and Score read of the entry on a hit (the cache
+// keeps it in the node's slot).
+func (e *nodeEntry) summary() nodecache.Summary {
+	return nodesample.Summarize(e.free, e.room, e.staleAfter, e.parseErr)
 }
 
 // unknownReason returns why the node's headroom is unknown at now, or nil;
@@ -63,10 +64,10 @@ func (pl *NodeIPs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 	if prev != nil && prev.node == node {
 		e.stats, e.parseErr, e.staleAfter = prev.stats, prev.parseErr, prev.staleAfter
 	} else {
-		e.stats, e.parseErr = ipstats.ParseNode(node.Annotations, pl.clock.Now(), 0)
+		e.stats, e.parseErr = ipstats.ParseNode(node.Annotations, pl.Clock.Now(), 0)
 		pl.reportInvalid(ctx, node, prev, &e)
-		if e.parseErr == nil && pl.maxSampleAge > 0 {
-			e.staleAfter = e.stats.SampledAt.Add(pl.maxSampleAge)
+		if e.parseErr == nil && pl.MaxSampleAge > 0 {
+			e.staleAfter = e.stats.SampledAt.Add(pl.MaxSampleAge)
 		}
 	}
 	if e.parseErr == nil {
@@ -97,8 +98,8 @@ func (pl *NodeIPs) reportInvalid(ctx context.Context, node *corev1.Node, prev, e
 	if errors.As(e.parseErr, &ie) {
 		headroommetrics.InvalidAnnotation(Name, ie.Key)
 	}
-	if pl.handle != nil && pl.handle.EventRecorder() != nil {
-		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidIPs, "Scheduling",
+	if pl.Handle != nil && pl.Handle.EventRecorder() != nil {
+		pl.Handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidIPs, "Scheduling",
 			"%s; the node's pod-IP headroom counts as unknown", e.parseErr)
 	}
 }

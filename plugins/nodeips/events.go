@@ -58,12 +58,12 @@ func (pl *NodeIPs) isSchedulableAfterPodDelete(logger klog.Logger, pod *corev1.P
 	if err != nil {
 		return fwk.Queue, err
 	}
-	return nodesample.PodDeleteHint(logger, kind, pod, deleted, pl.nodeLister, pl.reading, onPodNetwork), nil
+	return nodesample.PodDeleteHint(logger, kind, pod, deleted, pl.NodeLister, pl.reading, onPodNetwork), nil
 }
 
 // reading is the node's pod-IP sample as the hints see it.
 func (pl *NodeIPs) reading(node *corev1.Node) nodesample.Reading {
-	s, err := ipstats.ParseNode(node.Annotations, pl.clock.Now(), pl.maxSampleAge)
+	s, err := ipstats.ParseNode(node.Annotations, pl.Clock.Now(), pl.MaxSampleAge)
 	return nodesample.Reading{Err: err, Free: s.Free(), SampledAt: s.SampledAt}
 }
 

@@ -45,7 +45,7 @@ func newPlugin(t testing.TB, args *config.NodeIPsArgs, nodes []*corev1.Node, pod
 		t.Fatal(err)
 	}
 	pl := p.(*NodeIPs)
-	pl.clock = testingclock.NewFakePassiveClock(now)
+	pl.Clock = testingclock.NewFakePassiveClock(now)
 	return testPlugin{NodeIPs: pl, h: h}
 }
 

@@ -15,10 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/clock"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/scheme"
@@ -26,6 +24,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
+	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
@@ -52,17 +51,13 @@ const (
 	hostNetworkSignerName = "v1.Pod.Spec.HostNetwork"
 )
 
-// NodeIPs is a PreFilter, Filter, PreScore and Score plugin.
+// NodeIPs is a PreFilter, Filter, PreScore and Score plugin. Its wiring, its
+// per-node cache, the unknown-node rule and NormalizeScore are the ones
+// NodePIDs has (nodesample.Core).
 type NodeIPs struct {
-	handle       fwk.Handle
-	minFreeIPs   int64
-	maxSampleAge time.Duration
-	unknownScore int64
-	cache        *nodecache.Cache[nodeEntry]
-	clock        clock.PassiveClock
-	// nodeLister lets the pod-deletion queueing hint look at the pod's node;
-	// nil when the handle has no informer factory.
-	nodeLister corelisters.NodeLister
+	minFreeIPs int64
+	cycles     cyclestate.Last[*cycleState] // the cycle's time
+	nodesample.Core[nodeEntry]
 }
 
 var (
@@ -87,18 +82,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl := &NodeIPs{
-		handle:       h,
-		minFreeIPs:   args.MinFreeIPs,
-		maxSampleAge: args.MaxSampleAge.Duration,
-		unknownScore: args.UnknownNodeScore,
-		clock:        clock.RealClock{},
+		minFreeIPs: args.MinFreeIPs,
+		Core:       nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry)
+	pl.Cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	nodestate.Start(ctx, h, pl.nodeStateConfig())
 	headroommetrics.Register()
-	if h != nil && h.SharedInformerFactory() != nil {
-		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
-	}
 	return pl, nil
 }
 
@@ -106,7 +95,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // (nodestate) needs to judge a node as this plugin does: the sample read
 // as computeEntry reads it, without an age limit, and maxSampleAge.
 func (pl *NodeIPs) nodeStateConfig() nodestate.Config {
-	return nodestate.Config{Plugin: Name, Kind: kind, MaxSampleAge: pl.maxSampleAge, Read: readSample}
+	return nodestate.Config{Plugin: Name, Kind: kind, MaxSampleAge: pl.MaxSampleAge, Read: readSample}
 }
 
 // readSample reads a node's sample as computeEntry does, without an age
@@ -137,12 +126,10 @@ func (s *cycleState) Clone() fwk.StateData { return s }
 // now returns the cycle's time that PreFilter or PreScore wrote under key,
 // or the clock's when that extension point did not run.
 func (pl *NodeIPs) now(state fwk.CycleState, key fwk.StateKey) time.Time {
-	if state != nil {
-		if s, ok := readState(state, key); ok {
-			return s.now
-		}
+	if s, ok := pl.cycles.Read(state, key); ok && s != nil {
+		return s.now
 	}
-	return pl.clock.Now()
+	return pl.Clock.Now()
 }
 
 // PreFilter skips Filter for a pod that takes no pod IP (spec.hostNetwork):
@@ -152,21 +139,14 @@ func (pl *NodeIPs) PreFilter(_ context.Context, state fwk.CycleState, pod *corev
 	if !ipstats.TakesIP(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preFilterStateKey, &cycleState{now: pl.clock.Now()})
-	pl.cache.Prune()
+	pl.cycles.Write(state, preFilterStateKey, &cycleState{now: pl.Clock.Now()})
+	pl.Cache.Prune()
 	return nil, nil
 }
 
 // PreFilterExtensions returns nil: Filter reads the pods of the NodeInfo it
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodeIPs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// known returns the node's cache entry and whether its pod-IP headroom is
-// known at now (valid annotations, a fresh sample). It allocates nothing.
-func (pl *NodeIPs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, bool) {
-	e := pl.cache.Get(ctx, ni)
-	return e, e.usable(now)
-}
 
 // Filter rejects a node whose estimated free pod IPs, less the pod's one,
 // would fall below MinFreeIPs. A node whose pod-IP headroom is unknown
@@ -177,18 +157,19 @@ func (pl *NodeIPs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	now := pl.now(state, preFilterStateKey)
-	e, ok := pl.known(ctx, ni, now)
+	sum, ok := pl.Known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's pod-IP headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(now, pl.maxSampleAge))
+				"reason", pl.Cache.Get(ctx, ni).unknownReason(now, pl.MaxSampleAge))
 		}
 		return nil
 	}
-	if e.room >= podIPs {
+	if nodesample.Room(sum) >= podIPs {
 		return nil
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		e := pl.Cache.Get(ctx, ni)
 		v.Info("Node has no free pod IP for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
 			"estimatedFree", e.free, "floor", pl.minFreeIPs, "capacity", e.stats.Capacity,
 			"reportedUsed", e.stats.Used, "estimatedUsed", e.estimatedUsed, "sampledAt", e.stats.SampledAt)
@@ -203,31 +184,16 @@ func (pl *NodeIPs) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	if !ipstats.TakesIP(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s, _ := readState(state, preFilterStateKey)
+	s, _ := pl.cycles.Read(state, preFilterStateKey)
 	if s == nil {
-		s = &cycleState{now: pl.clock.Now()}
-		pl.cache.Prune()
+		s = &cycleState{now: pl.Clock.Now()}
+		pl.Cache.Prune()
 	}
-	for _, ni := range nodes {
-		if ni.Node() == nil {
-			continue
-		}
-		if _, ok := pl.known(ctx, ni, s.now); ok {
-			state.Write(preScoreStateKey, s)
-			return nil
-		}
+	if !pl.AnyKnown(ctx, nodes, s.now) {
+		return fwk.NewStatus(fwk.Skip)
 	}
-	return fwk.NewStatus(fwk.Skip)
-}
-
-// readState returns the state PreFilter or PreScore wrote under key.
-func readState(state fwk.CycleState, key fwk.StateKey) (*cycleState, bool) {
-	d, err := state.Read(key)
-	if err != nil {
-		return nil, false
-	}
-	s, ok := d.(*cycleState)
-	return s, ok
+	pl.cycles.Write(state, preScoreStateKey, s)
+	return nil
 }
 
 // Score returns the node's estimated free pod IPs after placing the pod;
@@ -238,28 +204,19 @@ func (pl *NodeIPs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(errors.New("node not found"))
 	}
 	now := pl.now(state, preScoreStateKey)
-	e, ok := pl.known(ctx, ni, now)
+	sum, ok := pl.Known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's pod-IP headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(now, pl.maxSampleAge), "score", pl.unknownScore)
+				"reason", pl.Cache.Get(ctx, ni).unknownReason(now, pl.MaxSampleAge), "score", pl.UnknownScore)
 		}
 		return nodesample.UnknownRaw, nil
 	}
-	return nodesample.FreeAfter(e.free, podIPs), nil
+	return nodesample.FreeAfter(nodesample.Free(sum), podIPs), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are IP counts.
 func (pl *NodeIPs) ScoreExtensions() fwk.ScoreExtensions { return pl }
-
-// NormalizeScore scales the free pod IPs after placement so that the node
-// with the most scores MaxNodeScore and the others in proportion; nodes
-// with unknown pod-IP headroom get UnknownNodeScore, by default the mean of
-// the known nodes' scores (the rule NodePIDs applies to PIDs).
-func (pl *NodeIPs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	nodesample.Normalize(scores, pl.unknownScore)
-	return nil
-}
 
 // SignPod lets the scheduler's opportunistic batching reuse results for
 // pods that NodeIPs treats alike: every pod on the pod network takes one

@@ -157,7 +157,7 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := p.(*NodeIPs)
-	if pl.minFreeIPs != configv1.DefaultMinFreeIPs || pl.maxSampleAge != configv1.DefaultMaxSampleAge || pl.unknownScore != configv1.DefaultUnknownNodeScore {
+	if pl.minFreeIPs != configv1.DefaultMinFreeIPs || pl.MaxSampleAge != configv1.DefaultMaxSampleAge || pl.UnknownScore != configv1.DefaultUnknownNodeScore {
 		t.Errorf("nil args: %+v, want the v1 defaults", pl)
 	}
 	var typed *config.NodeIPsArgs
@@ -169,7 +169,7 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl := p.(*NodeIPs); pl.minFreeIPs != 3 || pl.maxSampleAge != time.Minute || pl.unknownScore != 10 {
+	if pl := p.(*NodeIPs); pl.minFreeIPs != 3 || pl.MaxSampleAge != time.Minute || pl.UnknownScore != 10 {
 		t.Errorf("args not taken: %+v", pl)
 	}
 }
@@ -216,7 +216,7 @@ func TestCachedPathAllocatesNothing(t *testing.T) {
 	}); allocs != 0 {
 		t.Fatalf("cached Filter + Score: %v allocations per run", allocs)
 	}
-	if e := tp.cache.Stored("n"); e == nil || e.estimatedUsed != 100+25 {
+	if e := tp.Cache.Stored("n"); e == nil || e.estimatedUsed != 100+25 {
 		t.Fatalf("stored entry %+v, want estimated use 125 (25 pods bound since the sample)", e)
 	}
 }
@@ -230,18 +230,18 @@ func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 		ipstats.AnnotationSampledAt, now.Format(time.RFC3339))
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{bad}, nil)
 	ni := tp.h.SnapshotNodeInfo(t, "n").(*framework.NodeInfo)
-	first := tp.cache.Get(ctx, ni)
+	first := tp.Cache.Get(ctx, ni)
 	ni.AddPod(assumed(pod("p"), "n"))
-	second := tp.cache.Get(ctx, ni)
+	second := tp.Cache.Get(ctx, ni)
 	if first == second || first.parseErr == nil || second.parseErr != first.parseErr {
 		t.Fatalf("a pod change should reuse the parse of the same Node object: %v / %v", first.parseErr, second.parseErr)
 	}
 	// The agent writes again with the same invalid value: no new Event.
 	ni.SetNode(bad.DeepCopy())
-	tp.cache.Get(ctx, ni)
+	tp.Cache.Get(ctx, ni)
 	// Another problem: a new Event.
 	ni.SetNode(annotatedNode("n", ipstats.AnnotationCapacity, "13"))
-	tp.cache.Get(ctx, ni)
+	tp.Cache.Get(ctx, ni)
 	var events []string
 	for len(tp.h.Recorder.Events) > 0 {
 		events = append(events, <-tp.h.Recorder.Events)

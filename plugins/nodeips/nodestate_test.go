@@ -38,7 +38,7 @@ func TestNodeStateAgreesWithFilter(t *testing.T) {
 		"partial": nodestate.Invalid, "future": nodestate.Invalid,
 	}
 	tp := newPlugin(t, args, nodes, nil)
-	clk := tp.clock.(*testingclock.FakePassiveClock)
+	clk := tp.Clock.(*testingclock.FakePassiveClock)
 	plugintest.NodeStates(t, tp.NodeIPs, clk.SetTime, tp.nodeStateConfig(), pod("p"), nodes,
 		[]time.Time{now, now.Add(time.Second), now.Add(maxAge), now.Add(maxAge + time.Second), now.Add(time.Hour)}, want)
 }

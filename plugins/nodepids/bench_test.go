@@ -34,7 +34,7 @@ func benchNode(b *testing.B, pods int) (testPlugin, fwk.NodeInfo) {
 		placed = append(placed, p)
 	}
 	tp := newPlugin(b, defaultArgs(), []*corev1.Node{node}, placed)
-	ni, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("n")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func BenchmarkCacheBytesPerNode(b *testing.B) {
 	p := pod("incoming", "300")
 	for b.Loop() {
 		tp := newPlugin(b, defaultArgs(), nodes, pods)
-		infos, err := tp.handle.SnapshotSharedLister().NodeInfos().List()
+		infos, err := tp.Handle.SnapshotSharedLister().NodeInfos().List()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -147,8 +147,8 @@ func BenchmarkCacheBytesPerNode(b *testing.B) {
 			tp.Filter(ctx, state, p, ni)
 		}
 		b.ReportMetric(float64(heapAlloc()-before)/n, "B/node")
-		if tp.cache.Len() != n {
-			b.Fatalf("%d cached nodes", tp.cache.Len())
+		if tp.Cache.Len() != n {
+			b.Fatalf("%d cached nodes", tp.Cache.Len())
 		}
 	}
 }

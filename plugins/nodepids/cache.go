@@ -8,6 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 )
 
@@ -37,10 +38,10 @@ type nodeEntry struct {
 	estimatedUsed int64
 }
 
-// usable reports whether the node's PID headroom is known at now: valid
-// annotations and a sample no older than MaxSampleAge.
-func (e *nodeEntry) usable(now time.Time) bool {
-	return e.parseErr == nil && (e.staleAfter.IsZero() || !now.After(e.staleAfter))
+// summary is what Filter and Score read of the entry on a hit (the cache
+// keeps it in the node's slot).
+func (e *nodeEntry) summary() nodecache.Summary {
+	return nodesample.Summarize(e.free, e.room, e.staleAfter, e.parseErr)
 }
 
 // unknownReason returns why the node's headroom is unknown at now, or nil;
@@ -70,10 +71,10 @@ func (pl *NodePIDs) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nod
 	if prev != nil && prev.node == node {
 		e.stats, e.parseErr, e.staleAfter = prev.stats, prev.parseErr, prev.staleAfter
 	} else {
-		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, pl.clock.Now(), 0)
+		e.stats, e.parseErr = pidstats.ParseNode(node.Annotations, pl.Clock.Now(), 0)
 		pl.reportInvalid(ctx, node, prev, &e)
-		if e.parseErr == nil && pl.maxSampleAge > 0 {
-			e.staleAfter = e.stats.SampledAt.Add(pl.maxSampleAge)
+		if e.parseErr == nil && pl.MaxSampleAge > 0 {
+			e.staleAfter = e.stats.SampledAt.Add(pl.MaxSampleAge)
 		}
 	}
 	if e.parseErr == nil {

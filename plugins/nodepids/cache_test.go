@@ -20,14 +20,14 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	node := pidNode("n", 32768, 0, 20000, sample)
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{node}, nil)
 	_, ctx := ktesting.NewTestContext(t)
-	snap, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	snap, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ni := snap.(*framework.NodeInfo)
 
-	first := tp.cache.Get(ctx, ni)
-	if again := tp.cache.Get(ctx, ni); again != first {
+	first := tp.Cache.Get(ctx, ni)
+	if again := tp.Cache.Get(ctx, ni); again != first {
 		t.Fatal("same generation: the entry should be reused")
 	}
 	if first.estimatedUsed != 20000 {
@@ -36,20 +36,20 @@ func TestCacheFollowsGeneration(t *testing.T) {
 
 	// A pod placed on the node: new generation, same Node object.
 	ni.AddPod(assumed(pod("p", "700"), "n"))
-	second := tp.cache.Get(ctx, ni)
+	second := tp.Cache.Get(ctx, ni)
 	if second == first || second.estimatedUsed != 20700 {
 		t.Fatalf("after a pod was added: entry reused %v, estimate %d; want a new entry with 20700", second == first, second.estimatedUsed)
 	}
 
 	// A new Node object (the reporter wrote a sample).
 	ni.SetNode(pidNode("n", 32768, 0, 10000, now))
-	third := tp.cache.Get(ctx, ni)
+	third := tp.Cache.Get(ctx, ni)
 	// The pod is assumed, not bound: it counts on top of any sample.
 	if third.stats.Used != 10000 || third.estimatedUsed != 10700 {
 		t.Fatalf("after a new sample: reported %d, estimated %d; want 10000 and 10700", third.stats.Used, third.estimatedUsed)
 	}
-	if tp.cache.Len() != 1 {
-		t.Fatalf("cache holds %d entries for one node", tp.cache.Len())
+	if tp.Cache.Len() != 1 {
+		t.Fatalf("cache holds %d entries for one node", tp.Cache.Len())
 	}
 }
 
@@ -65,7 +65,7 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 		return strings.Count(logger.GetSink().(ktesting.Underlier).GetBuffer().String(), "Node has an invalid PID annotation")
 	}
 
-	snap, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	snap, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +90,14 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 	// A new Node object with the same bad value (a kubelet status update)
 	// is not reported again; another bad value is.
 	ni.SetNode(bad.DeepCopy())
-	tp.cache.Get(ctx, ni)
+	tp.Cache.Get(ctx, ni)
 	if got := count(); got != 1 {
 		t.Fatalf("logged %d times after an update that left the bad value, want 1", got)
 	}
 	worse := bad.DeepCopy()
 	worse.Annotations[pidstats.AnnotationUsed] = "-2"
 	ni.SetNode(worse)
-	tp.cache.Get(ctx, ni)
+	tp.Cache.Get(ctx, ni)
 	if got := count(); got != 2 {
 		t.Fatalf("logged %d times after the bad value changed, want 2", got)
 	}
@@ -107,22 +107,22 @@ func TestCachePrunesDeletedNodes(t *testing.T) {
 	nodes := []*corev1.Node{pidNode("a", 32768, 0, 1, now), pidNode("b", 32768, 0, 1, now), pidNode("c", 32768, 0, 1, now)}
 	tp := newPlugin(t, defaultArgs(), nodes[:1], nil) // the snapshot holds only a
 	_, ctx := ktesting.NewTestContext(t)
-	a, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("a")
+	a, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.cache.Get(ctx, a)
+	tp.Cache.Get(ctx, a)
 	for _, n := range nodes[1:] { // nodes the snapshot no longer holds
-		tp.cache.Get(ctx, nodeInfo(n))
+		tp.Cache.Get(ctx, nodeInfo(n))
 	}
-	if tp.cache.Len() != 3 {
-		t.Fatalf("cache holds %d entries, want 3", tp.cache.Len())
+	if tp.Cache.Len() != 3 {
+		t.Fatalf("cache holds %d entries, want 3", tp.Cache.Len())
 	}
 	tp.filter(t, pod("p", ""), a)
-	if tp.cache.Len() != 1 {
-		t.Fatalf("after PreFilter the cache holds %d entries, want 1", tp.cache.Len())
+	if tp.Cache.Len() != 1 {
+		t.Fatalf("after PreFilter the cache holds %d entries, want 1", tp.Cache.Len())
 	}
-	if tp.cache.Stored("a") == nil {
+	if tp.Cache.Stored("a") == nil {
 		t.Fatal("the node still in the snapshot was pruned")
 	}
 }
@@ -143,8 +143,8 @@ func TestCacheConcurrentUse(t *testing.T) {
 				node := nodes[(w+i)%len(nodes)]
 				// A newer generation of the node replaces its entry while the
 				// other workers read the snapshot's.
-				tp.cache.Get(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
-				ni, err := tp.handle.SnapshotSharedLister().NodeInfos().Get(node.Name)
+				tp.Cache.Get(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
+				ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get(node.Name)
 				if err != nil {
 					t.Error(err)
 					return
@@ -164,8 +164,8 @@ func TestCacheConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if tp.cache.Len() != len(nodes) {
-		t.Fatalf("cache holds %d entries for %d nodes", tp.cache.Len(), len(nodes))
+	if tp.Cache.Len() != len(nodes) {
+		t.Fatalf("cache holds %d entries for %d nodes", tp.Cache.Len(), len(nodes))
 	}
 }
 
@@ -176,30 +176,29 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 	node := pidNode("n", 32768, 0, 20000, now.Add(-time.Minute))
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{node}, nil)
 	_, ctx := ktesting.NewTestContext(t)
-	snap, err := tp.handle.SnapshotSharedLister().NodeInfos().Get("n")
+	snap, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, ok := tp.known(ctx, snap, now)
-	if !ok {
+	if _, ok := tp.Known(ctx, snap, now); !ok {
 		t.Fatal("headroom unknown")
 	}
+	first := tp.Cache.Get(ctx, snap)
 	nominated := snap.Snapshot().(*framework.NodeInfo)
-	if same, _ := tp.known(ctx, nominated, now); same != first {
+	if tp.Cache.Get(ctx, nominated) != first {
 		t.Fatal("an unchanged copy (same generation) should share the snapshot's entry")
 	}
 	nominated.AddPod(assumed(pod("nominated", "700"), "n"))
-	onCopy, ok := tp.known(ctx, nominated, now)
-	if !ok {
+	if _, ok := tp.Known(ctx, nominated, now); !ok {
 		t.Fatal("headroom unknown on the copy")
 	}
-	if onCopy.estimatedUsed != 20700 {
+	if onCopy := tp.Cache.Get(ctx, nominated); onCopy.estimatedUsed != 20700 {
 		t.Fatalf("copy with a nominated pod: estimated %d, want 20700", onCopy.estimatedUsed)
 	}
-	if again, _ := tp.known(ctx, snap, now); again != first {
+	if tp.Cache.Get(ctx, snap) != first {
 		t.Fatal("filtering a temporary copy replaced the snapshot's cached entry")
 	}
-	if tp.cache.Stored("n") != first {
+	if tp.Cache.Stored("n") != first {
 		t.Fatal("the stored entry is not the snapshot's")
 	}
 }

@@ -40,13 +40,13 @@ func (pl *NodePIDs) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1
 	if err != nil {
 		return fwk.Queue, err
 	}
-	now := pl.clock.Now()
+	now := pl.Clock.Now()
 	need, _ := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
-	newStats, newErr := pidstats.ParseNode(newNode.Annotations, now, pl.maxSampleAge)
+	newStats, newErr := pidstats.ParseNode(newNode.Annotations, now, pl.MaxSampleAge)
 	cur := nodesample.Reading{Err: newErr, Free: newStats.Free(), SampledAt: newStats.SampledAt}
 	var old *nodesample.Reading
 	if oldNode != nil {
-		oldStats, oldErr := pidstats.ParseNode(oldNode.Annotations, now, pl.maxSampleAge)
+		oldStats, oldErr := pidstats.ParseNode(oldNode.Annotations, now, pl.MaxSampleAge)
 		old = &nodesample.Reading{Err: oldErr, Free: oldStats.Free(), SampledAt: oldStats.SampledAt}
 	}
 	fits := newErr == nil && pl.strategy.fits(newStats.Free(), newStats.Allocatable(), need)
@@ -62,12 +62,12 @@ func (pl *NodePIDs) isSchedulableAfterPodDelete(logger klog.Logger, pod *corev1.
 	if err != nil {
 		return fwk.Queue, err
 	}
-	return nodesample.PodDeleteHint(logger, "PID", pod, deleted, pl.nodeLister, pl.reading, pl.declaresPIDs), nil
+	return nodesample.PodDeleteHint(logger, "PID", pod, deleted, pl.NodeLister, pl.reading, pl.declaresPIDs), nil
 }
 
 // reading is the node's PID sample as the hints see it.
 func (pl *NodePIDs) reading(node *corev1.Node) nodesample.Reading {
-	s, err := pidstats.ParseNode(node.Annotations, pl.clock.Now(), pl.maxSampleAge)
+	s, err := pidstats.ParseNode(node.Annotations, pl.Clock.Now(), pl.MaxSampleAge)
 	return nodesample.Reading{Err: err, Free: s.Free(), SampledAt: s.SampledAt}
 }
 

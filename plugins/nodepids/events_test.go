@@ -162,7 +162,7 @@ func TestPodDeleteHint(t *testing.T) {
 
 	t.Run("without a node lister every assigned pod queues", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		tp.nodeLister = nil
+		tp.NodeLister = nil
 		got, err := tp.isSchedulableAfterPodDelete(ktesting.NewLogger(t, ktesting.NewConfig()), pod("pending", ""),
 			boundAt(pod("d", "1000"), "known", sample.Add(-time.Hour)), nil)
 		if err != nil || got != fwk.Queue {

@@ -49,7 +49,7 @@ func newPlugin(t testing.TB, args *config.NodePIDsArgs, nodes []*corev1.Node, po
 		t.Fatal(err)
 	}
 	pl := p.(*NodePIDs)
-	pl.clock = testingclock.NewFakePassiveClock(now)
+	pl.Clock = testingclock.NewFakePassiveClock(now)
 	return testPlugin{NodePIDs: pl, recorder: h.Recorder}
 }
 

@@ -50,7 +50,7 @@ func (pl *NodePIDs) reportInvalid(ctx context.Context, node *corev1.Node, prev, 
 	// Structured logging has no warning level; Info at V(0) is its warning.
 	klog.FromContext(ctx).Info(msg, "node", klog.KObj(node), "annotation", key, "err", err)
 	headroommetrics.InvalidAnnotation(Name, key)
-	if pl.handle != nil && pl.handle.EventRecorder() != nil {
-		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidNodePIDs, "Scheduling", "%s", note)
+	if pl.Handle != nil && pl.Handle.EventRecorder() != nil {
+		pl.Handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidNodePIDs, "Scheduling", "%s", note)
 	}
 }

@@ -15,10 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/clock"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/scheme"
@@ -26,6 +24,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
@@ -52,18 +51,14 @@ const (
 	podPIDsSignerName              = "headroom.dev/NodePIDs.PodPIDs"
 )
 
-// NodePIDs is a PreFilter, Filter, PreScore and Score plugin.
+// NodePIDs is a PreFilter, Filter, PreScore and Score plugin. Its wiring, its
+// per-node cache, the unknown-node rule and NormalizeScore are the ones
+// NodeIPs has (nodesample.Core).
 type NodePIDs struct {
-	handle         fwk.Handle
 	strategy       strategy
 	defaultPodPIDs int64
-	maxSampleAge   time.Duration
-	unknownScore   int64
-	cache          *nodecache.Cache[nodeEntry]
-	clock          clock.PassiveClock
-	// nodeLister lets the pod-deletion queueing hint look at the pod's node;
-	// nil when the handle has no informer factory.
-	nodeLister corelisters.NodeLister
+	pods           cyclestate.Last[*podState] // the pod's PIDs and the cycle's time
+	nodesample.Core[nodeEntry]
 }
 
 var (
@@ -88,19 +83,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl := &NodePIDs{
-		handle:         h,
 		strategy:       strategy{minFreePIDs: args.MinFreePIDs, minFreePercent: args.MinFreePercent},
 		defaultPodPIDs: args.DefaultPodPIDs,
-		maxSampleAge:   args.MaxSampleAge.Duration,
-		unknownScore:   args.UnknownNodeScore,
-		clock:          clock.RealClock{},
+		Core:           nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry)
+	pl.Cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	nodestate.Start(ctx, h, pl.nodeStateConfig())
 	headroommetrics.Register()
-	if h != nil && h.SharedInformerFactory() != nil {
-		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
-	}
 	return pl, nil
 }
 
@@ -108,7 +97,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // (nodestate) needs to judge a node as this plugin does: the sample read
 // as computeEntry reads it, without an age limit, and maxSampleAge.
 func (pl *NodePIDs) nodeStateConfig() nodestate.Config {
-	return nodestate.Config{Plugin: Name, Kind: "PID", MaxSampleAge: pl.maxSampleAge, Read: readSample}
+	return nodestate.Config{Plugin: Name, Kind: "PID", MaxSampleAge: pl.MaxSampleAge, Read: readSample}
 }
 
 // readSample reads a node's sample as computeEntry does, without an age
@@ -140,45 +129,34 @@ func (pl *NodePIDs) newPodState(ctx context.Context, pod *corev1.Pod) *podState 
 		// Structured logging has no warning level; Info at V(0) is its warning.
 		klog.FromContext(ctx).Info("Malformed PIDs annotation on pod, using the default", "pod", klog.KObj(pod), "err", err)
 		headroommetrics.InvalidAnnotation(Name, pidstats.AnnotationPodPIDs)
-		if pl.handle != nil && pl.handle.EventRecorder() != nil {
-			pl.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, EventReasonInvalidPIDs, "Scheduling", "%s", err)
+		if pl.Handle != nil && pl.Handle.EventRecorder() != nil {
+			pl.Handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, EventReasonInvalidPIDs, "Scheduling", "%s", err)
 		}
 	}
-	return &podState{pids: pids, now: pl.clock.Now()}
+	return &podState{pids: pids, now: pl.Clock.Now()}
 }
 
 // stateOf returns the state PreFilter or PreScore wrote under key, or works
 // it out afresh (without warning again) when that extension point did not
 // run.
 func (pl *NodePIDs) stateOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *podState {
-	if state != nil {
-		if d, err := state.Read(key); err == nil {
-			if s, ok := d.(*podState); ok {
-				return s
-			}
-		}
+	if s, ok := pl.pods.Read(state, key); ok && s != nil {
+		return s
 	}
 	pids, _ := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
-	return &podState{pids: pids, now: pl.clock.Now()}
+	return &podState{pids: pids, now: pl.Clock.Now()}
 }
 
 // PreFilter works out the pod's PIDs once for the cycle.
 func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(preFilterStateKey, pl.newPodState(ctx, pod))
-	pl.cache.Prune()
+	pl.pods.Write(state, preFilterStateKey, pl.newPodState(ctx, pod))
+	pl.Cache.Prune()
 	return nil, nil
 }
 
 // PreFilterExtensions returns nil: Filter reads the pods of the NodeInfo it
 // is given, so nominated pods and preemption victims need no extra state.
 func (pl *NodePIDs) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// known returns the node's cache entry and whether its PID headroom is known
-// at now (valid annotations, a fresh sample). It allocates nothing.
-func (pl *NodePIDs) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (*nodeEntry, bool) {
-	e := pl.cache.Get(ctx, ni)
-	return e, e.usable(now)
-}
 
 // Filter rejects a node whose estimated free PIDs, less the pod's, would
 // fall below the floor. A node whose PID headroom is unknown passes.
@@ -188,18 +166,19 @@ func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preFilterStateKey, pod)
-	e, ok := pl.known(ctx, ni, s.now)
+	sum, ok := pl.Known(ctx, ni, s.now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's PID headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(s.now, pl.maxSampleAge))
+				"reason", pl.Cache.Get(ctx, ni).unknownReason(s.now, pl.MaxSampleAge))
 		}
 		return nil
 	}
-	if s.pids <= e.room {
+	if s.pids <= nodesample.Room(sum) {
 		return nil
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		e := pl.Cache.Get(ctx, ni)
 		alloc := e.stats.Allocatable()
 		v.Info("Node has too few free PIDs for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
 			"podPIDs", s.pids, "estimatedFree", e.free, "floor", pl.strategy.floor(alloc), "allocatable", alloc,
@@ -212,24 +191,16 @@ func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev
 // PreFilter is not enabled), and skips scoring when no candidate node has
 // known PID headroom: all of them would get UnknownNodeScore.
 func (pl *NodePIDs) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	var s *podState
-	if d, err := state.Read(preFilterStateKey); err == nil {
-		s, _ = d.(*podState)
-	}
+	s, _ := pl.pods.Read(state, preFilterStateKey)
 	if s == nil {
 		s = pl.newPodState(ctx, pod)
-		pl.cache.Prune()
+		pl.Cache.Prune()
 	}
-	for _, ni := range nodes {
-		if ni.Node() == nil {
-			continue
-		}
-		if _, ok := pl.known(ctx, ni, s.now); ok {
-			state.Write(preScoreStateKey, s)
-			return nil
-		}
+	if !pl.AnyKnown(ctx, nodes, s.now) {
+		return fwk.NewStatus(fwk.Skip)
 	}
-	return fwk.NewStatus(fwk.Skip)
+	pl.pods.Write(state, preScoreStateKey, s)
+	return nil
 }
 
 // Score returns the node's estimated free PIDs after placing the pod;
@@ -240,28 +211,19 @@ func (pl *NodePIDs) Score(ctx context.Context, state fwk.CycleState, pod *corev1
 		return 0, fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preScoreStateKey, pod)
-	e, ok := pl.known(ctx, ni, s.now)
+	sum, ok := pl.Known(ctx, ni, s.now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Node's PID headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
-				"reason", e.unknownReason(s.now, pl.maxSampleAge), "score", pl.unknownScore)
+				"reason", pl.Cache.Get(ctx, ni).unknownReason(s.now, pl.MaxSampleAge), "score", pl.UnknownScore)
 		}
 		return nodesample.UnknownRaw, nil
 	}
-	return nodesample.FreeAfter(e.free, s.pids), nil
+	return nodesample.FreeAfter(nodesample.Free(sum), s.pids), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are PID counts.
 func (pl *NodePIDs) ScoreExtensions() fwk.ScoreExtensions { return pl }
-
-// NormalizeScore scales the free PIDs after placement so that the node with
-// the most scores MaxNodeScore and the others in proportion; nodes with
-// unknown PID headroom get UnknownNodeScore, by default the mean of the
-// known nodes' scores.
-func (pl *NodePIDs) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	nodesample.Normalize(scores, pl.unknownScore)
-	return nil
-}
 
 // SignPod lets the scheduler's opportunistic batching reuse results for pods
 // that need the same number of PIDs; a profile with an enabled plugin that

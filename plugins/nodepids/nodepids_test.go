@@ -335,8 +335,8 @@ func TestNew(t *testing.T) {
 			}
 			pl := p.(*NodePIDs)
 			if pl.defaultPodPIDs != configv1.DefaultPodPIDs || pl.strategy.minFreePIDs != configv1.DefaultMinFreePIDs ||
-				pl.strategy.minFreePercent != configv1.DefaultMinFreePercent || pl.maxSampleAge != configv1.DefaultMaxSampleAge ||
-				pl.unknownScore != configv1.DefaultUnknownNodeScore {
+				pl.strategy.minFreePercent != configv1.DefaultMinFreePercent || pl.MaxSampleAge != configv1.DefaultMaxSampleAge ||
+				pl.UnknownScore != configv1.DefaultUnknownNodeScore {
 				t.Errorf("New(%#v) did not default: %+v", obj, pl)
 			}
 		}
@@ -350,7 +350,7 @@ func TestNew(t *testing.T) {
 		}
 		pl := p.(*NodePIDs)
 		if pl.defaultPodPIDs != 7 || pl.strategy != (strategy{minFreePIDs: 8, minFreePercent: 9}) ||
-			pl.maxSampleAge != time.Second || pl.unknownScore != 10 || pl.cache == nil {
+			pl.MaxSampleAge != time.Second || pl.UnknownScore != 10 || pl.Cache == nil {
 			t.Errorf("args not applied: %+v", pl)
 		}
 	})

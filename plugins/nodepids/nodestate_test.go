@@ -42,7 +42,7 @@ func TestNodeStateAgreesWithFilter(t *testing.T) {
 		"bad-pod-list": nodestate.Known,
 	}
 	tp := newPlugin(t, args, nodes, nil)
-	clk := tp.clock.(*testingclock.FakePassiveClock)
+	clk := tp.Clock.(*testingclock.FakePassiveClock)
 	big := pod("big", strconv.Itoa(pidstats.MaxNodePIDs))
 	plugintest.NodeStates(t, tp.NodePIDs, clk.SetTime, tp.nodeStateConfig(), big, nodes,
 		[]time.Time{now, now.Add(time.Second), now.Add(maxAge), now.Add(maxAge + time.Second), now.Add(time.Hour)}, want)

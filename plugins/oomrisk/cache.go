@@ -7,6 +7,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
 // nodeEntry is OOMRisk's model of one node at one NodeInfo generation, kept
@@ -25,6 +26,24 @@ type nodeEntry struct {
 	capacity, allocatable int64
 	err                   error // the node's memory is unknown
 	node                  *oomkill.Node
+}
+
+// The entry's summary (nodecache.Summary), all that Score reads of it on a
+// hit: slack, capacity and allocatable; a capacity of unknownMemory marks a
+// node whose memory is unknown.
+const (
+	sumSlack = iota
+	sumCapacity
+	sumAllocatable
+
+	unknownMemory = -1
+)
+
+func (e *nodeEntry) summary() nodecache.Summary {
+	if e.err != nil {
+		return nodecache.Summary{sumSlack: -1, sumCapacity: unknownMemory, sumAllocatable: unknownMemory}
+	}
+	return nodecache.Summary{sumSlack: e.slack, sumCapacity: e.capacity, sumAllocatable: e.allocatable}
 }
 
 func (pl *OOMRisk) computeEntry(_ context.Context, ni fwk.NodeInfo, _ *nodeEntry) nodeEntry {

@@ -21,6 +21,7 @@ import (
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
@@ -39,6 +40,7 @@ type OOMRisk struct {
 	strategy strategy
 	est      oomkill.Estimate
 	cache    *nodecache.Cache[nodeEntry]
+	pods     cyclestate.Last[*preScoreState] // the incoming pod, prepared
 }
 
 var (
@@ -63,7 +65,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
 		est:      estimateOf(args),
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry)
+	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
 	return pl, nil
 }
 
@@ -90,13 +92,15 @@ type shapeWorst struct {
 	capacity, allocatable, podWorst int64
 }
 
-// podWorst returns the pod's worst-case memory on e's node,
-// in.WorstOn(e.node), from the cycle's last shape when it matches.
-func (s *preScoreState) podWorst(e *nodeEntry) int64 {
-	if w := s.worst.Load(); w != nil && w.capacity == e.capacity && w.allocatable == e.allocatable {
+// podWorst returns the pod's worst-case memory on the summarised node,
+// in.WorstOn(node), from the cycle's last shape when it matches; node is
+// read only when it does not.
+func (s *preScoreState) podWorst(sum nodecache.Summary, node func() *oomkill.Node) int64 {
+	capacity, allocatable := sum[sumCapacity], sum[sumAllocatable]
+	if w := s.worst.Load(); w != nil && w.capacity == capacity && w.allocatable == allocatable {
 		return w.podWorst
 	}
-	w := &shapeWorst{capacity: e.capacity, allocatable: e.allocatable, podWorst: s.in.WorstOn(e.node)}
+	w := &shapeWorst{capacity: capacity, allocatable: allocatable, podWorst: s.in.WorstOn(node())}
 	s.worst.Store(w)
 	return w.podWorst
 }
@@ -118,7 +122,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preScoreStateKey, &preScoreState{in: in})
+	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in})
 	pl.cache.Prune()
 	return nil
 }
@@ -126,7 +130,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 // Score scores the node by the cost of the placement's OOM risk: MaxNodeScore
 // when it puts nothing at risk, less the weighted share at risk.
 func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	s := incoming(state, pod)
+	s := pl.incoming(state, pod)
 	in := s.in
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.MaxNodeScore, nil // as PreScore's Skip: the same everywhere
@@ -135,22 +139,21 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
 	logger := klog.FromContext(ctx)
-	e := pl.cache.Get(ctx, ni)
-	if e.err != nil {
+	sum := pl.cache.Summary(ctx, ni)
+	if sum[sumCapacity] == unknownMemory {
 		if v := logger.V(4); v.Enabled() {
-			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", e.err, "score", neutralScore)
+			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", pl.cache.Get(ctx, ni).err, "score", neutralScore)
 		}
 		return neutralScore, nil
 	}
-	n := e.node
-	podWorst := s.podWorst(e)
+	podWorst := s.podWorst(sum, func() *oomkill.Node { return pl.cache.Get(ctx, ni).node })
 	v := logger.V(4)
-	if podWorst <= e.slack && !v.Enabled() {
+	if podWorst <= sum[sumSlack] && !v.Enabled() {
 		// No shortfall even with the pod: Assess would find no risk and no
 		// collateral, a cost of 0.
 		return fwk.MaxNodeScore, nil
 	}
-	a := n.Assess(in)
+	a := pl.cache.Get(ctx, ni).node.Assess(in)
 	score, cost := pl.strategy.score(a, podWorst)
 	if v.Enabled() {
 		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
@@ -163,11 +166,9 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 
 // incoming returns the pod prepared by PreScore, or prepares it when Score
 // is called without PreScore.
-func incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreState {
-	if data, err := state.Read(preScoreStateKey); err == nil {
-		if s, ok := data.(*preScoreState); ok && s.in.Pod() == pod {
-			return s
-		}
+func (pl *OOMRisk) incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreState {
+	if s, ok := pl.pods.Read(state, preScoreStateKey); ok && s != nil && s.in.Pod() == pod {
+		return s
 	}
 	return &preScoreState{in: oomkill.NewIncoming(pod)}
 }

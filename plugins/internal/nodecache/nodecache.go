@@ -18,18 +18,33 @@
 // pods added, or victims removed in a preemption dry run). Their values are
 // computed but not stored, so they never evict the snapshot's own.
 //
+// The caches of one scheduler (all plugins of all its profiles, which share
+// the scheduler's snapshot) share one index of the nodes: one slot per node
+// holds each cache's value, so the plugins that run one after another on a
+// node find its slot where the first left it in the CPU's caches, and the
+// index is kept once, not once per plugin.
+//
+// What Filter and Score compare on a hit is a Summary of three figures that
+// the slot keeps inline, next to the other caches' summaries: one map probe
+// and one or two cache lines per node for all of Headroom's plugins, rather
+// than a pointer to chase per plugin (at 5,000 nodes, each a cache miss).
+// The full value is one pointer further, for the rarer paths.
+//
 // A hit is a read of an immutable map keyed by the snapshot's NodeInfo
-// pointer (no string hashing, no look at the Node object), an atomic load and
-// a comparison of generations: no lock, no allocation. The maps are replaced
-// (copy on write) only when nodes are added or removed.
+// pointer (no string hashing, no look at the Node object), a few atomic loads
+// and a comparison of generations: no lock, no allocation. The maps are
+// replaced (copy on write) only when nodes are added or removed.
 package nodecache
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	fwk "k8s.io/kube-scheduler/framework"
+	backendcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
@@ -40,26 +55,84 @@ import (
 // prev; it is called concurrently for different nodes.
 type ComputeFunc[V any] func(ctx context.Context, ni fwk.NodeInfo, prev *V) V
 
+// Summary is what a plugin's Filter and Score read of a node's value on a
+// hit: three figures that its SummaryFunc derives from the value.
+type Summary [3]int64
+
+// SummaryFunc derives a value's Summary; it must be cheap and must not
+// allocate.
+type SummaryFunc[V any] func(*V) Summary
+
 // Cache keeps a value per node. The zero value is not usable; use New.
 type Cache[V any] struct {
-	compute ComputeFunc[V]
+	compute   ComputeFunc[V]
+	summarize SummaryFunc[V]
 	// snapshot returns the scheduler's snapshot lister; nil without one.
 	snapshot func() fwk.NodeInfoLister
+	nodes    *nodes // shared with the scheduler's other caches
+	pos      int    // this cache's place in every slot
+}
 
-	slots atomic.Pointer[index[V]] // replaced, never modified
-	mu    sync.Mutex               // serialises replacements of slots
+// maxCaches is how many caches share one index: Headroom's three plugins in
+// one profile. Caches beyond the third of a scheduler (another profile with
+// Headroom's plugins) get an index of their own.
+const maxCaches = 3
+
+// nodes is the index the caches of one scheduler share.
+type nodes struct {
+	slots atomic.Pointer[index] // replaced, never modified
+	mu    sync.Mutex            // serialises replacements of slots, and claims of places
+	used  int                   // places in the slots claimed by caches
 }
 
 // index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
 // name (copies, and bookkeeping). Both maps hold the same slots.
-type index[V any] struct {
-	byInfo map[*framework.NodeInfo]*slot[V]
-	byName map[string]*slot[V]
+type index struct {
+	byInfo map[*framework.NodeInfo]*slot
+	byName map[string]*slot
 }
 
-// slot is one node's place in the cache.
-type slot[V any] struct {
-	cur atomic.Pointer[entry[V]]
+// slot is one node's place in the index: each cache's summary, inline, and
+// its entry, an *entry[V] of the cache's V.
+type slot struct {
+	hot [maxCaches]hot
+	cur [maxCaches]atomic.Value
+}
+
+// hot is a cache's Summary of a node's value and the generation it is of
+// (0: none yet), kept as a sequence lock: gen is writing (no generation has
+// it) while a writer changes the figures, so a reader that sees the same
+// generation before and after reading them has read them whole.
+type hot struct {
+	gen atomic.Int64
+	sum [len(Summary{})]atomic.Int64
+}
+
+// writing marks a summary being written. Generations are positive (they
+// count up from 1).
+const writing = -1
+
+// read returns the summary if it is of generation gen.
+func (h *hot) read(gen int64) (Summary, bool) {
+	if h.gen.Load() != gen {
+		return Summary{}, false
+	}
+	s := Summary{h.sum[0].Load(), h.sum[1].Load(), h.sum[2].Load()}
+	return s, h.gen.Load() == gen
+}
+
+// write stores s as generation gen's summary, unless another writer is at
+// it (the figures are then left to it; a reader of gen falls back to the
+// entry).
+func (h *hot) write(gen int64, s Summary) {
+	old := h.gen.Load()
+	if old == writing || !h.gen.CompareAndSwap(old, writing) {
+		return
+	}
+	for i := range s {
+		h.sum[i].Store(s[i])
+	}
+	h.gen.Store(gen)
 }
 
 // entry is a value computed for one generation of one NodeInfo; immutable.
@@ -71,12 +144,67 @@ type entry[V any] struct {
 	owner      fwk.NodeInfo // the NodeInfo it was computed from
 }
 
-// New returns an empty cache that computes values with compute. h is the
+// shared finds the index of every live scheduler snapshot. It holds both
+// weakly: the caches hold their index, and it goes with them and their
+// scheduler.
+var shared struct {
+	mu   sync.Mutex
+	byID map[weak.Pointer[backendcache.Snapshot]]weak.Pointer[nodes]
+}
+
+// nodesFor returns an index with a free place, and the place: the one
+// shared by the caches of the scheduler whose snapshot h has, or a new one
+// for a handle without the scheduler's snapshot type.
+func nodesFor(h fwk.Handle) (*nodes, int) {
+	var snap *backendcache.Snapshot
+	if h != nil {
+		snap, _ = h.SnapshotSharedLister().(*backendcache.Snapshot)
+	}
+	if snap == nil {
+		return newNodes(), 0
+	}
+	key := weak.Make(snap)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	entry, known := shared.byID[key]
+	n := entry.Value()
+	if n == nil || n.used == maxCaches {
+		// A full index stays where it is for its caches; a newer one
+		// takes the next ones.
+		if shared.byID == nil {
+			shared.byID = map[weak.Pointer[backendcache.Snapshot]]weak.Pointer[nodes]{}
+		}
+		if !known {
+			runtime.AddCleanup(snap, func(key weak.Pointer[backendcache.Snapshot]) {
+				shared.mu.Lock()
+				delete(shared.byID, key)
+				shared.mu.Unlock()
+			}, key)
+		}
+		n = newNodes()
+		shared.byID[key] = weak.Make(n)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	pos := n.used
+	n.used++
+	return n, pos
+}
+
+func newNodes() *nodes {
+	n := &nodes{}
+	n.slots.Store(&index{byInfo: map[*framework.NodeInfo]*slot{}, byName: map[string]*slot{}})
+	return n
+}
+
+// New returns an empty cache that computes values with compute, and their
+// summaries with summarize. h is the
 // scheduler's handle: its snapshot tells the snapshot's own NodeInfos from
-// temporary copies, and which nodes are gone. A nil h (or one without a
+// temporary copies, and which nodes are gone, and the caches of handles with
+// the same snapshot share one index of the nodes. A nil h (or one without a
 // snapshot) stores every value and never prunes.
-func New[V any](h fwk.Handle, compute ComputeFunc[V]) *Cache[V] {
-	c := &Cache[V]{compute: compute, snapshot: func() fwk.NodeInfoLister { return nil }}
+func New[V any](h fwk.Handle, compute ComputeFunc[V], summarize SummaryFunc[V]) *Cache[V] {
+	c := &Cache[V]{compute: compute, summarize: summarize, snapshot: func() fwk.NodeInfoLister { return nil }}
 	if h != nil {
 		c.snapshot = func() fwk.NodeInfoLister {
 			if l := h.SnapshotSharedLister(); l != nil {
@@ -85,24 +213,57 @@ func New[V any](h fwk.Handle, compute ComputeFunc[V]) *Cache[V] {
 			return nil
 		}
 	}
-	c.slots.Store(&index[V]{byInfo: map[*framework.NodeInfo]*slot[V]{}, byName: map[string]*slot[V]{}})
+	c.nodes, c.pos = nodesFor(h)
 	return c
+}
+
+// load returns the cache's entry in s, or nil.
+func (c *Cache[V]) load(s *slot) *entry[V] {
+	e, _ := s.cur[c.pos].Load().(*entry[V])
+	return e
 }
 
 // Get returns the value for ni, computing it when the node's stored value
 // is of another generation. The result is shared: callers must not modify
 // it. ni.Node() must not be nil.
 func (c *Cache[V]) Get(ctx context.Context, ni fwk.NodeInfo) *V {
+	e, _ := c.get(ctx, ni, ni.GetGeneration())
+	return &e.value
+}
+
+// Summary returns the summary of ni's value, as Get would return it. On a
+// hit it reads the node's slot only, not the value. ni.Node() must not be
+// nil.
+func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
 	generation := ni.GetGeneration()
-	idx := c.slots.Load()
 	// The scheduler's NodeInfos are *framework.NodeInfo; a map keyed by the
 	// concrete pointer hashes 8 bytes.
+	p, _ := ni.(*framework.NodeInfo)
+	if s := c.nodes.slots.Load().byInfo[p]; s != nil && p != nil {
+		if sum, ok := s.hot[c.pos].read(generation); ok {
+			return sum
+		}
+	}
+	e, s := c.get(ctx, ni, generation)
+	sum := c.summarize(&e.value)
+	if s != nil && e.generation == generation {
+		// The value was stored without its summary (another writer was
+		// at it): the next reader finds it.
+		s.hot[c.pos].write(generation, sum)
+	}
+	return sum
+}
+
+// get returns the entry for ni, and the slot of the snapshot's NodeInfo
+// when ni is that one.
+func (c *Cache[V]) get(ctx context.Context, ni fwk.NodeInfo, generation int64) (*entry[V], *slot) {
+	idx := c.nodes.slots.Load()
 	p, _ := ni.(*framework.NodeInfo)
 	s, known := idx.byInfo[p]
 	known = known && p != nil
 	if known {
-		if e := s.cur.Load(); e != nil && e.generation == generation {
-			return &e.value
+		if e := c.load(s); e != nil && e.generation == generation {
+			return e, s
 		}
 	}
 	return c.miss(ctx, ni, generation, s, known, idx)
@@ -110,7 +271,7 @@ func (c *Cache[V]) Get(ctx context.Context, ni fwk.NodeInfo) *V {
 
 // miss is Get's slow path: a changed node, a copy, or a node the index
 // does not know by its NodeInfo yet.
-func (c *Cache[V]) miss(ctx context.Context, ni fwk.NodeInfo, generation int64, s *slot[V], known bool, idx *index[V]) *V {
+func (c *Cache[V]) miss(ctx context.Context, ni fwk.NodeInfo, generation int64, s *slot, known bool, idx *index) (*entry[V], *slot) {
 	name := ni.Node().Name
 	if !known {
 		s = idx.byName[name]
@@ -118,8 +279,11 @@ func (c *Cache[V]) miss(ctx context.Context, ni fwk.NodeInfo, generation int64, 
 	var prev *entry[V]
 	if s != nil {
 		// A copy of the same generation has the same contents.
-		if prev = s.cur.Load(); prev != nil && prev.generation == generation {
-			return &prev.value
+		if prev = c.load(s); prev != nil && prev.generation == generation {
+			if !known {
+				s = nil
+			}
+			return prev, s
 		}
 	}
 
@@ -137,19 +301,23 @@ func (c *Cache[V]) miss(ctx context.Context, ni fwk.NodeInfo, generation int64, 
 		if !known {
 			s = c.slotFor(name, ni)
 		}
-		s.store(e)
+		c.store(s, e)
+		return e, s
 	}
-	return &e.value
+	return e, nil
 }
 
-// store keeps e unless a value of a newer generation is stored already.
-func (s *slot[V]) store(e *entry[V]) {
+// store keeps e in s unless a value of a newer generation is stored already.
+func (c *Cache[V]) store(s *slot, e *entry[V]) {
+	v := &s.cur[c.pos]
 	for {
-		old := s.cur.Load()
+		cur := v.Load()
+		old, _ := cur.(*entry[V])
 		if old != nil && old.owner == e.owner && old.generation > e.generation {
 			return
 		}
-		if s.cur.CompareAndSwap(old, e) {
+		if v.CompareAndSwap(cur, e) {
+			s.hot[c.pos].write(e.generation, c.summarize(&e.value))
 			return
 		}
 	}
@@ -171,30 +339,48 @@ func (c *Cache[V]) own(name string, ni fwk.NodeInfo) bool {
 // snapshot, in one replacement of the index, and indexes it under ni: the
 // first cycle after a fleet of nodes is added copies the index once, not
 // once per node.
-func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot[V] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.slots.Load()
+func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot {
+	n := c.nodes
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := n.slots.Load()
 	if p, _ := ni.(*framework.NodeInfo); p != nil {
 		if s, ok := old.byInfo[p]; ok {
 			return s
 		}
 	}
-	var nodes []fwk.NodeInfo
+	var infos []fwk.NodeInfo
 	if lister := c.snapshot(); lister != nil {
-		nodes, _ = lister.List()
+		infos, _ = lister.List()
 	}
-	next := &index[V]{
-		byInfo: make(map[*framework.NodeInfo]*slot[V], max(len(old.byInfo), len(nodes))+1),
-		byName: make(map[string]*slot[V], max(len(old.byName), len(nodes))+1),
+	next := &index{
+		byInfo: make(map[*framework.NodeInfo]*slot, max(len(old.byInfo), len(infos))+1),
+		byName: make(map[string]*slot, max(len(old.byName), len(infos))+1),
 	}
-	for n, s := range old.byName {
-		next.byName[n] = s
+	for name, s := range old.byName {
+		next.byName[name] = s
 	}
-	add := func(name string, ni fwk.NodeInfo) *slot[V] {
+	// New nodes' slots come from one block, in the snapshot's order of its
+	// nodes, which is the order in which Filter visits them: a node's
+	// neighbours in that order are its neighbours in memory, which the CPU
+	// fetches ahead. (A block stays allocated while one of its slots is in
+	// use: at most one block's worth per addition of nodes.)
+	fresh := 1
+	for _, info := range infos {
+		if node := info.Node(); node != nil && next.byName[node.Name] == nil {
+			fresh++
+		}
+	}
+	block := make([]slot, 0, fresh)
+	add := func(name string, ni fwk.NodeInfo) *slot {
 		s := next.byName[name]
 		if s == nil {
-			s = &slot[V]{}
+			if len(block) < cap(block) {
+				block = block[:len(block)+1]
+				s = &block[len(block)-1]
+			} else {
+				s = &slot{}
+			}
 			next.byName[name] = s
 		}
 		if p, _ := ni.(*framework.NodeInfo); p != nil {
@@ -202,7 +388,7 @@ func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot[V] {
 		}
 		return s
 	}
-	for _, info := range nodes {
+	for _, info := range infos {
 		if node := info.Node(); node != nil {
 			add(node.Name, info)
 		}
@@ -210,33 +396,34 @@ func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot[V] {
 	// NodeInfos the snapshot no longer holds (replaced by a re-added node's)
 	// are left out; those of nodes it never held (no snapshot) are kept.
 	for info, s := range old.byInfo {
-		if len(nodes) == 0 && next.byInfo[info] == nil {
+		if len(infos) == 0 && next.byInfo[info] == nil {
 			next.byInfo[info] = s
 		}
 	}
 	s := add(name, ni)
-	c.slots.Store(next)
+	n.slots.Store(next)
 	return s
 }
 
-// Prune drops the nodes that the snapshot no longer holds. It costs a length
-// comparison unless the cache holds more nodes than the snapshot, so
-// plugins call it once per scheduling cycle (PreFilter, PreScore): the cache
-// never outgrows the cluster by more than the nodes deleted since the last
-// cycle.
+// Prune drops the nodes that the snapshot no longer holds, for every cache
+// that shares the index. It costs a length comparison unless the index holds
+// more nodes than the snapshot, so plugins call it once per scheduling cycle
+// (PreFilter, PreScore): the index never outgrows the cluster by more than
+// the nodes deleted since the last cycle.
 func (c *Cache[V]) Prune() {
 	lister := c.snapshot()
 	if lister == nil {
 		return
 	}
-	nodes, err := lister.List()
-	if err != nil || len(c.slots.Load().byName) <= len(nodes) {
+	infos, err := lister.List()
+	n := c.nodes
+	if err != nil || len(n.slots.Load().byName) <= len(infos) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.slots.Load()
-	next := &index[V]{byInfo: make(map[*framework.NodeInfo]*slot[V], len(nodes)), byName: make(map[string]*slot[V], len(nodes))}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := n.slots.Load()
+	next := &index{byInfo: make(map[*framework.NodeInfo]*slot, len(infos)), byName: make(map[string]*slot, len(infos))}
 	for name, s := range old.byName {
 		if _, err := lister.Get(name); err == nil {
 			next.byName[name] = s
@@ -249,17 +436,17 @@ func (c *Cache[V]) Prune() {
 			}
 		}
 	}
-	c.slots.Store(next)
+	n.slots.Store(next)
 }
 
 // Len returns the number of nodes the cache has a place for.
-func (c *Cache[V]) Len() int { return len(c.slots.Load().byName) }
+func (c *Cache[V]) Len() int { return len(c.nodes.slots.Load().byName) }
 
 // Stored returns the value stored for the node, or nil: for tests and
 // diagnostics, which look at the cache without computing.
 func (c *Cache[V]) Stored(name string) *V {
-	if s := c.slots.Load().byName[name]; s != nil {
-		if e := s.cur.Load(); e != nil {
+	if s := c.nodes.slots.Load().byName[name]; s != nil {
+		if e := c.load(s); e != nil {
 			return &e.value
 		}
 	}

@@ -42,7 +42,7 @@ func newFixture(t testing.TB, nodes ...string) *fixture {
 	f.cache = New(h, func(_ context.Context, ni fwk.NodeInfo, prev *value) value {
 		f.computed.Add(1)
 		return value{pods: len(ni.GetPods()), prev: prev != nil}
-	})
+	}, func(v *value) Summary { return Summary{int64(v.pods)} })
 	return f
 }
 
@@ -140,7 +140,8 @@ func TestPrune(t *testing.T) {
 }
 
 func TestWithoutHandle(t *testing.T) {
-	c := New(nil, func(_ context.Context, ni fwk.NodeInfo, _ *value) value { return value{pods: len(ni.GetPods())} })
+	c := New(nil, func(_ context.Context, ni fwk.NodeInfo, _ *value) value { return value{pods: len(ni.GetPods())} },
+		func(v *value) Summary { return Summary{int64(v.pods)} })
 	ni := framework.NewNodeInfo(podOn("p", "x"))
 	ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}})
 	if got := c.Get(t.Context(), ni); got.pods != 1 || c.Stored("x") != got {
@@ -191,19 +192,26 @@ func TestConcurrentUse(t *testing.T) {
 
 var sink *value
 
-// BenchmarkGetHit is the common case: the node has not changed since the
-// last cycle. It must not allocate.
-func BenchmarkGetHit(b *testing.B) {
+// filled returns a cache of 5,000 nodes, each with its value stored, and
+// the snapshot's NodeInfos.
+func filled(b *testing.B) (*fixture, []fwk.NodeInfo) {
 	names := make([]string, 5000)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%d", i)
 	}
 	f := newFixture(b, names...)
-	ctx := b.Context()
 	infos, _ := f.snapshot.NodeInfos().List()
 	for _, ni := range infos {
-		f.cache.Get(ctx, ni)
+		f.cache.Get(b.Context(), ni)
 	}
+	return f, infos
+}
+
+// BenchmarkGetHit is the common case: the node has not changed since the
+// last cycle. It must not allocate.
+func BenchmarkGetHit(b *testing.B) {
+	f, infos := filled(b)
+	ctx := b.Context()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -223,14 +231,131 @@ func TestPruneForgetsNodeInfos(t *testing.T) {
 	f.snapshot = cache.NewSnapshot(nil, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "b"}}})
 	f.cache.snapshot = func() fwk.NodeInfoLister { return f.snapshot.NodeInfos() }
 	f.cache.Prune()
-	idx := f.cache.slots.Load()
+	idx := f.cache.nodes.slots.Load()
 	if len(idx.byInfo) != 0 || len(idx.byName) != 1 {
 		t.Fatalf("after a left and b was replaced by a new snapshot: %d NodeInfos, %d names indexed; want 0 and 1", len(idx.byInfo), len(idx.byName))
 	}
 	if got := f.cache.Get(ctx, f.nodeInfo(t, "b")); got == nil || f.cache.Stored("b") != got {
 		t.Fatal("b's new NodeInfo was not stored")
 	}
-	if len(f.cache.slots.Load().byInfo) != 1 {
+	if len(f.cache.nodes.slots.Load().byInfo) != 1 {
 		t.Fatal("b's new NodeInfo was not indexed")
+	}
+}
+
+// The caches of one scheduler share one index, each with its own value in a
+// node's slot; a scheduler with another snapshot has an index of its own,
+// and caches beyond maxCaches start another.
+func TestCachesShareTheSchedulersIndex(t *testing.T) {
+	f := newFixture(t, "a", "b")
+	ctx := t.Context()
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := New(h, func(_ context.Context, ni fwk.NodeInfo, _ *string) string { return "other " + ni.Node().Name },
+		func(v *string) Summary { return Summary{int64(len(*v))} })
+	if other.nodes != f.cache.nodes || other.pos == f.cache.pos {
+		t.Fatalf("two caches of one snapshot: same index %v, places %d and %d; want one index, two places",
+			other.nodes == f.cache.nodes, f.cache.pos, other.pos)
+	}
+	ni := f.nodeInfo(t, "a")
+	ni.AddPod(podOn("p", "a"))
+	if got := f.cache.Get(ctx, ni); got.pods != 1 {
+		t.Fatalf("first cache: %+v", *got)
+	}
+	if got := other.Get(ctx, ni); *got != "other a" {
+		t.Fatalf("second cache: %q", *got)
+	}
+	if f.cache.Stored("a").pods != 1 || *other.Stored("a") != "other a" || f.cache.Len() != 2 || other.Len() != 2 {
+		t.Fatal("the caches' values in one slot are not kept apart")
+	}
+
+	g := newFixture(t, "a")
+	if g.cache.nodes == f.cache.nodes {
+		t.Fatal("two schedulers' snapshots share an index")
+	}
+	for range maxCaches - 2 {
+		New(h, func(context.Context, fwk.NodeInfo, *int) int { return 0 }, func(*int) Summary { return Summary{} })
+	}
+	if c := New(h, func(context.Context, fwk.NodeInfo, *int) int { return 0 }, func(*int) Summary { return Summary{} }); c.nodes == f.cache.nodes || c.pos != 0 {
+		t.Fatalf("cache %d of a snapshot took place %d of the full index", maxCaches+1, c.pos)
+	}
+}
+
+// Summary reads the slot's figures on a hit, and follows the generation as
+// Get does; a copy's summary is computed, not stored.
+func TestSummaryFollowsGeneration(t *testing.T) {
+	f := newFixture(t, "a")
+	ctx := t.Context()
+	ni := f.nodeInfo(t, "a")
+	if got := f.cache.Summary(ctx, ni); got != (Summary{0}) || f.computed.Load() != 1 {
+		t.Fatalf("first summary %v after %d computations, want [0 0 0] after 1", got, f.computed.Load())
+	}
+	if got := f.cache.Summary(ctx, ni); got != (Summary{0}) || f.computed.Load() != 1 {
+		t.Fatalf("same generation: %v after %d computations, want [0 0 0] after 1", got, f.computed.Load())
+	}
+	ni.AddPod(podOn("p", "a"))
+	if got := f.cache.Summary(ctx, ni); got != (Summary{1}) || f.computed.Load() != 2 {
+		t.Fatalf("after a pod was added: %v after %d computations, want [1 0 0] after 2", got, f.computed.Load())
+	}
+	if got := f.cache.Get(ctx, ni); got.pods != 1 || f.computed.Load() != 2 {
+		t.Fatalf("Get after Summary: %+v, %d computations; want the stored value", *got, f.computed.Load())
+	}
+	copied := ni.Snapshot().(*framework.NodeInfo)
+	copied.AddPod(podOn("q", "a"))
+	if got := f.cache.Summary(ctx, copied); got != (Summary{2}) {
+		t.Fatalf("copy with another pod: %v, want [2 0 0]", got)
+	}
+	if got := f.cache.Summary(ctx, ni); got != (Summary{1}) || f.computed.Load() != 3 {
+		t.Fatalf("the copy's summary replaced the snapshot's: %v after %d computations", got, f.computed.Load())
+	}
+}
+
+// Readers never see a summary of one generation under another, while
+// writers store summaries of new generations (run with -race).
+func TestSummaryConcurrent(t *testing.T) {
+	var h hot
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 2 {
+		wg.Go(func() {
+			for gen := int64(1 + w); ; gen += 2 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h.write(gen, Summary{gen, 2 * gen, 3 * gen})
+			}
+		})
+	}
+	for range 100000 {
+		gen := h.gen.Load()
+		if gen <= 0 {
+			continue
+		}
+		if s, ok := h.read(gen); ok && s != (Summary{gen, 2 * gen, 3 * gen}) {
+			t.Fatalf("generation %d read as %v", gen, s)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// BenchmarkSummaryHit is Filter's and Score's common case: the node has
+// not changed since the last cycle. It must not allocate.
+func BenchmarkSummaryHit(b *testing.B) {
+	f, infos := filled(b)
+	ctx := b.Context()
+	b.ReportAllocs()
+	i := 0
+	var sum int64
+	for b.Loop() {
+		sum += f.cache.Summary(ctx, infos[i])[0]
+		i = (i + 1) % len(infos)
+	}
+	if sum != 0 {
+		b.Fatal("nodes without pods summarised with pods")
 	}
 }

@@ -1,13 +1,15 @@
 // Package nodesample is what Headroom's scheduler plugins that read a node
-// sample from annotations (NodePIDs, NodeIPs) share besides the per-node
-// cache (plugins/internal/nodecache): how a node's free units after placing
-// the pod become a score, with the rule for nodes whose headroom is
-// unknown, and when a pod that a plugin rejected is worth retrying after a
-// node's sample changes or a pod leaves a node.
+// sample from annotations (NodePIDs, NodeIPs) share: their core (Core: the
+// wiring, the per-node cache of plugins/internal/nodecache and the summary
+// Filter and Score read from it), how a node's free units after placing the
+// pod become a score, with the rule for nodes whose headroom is unknown,
+// and when a pod that a plugin rejected is worth retrying after a node's
+// sample changes or a pod leaves a node.
 package nodesample
 
 import (
 	"iter"
+	"math"
 	"math/bits"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/sample"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
 // UnknownRaw marks, between Score and NormalizeScore, a node whose headroom
@@ -208,3 +211,40 @@ func PodDeleteHint(logger klog.Logger, kind string, pod, deleted *corev1.Pod, no
 	logger.V(5).Info("Deleted pod's "+kind+"s no longer count on its node", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted), "node", nodeName)
 	return fwk.Queue
 }
+
+// The summary (nodecache.Summary) that NodePIDs and NodeIPs keep of a node,
+// all that Filter and Score read of it on a hit: the estimated free units,
+// the room above the plugin's floor (the most a pod may need and still pass
+// Filter) and the last time, in Unix nanoseconds, at which the sample may be
+// used.
+const (
+	sumFree = iota
+	sumRoom
+	sumUsableUntil
+)
+
+// Summarize is the plugins' nodecache.SummaryFunc core: free and room of a
+// sample parsed with parseErr, which goes stale after staleAfter (zero: never).
+func Summarize(free, room int64, staleAfter time.Time, parseErr error) nodecache.Summary {
+	var s nodecache.Summary
+	switch {
+	case parseErr != nil:
+		s[sumUsableUntil] = math.MinInt64
+	case staleAfter.IsZero():
+		s[sumUsableUntil] = math.MaxInt64
+	default:
+		s[sumUsableUntil] = staleAfter.UnixNano()
+	}
+	s[sumFree], s[sumRoom] = free, room
+	return s
+}
+
+// Usable reports whether the summarised node's headroom is known at now:
+// valid annotations and a sample no older than the plugin's MaxSampleAge.
+func Usable(s nodecache.Summary, now time.Time) bool { return now.UnixNano() <= s[sumUsableUntil] }
+
+// Free is the summarised node's estimated free units.
+func Free(s nodecache.Summary) int64 { return s[sumFree] }
+
+// Room is the summarised node's free units above the plugin's floor.
+func Room(s nodecache.Summary) int64 { return s[sumRoom] }

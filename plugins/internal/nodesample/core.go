@@ -1,0 +1,72 @@
+package nodesample
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+)
+
+// Core is what NodePIDs and NodeIPs share besides their figure: the wiring
+// to the scheduler, the per-node cache of entries E (with the summary
+// Summarize builds), the unknown-node rule and NormalizeScore. A plugin
+// embeds it and sets Cache in its New.
+type Core[E any] struct {
+	Handle fwk.Handle
+	// MaxSampleAge is the age beyond which a sample counts as unknown; 0:
+	// no limit.
+	MaxSampleAge time.Duration
+	// UnknownScore is the score of a node whose headroom is unknown, or
+	// config.UnknownNodeScoreMeanOfKnown.
+	UnknownScore int64
+	Cache        *nodecache.Cache[E]
+	Clock        clock.PassiveClock
+	// NodeLister lets the pod-deletion queueing hint look at the pod's
+	// node; nil when the handle has no informer factory.
+	NodeLister corelisters.NodeLister
+}
+
+// NewCore returns the core of a plugin built with handle h; the caller
+// sets Cache.
+func NewCore[E any](h fwk.Handle, maxSampleAge time.Duration, unknownScore int64) Core[E] {
+	c := Core[E]{Handle: h, MaxSampleAge: maxSampleAge, UnknownScore: unknownScore, Clock: clock.RealClock{}}
+	if h != nil && h.SharedInformerFactory() != nil {
+		c.NodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
+	}
+	return c
+}
+
+// Known returns the node's summary and whether its headroom is known at
+// now (valid annotations, a fresh sample). It allocates nothing.
+func (c *Core[E]) Known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {
+	sum := c.Cache.Summary(ctx, ni)
+	return sum, Usable(sum, now)
+}
+
+// AnyKnown reports whether one of the nodes has known headroom at now:
+// when none has, every node would get the same score, and PreScore skips.
+func (c *Core[E]) AnyKnown(ctx context.Context, nodes []fwk.NodeInfo, now time.Time) bool {
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		if _, ok := c.Known(ctx, ni, now); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// NormalizeScore scales the free units after placement (Score's raw
+// scores) so that the node with the most scores MaxNodeScore and the
+// others in proportion; nodes with unknown headroom get UnknownScore, by
+// default the mean of the known nodes' scores.
+func (c *Core[E]) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	Normalize(scores, c.UnknownScore)
+	return nil
+}

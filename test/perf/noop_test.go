@@ -1,0 +1,72 @@
+package perf
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
+	"github.com/headroom-k8s/headroom/plugins/nodepids"
+	"github.com/headroom-k8s/headroom/plugins/oomrisk"
+)
+
+// The HeadroomNoop profile replaces each of Headroom's plugins with a
+// stand-in that does nothing at the same extension points (and weight), so
+// that it measures what the scheduler framework itself spends on three more
+// plugins per node: Headroom's own cost is the difference between Headroom
+// and HeadroomNoop.
+
+// noopPrefix names a stand-in: noopPrefix + the plugin's name.
+const noopPrefix = "Noop"
+
+// noopFilterScore stands in for NodePIDs and NodeIPs: PreFilter, Filter,
+// PreScore, Score and NormalizeScore.
+type noopFilterScore struct{ name string }
+
+func (p noopFilterScore) Name() string { return p.name }
+func (noopFilterScore) PreFilter(context.Context, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	return nil, nil
+}
+func (noopFilterScore) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+func (noopFilterScore) Filter(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+func (noopFilterScore) PreScore(context.Context, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+func (noopFilterScore) Score(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeInfo) (int64, *fwk.Status) {
+	return 0, nil
+}
+func (p noopFilterScore) ScoreExtensions() fwk.ScoreExtensions { return p }
+func (noopFilterScore) NormalizeScore(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeScoreList) *fwk.Status {
+	return nil
+}
+
+// noopScore stands in for OOMRisk: PreScore and Score.
+type noopScore struct{ name string }
+
+func (p noopScore) Name() string { return p.name }
+func (noopScore) PreScore(context.Context, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+func (noopScore) Score(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeInfo) (int64, *fwk.Status) {
+	return fwk.MaxNodeScore, nil
+}
+func (noopScore) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// noopRegistry returns the stand-ins' factories.
+func noopRegistry() frameworkruntime.Registry {
+	r := frameworkruntime.Registry{}
+	for _, name := range []string{nodepids.Name, nodeips.Name} {
+		r[noopPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+			return noopFilterScore{name: noopPrefix + name}, nil
+		}
+	}
+	r[noopPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return noopScore{name: noopPrefix + oomrisk.Name}, nil
+	}
+	return r
+}
