@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -321,20 +319,8 @@ func TestAPIServerRestart(t *testing.T) {
 	if err := cp.ApplyShippedIdentities(ctx); err != nil {
 		t.Fatal(err)
 	}
-	agent := agentPod(ctx, t, cp.Client, "node-a")
-	cgroupRoot := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(cgroupRoot, "pids", "kubepods"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	metricsAddr := freeAddr(t)
-	const interval = time.Second
-	agentProc, err := cp.StartProcessAs("node-agent-a", "headroom-node-agent", "--node-name=node-a",
-		"--kubeconfig="+serviceAccountKubeconfig(ctx, t, cp, controlplane.Namespace, "headroom-node-agent", agent),
-		"--cgroup-root="+cgroupRoot, "--interval="+interval.String(), "--max-interval=2s",
-		"--hysteresis-pids=0", "--hysteresis-percent=0", "--metrics-bind-address="+metricsAddr, "--v=2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentProc := startNodeAgent(ctx, t, cp, "node-a", "--metrics-bind-address="+metricsAddr, "--v=2")
 	writes := func() int {
 		m := regexp.MustCompile(`(?m)^headroom_node_agent_writes_total (\d+)$`).FindStringSubmatch(get(t, "http://"+metricsAddr+"/metrics"))
 		if m == nil {
@@ -415,7 +401,7 @@ func TestAPIServerRestart(t *testing.T) {
 	checkBoundOnce(t, cp, bindings, "burst", n)
 
 	agentDelay := resumed.Sub(up)
-	bound := time.Duration(1.5*float64(outage+10*time.Second)) + interval
+	bound := time.Duration(1.5*float64(outage+10*time.Second)) + agentInterval
 	t.Logf("node agent: first write %.1fs after kube-apiserver was back (bound %.1fs for an outage of %.1fs)", agentDelay.Seconds(), bound.Seconds(), outage.Seconds())
 	if agentDelay > bound+time.Second {
 		t.Errorf("node agent resumed writing %s after recovery, beyond its backoff bound %s", agentDelay, bound)

@@ -63,6 +63,31 @@ func agentPod(ctx context.Context, t *testing.T, c kubernetes.Interface, node st
 	return pod
 }
 
+// agentInterval is how often startNodeAgent's agent samples and writes.
+const agentInterval = time.Second
+
+// startNodeAgent runs headroom-node-agent for node as the shipped
+// DaemonSet's pod does (its pod, a token bound to it), on an empty pod
+// cgroup tree, writing every agentInterval whatever changed (no
+// hysteresis, a forced write every 2 s). args are added to its flags.
+func startNodeAgent(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, args ...string) *controlplane.Process {
+	t.Helper()
+	pod := agentPod(ctx, t, cp.Client, node)
+	cgroupRoot := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cgroupRoot, "pids", "kubepods"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"--node-name=" + node,
+		"--kubeconfig=" + serviceAccountKubeconfig(ctx, t, cp, controlplane.Namespace, "headroom-node-agent", pod),
+		"--cgroup-root=" + cgroupRoot, "--interval=" + agentInterval.String(), "--max-interval=2s",
+		"--hysteresis-pids=0", "--hysteresis-percent=0"}, args...)
+	proc, err := cp.StartProcessAs("node-agent-"+strings.TrimPrefix(node, "node-"), "headroom-node-agent", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc
+}
+
 // TestNodeAgent runs the real headroom-node-agent against a real API server
 // with the shipped manifests: its pod-bound token writes its own node's PID
 // totals (checked against this machine's /proc) and per-pod figures (from

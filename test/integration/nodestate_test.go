@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,18 +44,7 @@ func TestNodeAgentOutageIsVisible(t *testing.T) {
 
 	// The node agent on node-a writes every second; no CNI network, so no
 	// pod-IP sample on either node.
-	agent := agentPod(ctx, t, cp.Client, "node-a")
-	cgroupRoot := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(cgroupRoot, "pids", "kubepods"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	agentProc, err := cp.StartProcessAs("node-agent-a", "headroom-node-agent", "--node-name=node-a",
-		"--kubeconfig="+serviceAccountKubeconfig(ctx, t, cp, controlplane.Namespace, "headroom-node-agent", agent),
-		"--cgroup-root="+cgroupRoot, "--cni-conf-dir="+t.TempDir(), "--interval=1s", "--max-interval=2s",
-		"--hysteresis-pids=0", "--hysteresis-percent=0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentProc := startNodeAgent(ctx, t, cp, "node-a", "--cni-conf-dir="+t.TempDir())
 
 	const maxSampleAge = 15 * time.Second
 	sched, err := cp.StartScheduler(ctx, withMaxSampleAge(t, repoFile(t, shippedSchedulerConfig), maxSampleAge))
