@@ -2,7 +2,6 @@ package nodepids
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
 // benchNode is the scheduling snapshot's NodeInfo of a node with the given
@@ -142,20 +142,13 @@ func BenchmarkCacheBytesPerNode(b *testing.B) {
 		}
 		state := framework.NewCycleState()
 		tp.PreFilter(ctx, state, p, nil)
-		before := heapAlloc()
-		for _, ni := range infos {
-			tp.Filter(ctx, state, p, ni)
-		}
-		b.ReportMetric(float64(heapAlloc()-before)/n, "B/node")
+		plugintest.ReportHeapPerNode(b, n, func() {
+			for _, ni := range infos {
+				tp.Filter(ctx, state, p, ni)
+			}
+		})
 		if tp.Cache.Len() != n {
 			b.Fatalf("%d cached nodes", tp.Cache.Len())
 		}
 	}
-}
-
-func heapAlloc() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }

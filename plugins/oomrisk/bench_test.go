@@ -3,7 +3,6 @@ package oomrisk
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
 // benchSetup returns the plugin, a prepared cycle state, the incoming pod and
@@ -138,20 +139,13 @@ func BenchmarkCacheBytesPerNode(b *testing.B) {
 		}
 		state := framework.NewCycleState()
 		pl.PreScore(ctx, state, in, nil)
-		before := heapAlloc()
-		for _, ni := range infos {
-			scoreSink, _ = pl.Score(ctx, state, in, ni)
-		}
-		b.ReportMetric(float64(heapAlloc()-before)/n, "B/node")
+		plugintest.ReportHeapPerNode(b, n, func() {
+			for _, ni := range infos {
+				scoreSink, _ = pl.Score(ctx, state, in, ni)
+			}
+		})
 		if pl.cache.Len() != n {
 			b.Fatalf("%d cached nodes", pl.cache.Len())
 		}
 	}
-}
-
-func heapAlloc() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }

@@ -6,6 +6,7 @@ package plugintest
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -177,4 +178,21 @@ func Scores(t testing.TB, pl ScorePlugin, p *corev1.Pod, nodes ...fwk.NodeInfo) 
 		out[ns.Name] = ns.Score
 	}
 	return out
+}
+
+// ReportHeapPerNode runs fill, which touches each of n nodes once, and
+// reports the heap it leaves behind (after a GC on both sides) as the
+// benchmark metric B/node: the per-node state a plugin keeps.
+func ReportHeapPerNode(b *testing.B, n int, fill func()) {
+	b.Helper()
+	before := heapAlloc()
+	fill()
+	b.ReportMetric(float64(heapAlloc()-before)/float64(n), "B/node")
+}
+
+func heapAlloc() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
