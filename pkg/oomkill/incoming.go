@@ -132,3 +132,20 @@ func (in *Incoming) WorstOn(n *Node) int64 {
 	}
 	return in.planFor(n).podWorst
 }
+
+// WorstWithin returns the pod's worst-case memory on any node with the given
+// allocatable memory under est: what WorstOn returns for such a node. It
+// never falls as allocatable grows (only containers without a limit depend
+// on it), so on the node with the most allocatable memory of a set it bounds
+// the pod's worst case on every node of the set.
+func (in *Incoming) WorstWithin(allocatable int64, est Estimate) int64 {
+	if in == nil {
+		return 0
+	}
+	var w int64
+	for k := range in.refs {
+		cw, _ := est.worst(in.requests[k], in.limits[k], in.podLimit, allocatable)
+		w = addSat(w, cw)
+	}
+	return w
+}

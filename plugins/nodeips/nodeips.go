@@ -85,7 +85,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		minFreeIPs: args.MinFreeIPs,
 		Core:       nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
 	}
-	pl.Cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
+	pl.Cache = nodesample.NewCache(h, pl.computeEntry, (*nodeEntry).summary)
 	nodestate.Start(ctx, h, pl.nodeStateConfig())
 	headroommetrics.Register()
 	return pl, nil
@@ -118,6 +118,9 @@ const podIPs = 1
 // skip pods that take none.
 type cycleState struct {
 	now time.Time
+	// fitsEvery covers the NodeInfos where the pod passes Filter for
+	// certain (nodesample.Core.FitsEveryNode); PreFilter sets it.
+	fitsEvery nodecache.Bounds
 }
 
 // Clone returns the state itself: it is never modified.
@@ -126,21 +129,28 @@ func (s *cycleState) Clone() fwk.StateData { return s }
 // now returns the cycle's time that PreFilter or PreScore wrote under key,
 // or the clock's when that extension point did not run.
 func (pl *NodeIPs) now(state fwk.CycleState, key fwk.StateKey) time.Time {
+	return pl.cycle(state, key).now
+}
+
+// cycle returns what PreFilter or PreScore wrote under key, or the clock's
+// time when that extension point did not run.
+func (pl *NodeIPs) cycle(state fwk.CycleState, key fwk.StateKey) *cycleState {
 	if s, ok := pl.cycles.Read(state, key); ok && s != nil {
-		return s.now
+		return s
 	}
-	return pl.Clock.Now()
+	return &cycleState{now: pl.Clock.Now()}
 }
 
 // PreFilter skips Filter for a pod that takes no pod IP (spec.hostNetwork):
 // no node's IPAM pool is a reason to keep it off. For the others it notes
-// the cycle's time.
-func (pl *NodeIPs) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// the cycle's time, and whether every node has a free IP for it (then Filter
+// passes the snapshot's nodes without a look at them).
+func (pl *NodeIPs) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !ipstats.TakesIP(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pl.cycles.Write(state, preFilterStateKey, &cycleState{now: pl.Clock.Now()})
 	pl.Cache.Prune()
+	pl.cycles.Write(state, preFilterStateKey, &cycleState{now: pl.Clock.Now(), fitsEvery: pl.FitsEveryNode(ctx, state, podIPs)})
 	return nil, nil
 }
 
@@ -156,7 +166,11 @@ func (pl *NodeIPs) Filter(ctx context.Context, state fwk.CycleState, pod *corev1
 	if node == nil {
 		return fwk.AsStatus(errors.New("node not found"))
 	}
-	now := pl.now(state, preFilterStateKey)
+	s := pl.cycle(state, preFilterStateKey)
+	if s.fitsEvery.Covers(ni) {
+		return nil
+	}
+	now := s.now
 	sum, ok := pl.Known(ctx, ni, now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {

@@ -87,7 +87,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		defaultPodPIDs: args.DefaultPodPIDs,
 		Core:           nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
 	}
-	pl.Cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
+	pl.Cache = nodesample.NewCache(h, pl.computeEntry, (*nodeEntry).summary)
 	nodestate.Start(ctx, h, pl.nodeStateConfig())
 	headroommetrics.Register()
 	return pl, nil
@@ -115,6 +115,9 @@ func (pl *NodePIDs) Name() string { return Name }
 type podState struct {
 	pids int64
 	now  time.Time
+	// fitsEvery covers the NodeInfos where the pod passes Filter for
+	// certain (nodesample.Core.FitsEveryNode); PreFilter sets it.
+	fitsEvery nodecache.Bounds
 }
 
 // Clone returns the state itself: it is never modified.
@@ -147,10 +150,14 @@ func (pl *NodePIDs) stateOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.
 	return &podState{pids: pids, now: pl.Clock.Now()}
 }
 
-// PreFilter works out the pod's PIDs once for the cycle.
+// PreFilter works out the pod's PIDs once for the cycle, and whether every
+// node has room for them (then Filter passes the snapshot's nodes without a
+// look at them).
 func (pl *NodePIDs) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	pl.pods.Write(state, preFilterStateKey, pl.newPodState(ctx, pod))
+	s := pl.newPodState(ctx, pod)
 	pl.Cache.Prune()
+	s.fitsEvery = pl.FitsEveryNode(ctx, state, s.pids)
+	pl.pods.Write(state, preFilterStateKey, s)
 	return nil, nil
 }
 
@@ -166,6 +173,9 @@ func (pl *NodePIDs) Filter(ctx context.Context, state fwk.CycleState, pod *corev
 		return fwk.AsStatus(errors.New("node not found"))
 	}
 	s := pl.stateOf(state, preFilterStateKey, pod)
+	if s.fitsEvery.Covers(ni) {
+		return nil
+	}
 	sum, ok := pl.Known(ctx, ni, s.now)
 	if !ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {

@@ -65,7 +65,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
 		est:      estimateOf(args),
 	}
-	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary)
+	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary, everyNodeBounds...)
 	return pl, nil
 }
 
@@ -109,7 +109,9 @@ func (s *preScoreState) podWorst(sum nodecache.Summary, node func() *oomkill.Nod
 // for concurrent use (Incoming is, and worst is an atomic memo).
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore prepares the pod for Score, or skips scoring for a Guaranteed pod.
+// PreScore prepares the pod for Score, or skips scoring for a Guaranteed pod
+// and for a pod that fits every node's slack (nothingAtRisk): in both cases
+// every node would score the same.
 //
 // A Guaranteed pod gets oom_score_adj −997, which puts it behind every
 // Burstable and BestEffort container in the kill order, and its worst case
@@ -122,9 +124,34 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in})
 	pl.cache.Prune()
+	if b, ok := pl.cache.Refresh(ctx, state); ok && pl.nothingAtRisk(in, b) {
+		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+			v.Info("OOMRisk: the pod fits every node's memory slack, every node would score the same", "pod", klog.KObj(pod),
+				"podWorst", in.WorstWithin(b.Greatest[sumAllocatable], pl.est), "leastSlack", b.Least[sumSlack], "score", fwk.MaxNodeScore)
+		}
+		return fwk.NewStatus(fwk.Skip)
+	}
+	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in})
 	return nil
+}
+
+// everyNodeBounds are what OOMRisk's cache keeps over the snapshot's nodes
+// (nodecache.Refresh) for nothingAtRisk: the least slack, the least
+// capacity (unknownMemory when a node's memory is unknown) and the greatest
+// allocatable memory.
+var everyNodeBounds = []nodecache.Bound{{Figure: sumSlack}, {Figure: sumCapacity}, {Figure: sumAllocatable, Greatest: true}}
+
+// nothingAtRisk reports whether Score would give every node of the snapshot
+// MaxNodeScore: every node's memory is known, and the pod's worst case, at
+// its greatest (on the node with the most allocatable memory), fits the
+// least slack, so that no node has a shortfall with the pod (Score's first
+// case). Scoring would then change no ranking, and PreScore skips it.
+func (pl *OOMRisk) nothingAtRisk(in *oomkill.Incoming, b nodecache.Bounds) bool {
+	if b.Least[sumCapacity] == unknownMemory || b.Greatest[sumAllocatable] < 0 {
+		return false // a node of unknown memory scores neutralScore; or no nodes
+	}
+	return in.WorstWithin(b.Greatest[sumAllocatable], pl.est) <= b.Least[sumSlack]
 }
 
 // Score scores the node by the cost of the placement's OOM risk: MaxNodeScore

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -132,6 +133,8 @@ type decision struct {
 	preFilter *fwk.Status
 	preScore  *fwk.Status
 	verdicts  []verdict // in the order of the cluster's nodes; the feasible ones scored
+	// skippedScore names the Score plugins whose PreScore skipped them.
+	skippedScore sets.Set[string]
 }
 
 func decide(ctx context.Context, p *profile, c *cluster, pod *corev1.Pod) (*decision, error) {
@@ -165,6 +168,7 @@ func decide(ctx context.Context, p *profile, c *cluster, pod *corev1.Pod) (*deci
 	if d.preScore = fw.RunPreScorePlugins(ctx, state, pod, feasible); !d.preScore.IsSuccess() {
 		return d, nil
 	}
+	d.skippedScore = state.GetSkipScorePlugins()
 	scores, s := fw.RunScorePlugins(ctx, state, pod, feasible)
 	if !s.IsSuccess() {
 		return nil, s.AsError()

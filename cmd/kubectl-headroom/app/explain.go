@@ -91,7 +91,7 @@ The kube-scheduler's default plugins are not run.`,
 			writeDecision(out, pod, p, d, name)
 			if n != nil {
 				i := slices.IndexFunc(d.verdicts, func(v verdict) bool { return v.node == name })
-				writeOOMPlacement(out, n, pod, oomArgs, p, &d.verdicts[i])
+				writeOOMPlacement(out, n, pod, oomArgs, p, &d.verdicts[i], d.skippedScore.Has(oomrisk.Name))
 			}
 			return nil
 		},

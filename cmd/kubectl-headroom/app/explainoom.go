@@ -76,7 +76,7 @@ from the API server: the node, and the pods bound to it.`,
 			if err != nil {
 				return err
 			}
-			writeOOMPlacement(cmd.OutOrStdout(), n, pod, &a, p, &d.verdicts[0])
+			writeOOMPlacement(cmd.OutOrStdout(), n, pod, &a, p, &d.verdicts[0], d.skippedScore.Has(oomrisk.Name))
 			return nil
 		},
 	}
@@ -100,8 +100,9 @@ func estimateOf(args *config.OOMRiskArgs) oomkill.Estimate {
 }
 
 // writeOOMPlacement prints the kill order with pod placed on n, the pod's
-// assessment and the score OOMRisk gave the node in v.
-func writeOOMPlacement(out io.Writer, n *oomkill.Node, pod *corev1.Pod, args *config.OOMRiskArgs, p *profile, v *verdict) {
+// assessment and the score OOMRisk gave the node in v; skipped tells that
+// OOMRisk's PreScore skipped scoring in that cycle.
+func writeOOMPlacement(out io.Writer, n *oomkill.Node, pod *corev1.Pod, args *config.OOMRiskArgs, p *profile, v *verdict, skipped bool) {
 	in := oomkill.NewIncoming(pod)
 	a := n.Assess(in)
 	podWorst := in.WorstOn(n)
@@ -114,6 +115,11 @@ func writeOOMPlacement(out io.Writer, n *oomkill.Node, pod *corev1.Pod, args *co
 		fmt.Fprintf(out, "score: none, the node fails Filter: %s\n", filterReason(v.filter))
 	case !ok && in.QOS() == corev1.PodQOSGuaranteed:
 		fmt.Fprintln(out, "score: none, OOMRisk skips Guaranteed pods (the same on every node)")
+	case !ok && skipped:
+		// PreScore found the pod fits every node's slack: Score would give
+		// every node MaxNodeScore, as the assessment shows for this one.
+		fmt.Fprintf(out, "score %d of %d: own risk %d ppm × weight %d, collateral %d ppm × weight %d (Score skipped: the pod fits every node's memory slack, so every node scores %d)\n",
+			fwk.MaxNodeScore, fwk.MaxNodeScore, a.RiskPPM, args.OwnRiskWeight, oomkill.PPM(a.CollateralBytes, podWorst), args.CollateralWeight, fwk.MaxNodeScore)
 	case !ok:
 		fmt.Fprintln(out, "score: none, OOMRisk is not a score plugin of the profile")
 	default:

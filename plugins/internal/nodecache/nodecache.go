@@ -81,8 +81,16 @@ const maxCaches = 3
 // nodes is the index the caches of one scheduler share.
 type nodes struct {
 	slots atomic.Pointer[index] // replaced, never modified
-	mu    sync.Mutex            // serialises replacements of slots, and claims of places
+	mu    sync.Mutex            // serialises replacements of slots, claims of places and refreshes
 	used  int                   // places in the slots claimed by caches
+
+	// What Refresh keeps (refresh.go), guarded by mu: the caches by place
+	// and the bounds each keeps, the view of the snapshot's node list, and
+	// the cycle it was last refreshed for.
+	caches       [maxCaches]refresher
+	bounds       [maxCaches][]Bound
+	view         *view
+	refreshedFor *framework.CycleState
 }
 
 // index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
@@ -198,12 +206,12 @@ func newNodes() *nodes {
 }
 
 // New returns an empty cache that computes values with compute, and their
-// summaries with summarize. h is the
+// summaries with summarize, and that keeps the bounds named (Refresh). h is the
 // scheduler's handle: its snapshot tells the snapshot's own NodeInfos from
 // temporary copies, and which nodes are gone, and the caches of handles with
 // the same snapshot share one index of the nodes. A nil h (or one without a
 // snapshot) stores every value and never prunes.
-func New[V any](h fwk.Handle, compute ComputeFunc[V], summarize SummaryFunc[V]) *Cache[V] {
+func New[V any](h fwk.Handle, compute ComputeFunc[V], summarize SummaryFunc[V], bounds ...Bound) *Cache[V] {
 	c := &Cache[V]{compute: compute, summarize: summarize, snapshot: func() fwk.NodeInfoLister { return nil }}
 	if h != nil {
 		c.snapshot = func() fwk.NodeInfoLister {
@@ -214,6 +222,7 @@ func New[V any](h fwk.Handle, compute ComputeFunc[V], summarize SummaryFunc[V]) 
 		}
 	}
 	c.nodes, c.pos = nodesFor(h)
+	c.nodes.register(c, c.pos, bounds)
 	return c
 }
 
@@ -340,9 +349,14 @@ func (c *Cache[V]) own(name string, ni fwk.NodeInfo) bool {
 // first cycle after a fleet of nodes is added copies the index once, not
 // once per node.
 func (c *Cache[V]) slotFor(name string, ni fwk.NodeInfo) *slot {
+	c.nodes.mu.Lock()
+	defer c.nodes.mu.Unlock()
+	return c.slotForLocked(name, ni)
+}
+
+// slotForLocked is slotFor with the index's lock held.
+func (c *Cache[V]) slotForLocked(name string, ni fwk.NodeInfo) *slot {
 	n := c.nodes
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	old := n.slots.Load()
 	if p, _ := ni.(*framework.NodeInfo); p != nil {
 		if s, ok := old.byInfo[p]; ok {

@@ -41,6 +41,26 @@ func NewCore[E any](h fwk.Handle, maxSampleAge time.Duration, unknownScore int64
 	return c
 }
 
+// NewCache returns the per-node cache of a plugin built on Core: it keeps
+// RoomBound, which FitsEveryNode reads.
+func NewCache[E any](h fwk.Handle, compute nodecache.ComputeFunc[E], summarize nodecache.SummaryFunc[E]) *nodecache.Cache[E] {
+	return nodecache.New(h, compute, summarize, RoomBound)
+}
+
+// FitsEveryNode refreshes the cache for the cycle (PreFilter calls it) and
+// returns the bounds when every node of the snapshot with known headroom has
+// room for need units: Filter then passes every NodeInfo they cover
+// (Bounds.Covers) without reading its summary, and judges the others (copies
+// with nominated pods added) as before. Otherwise, or without a snapshot, it
+// returns the zero Bounds, which cover nothing.
+func (c *Core[E]) FitsEveryNode(ctx context.Context, state fwk.CycleState, need int64) nodecache.Bounds {
+	b, ok := c.Cache.Refresh(ctx, state)
+	if !ok || need > Room(b.Least) {
+		return nodecache.Bounds{}
+	}
+	return b
+}
+
 // Known returns the node's summary and whether its headroom is known at
 // now (valid annotations, a fresh sample). It allocates nothing.
 func (c *Core[E]) Known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {

@@ -229,7 +229,11 @@ func Summarize(free, room int64, staleAfter time.Time, parseErr error) nodecache
 	var s nodecache.Summary
 	switch {
 	case parseErr != nil:
+		// Unknown headroom: never usable, and no limit on the least room
+		// over the nodes (RoomBound), since Filter passes the node.
 		s[sumUsableUntil] = math.MinInt64
+		s[sumRoom] = math.MaxInt64
+		return s
 	case staleAfter.IsZero():
 		s[sumUsableUntil] = math.MaxInt64
 	default:
@@ -238,6 +242,12 @@ func Summarize(free, room int64, staleAfter time.Time, parseErr error) nodecache
 	s[sumFree], s[sumRoom] = free, room
 	return s
 }
+
+// RoomBound is the bound the plugins' caches keep (nodecache.Refresh): the
+// least room over the snapshot's nodes whose annotations are valid, stale
+// or not (a stale node passes Filter, so counting it only makes the bound
+// lower than it need be).
+var RoomBound = nodecache.Bound{Figure: sumRoom}
 
 // Usable reports whether the summarised node's headroom is known at now:
 // valid annotations and a sample no older than the plugin's MaxSampleAge.

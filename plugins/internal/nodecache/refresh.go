@@ -1,0 +1,252 @@
+package nodecache
+
+import (
+	"context"
+	"math"
+
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// Refresh is how a plugin learns, once per scheduling cycle, something of
+// every node without looking at each: it brings the values of every node of
+// the snapshot up to date in all the caches that share the index, and keeps,
+// per cache, the least or greatest of the summary figures the cache asked
+// for. A plugin whose pod passes Filter, or scores the same, on every node
+// within those bounds can then pass (Bounds.Covers) or skip the nodes
+// without reading their memory: at 5,000 nodes that first touch of each
+// node's state is most of what the plugins cost.
+//
+// The walk over the snapshot reads each NodeInfo's generation, in the
+// snapshot's order, and recomputes only the nodes whose generation moved
+// since the last cycle (the node of the last pod placed, mostly); the bounds
+// move with them, and are counted again from the nodes' figures only when a
+// node that held a bound moved away from it.
+
+// Bound names a summary figure whose least or greatest value over the
+// snapshot's nodes a cache keeps for Refresh to report.
+type Bound struct {
+	Figure   int  // an index into Summary
+	Greatest bool // the greatest value; the least otherwise
+}
+
+// Bounds is what Refresh reports of one cache.
+type Bounds struct {
+	// Generation is the greatest generation of the snapshot's NodeInfos.
+	// The scheduler gives a copy it changes in the cycle (nominated pods
+	// added, preemption victims removed) a new, greater one: the bounds
+	// cover only NodeInfos of this or a smaller generation (Covers).
+	Generation int64
+	// Least and Greatest hold the bounds the cache asked for at New, over
+	// the snapshot's nodes; the other figures hold 0. Without nodes a least
+	// is math.MaxInt64 and a greatest math.MinInt64.
+	Least, Greatest Summary
+}
+
+// Covers reports whether ni is one the bounds hold for: the snapshot's
+// NodeInfo of a node as Refresh saw it, or a copy the scheduler did not
+// change. The zero Bounds cover nothing.
+func (b Bounds) Covers(ni fwk.NodeInfo) bool {
+	return b.Generation > 0 && ni.GetGeneration() <= b.Generation
+}
+
+// refresher is a cache as Refresh drives it.
+type refresher interface {
+	// refresh brings the cache's value in s up to ni's generation and
+	// returns its summary.
+	refresh(ctx context.Context, ni *framework.NodeInfo, s *slot) Summary
+}
+
+// view is the snapshot's node list as Refresh walks it: a position per
+// node, with its slot and the generation it was last refreshed at.
+type view struct {
+	list   []fwk.NodeInfo // the snapshot's list, compared by identity
+	infos  []*framework.NodeInfo
+	slots  []*slot
+	gens   []int64 // 0: not refreshed yet
+	bounds [maxCaches]viewBounds
+	// generation is the greatest of gens after the last refresh.
+	generation int64
+}
+
+// viewBounds is one cache's bounds over a view: the summary each position
+// contributed at its last refresh, and the bounds of those.
+type viewBounds struct {
+	sums            []Summary
+	least, greatest Summary
+	// recount is set when a position that held a bound moved away from
+	// it: the bound is counted again from sums before it is reported.
+	recount bool
+}
+
+// register makes c one of the caches Refresh drives, keeping bounds.
+func (n *nodes) register(c refresher, pos int, bounds []Bound) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.caches[pos] = c
+	n.bounds[pos] = bounds
+	n.view = nil // a new view gives the new cache its bounds
+}
+
+// Refresh brings every node of the scheduler's snapshot up to date in all the
+// caches that share c's index, once per scheduling cycle (state; each call
+// with another state refreshes again), and returns c's bounds. PreFilter and
+// PreScore call it; Filter and Score must not (it takes a lock). It reports
+// false without a snapshot.
+func (c *Cache[V]) Refresh(ctx context.Context, state fwk.CycleState) (Bounds, bool) {
+	lister := c.snapshot()
+	if lister == nil {
+		return Bounds{}, false
+	}
+	list, err := lister.List()
+	if err != nil {
+		return Bounds{}, false
+	}
+	n := c.nodes
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cycle, _ := state.(*framework.CycleState)
+	v := n.view
+	if v == nil || !sameList(v.list, list) {
+		v = c.newView(list)
+		n.view, n.refreshedFor = v, nil
+	}
+	if cycle == nil || cycle != n.refreshedFor {
+		n.refresh(ctx, v)
+		n.refreshedFor = cycle
+	}
+	b := &v.bounds[c.pos]
+	if b.recount {
+		b.count(v, n.bounds[c.pos])
+	}
+	return Bounds{Generation: v.generation, Least: b.least, Greatest: b.greatest}, true
+}
+
+// sameList reports whether a and b are the same slice: the snapshot
+// replaces its list when nodes are added or removed, and only then.
+func sameList(a, b []fwk.NodeInfo) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// newView returns a view of list, every node with its slot in the index.
+func (c *Cache[V]) newView(list []fwk.NodeInfo) *view {
+	v := &view{list: list, infos: make([]*framework.NodeInfo, len(list)), slots: make([]*slot, len(list)), gens: make([]int64, len(list))}
+	idx := c.nodes.slots.Load()
+	for i, ni := range list {
+		p, _ := ni.(*framework.NodeInfo)
+		if p == nil || p.Node() == nil {
+			continue
+		}
+		s := idx.byInfo[p]
+		if s == nil {
+			// Indexes every node of the snapshot in one replacement.
+			s = c.slotForLocked(p.Node().Name, p)
+			idx = c.nodes.slots.Load()
+		}
+		v.infos[i], v.slots[i] = p, s
+	}
+	for k := range v.bounds {
+		if c.nodes.caches[k] != nil {
+			v.bounds[k] = viewBounds{sums: make([]Summary, len(list))}
+			v.bounds[k].reset(c.nodes.bounds[k])
+		}
+	}
+	return v
+}
+
+// refresh walks the view, recomputing the nodes whose generation moved.
+func (n *nodes) refresh(ctx context.Context, v *view) {
+	var greatest int64
+	for i, ni := range v.infos {
+		if ni == nil {
+			continue
+		}
+		gen := ni.Generation
+		greatest = max(greatest, gen)
+		if gen == v.gens[i] {
+			continue
+		}
+		for k, c := range n.caches {
+			if c != nil {
+				v.bounds[k].set(i, c.refresh(ctx, ni, v.slots[i]), n.bounds[k], v.gens[i] == 0)
+			}
+		}
+		v.gens[i] = gen
+	}
+	v.generation = greatest
+}
+
+// refresh is the cache's part of Refresh for one node.
+func (c *Cache[V]) refresh(ctx context.Context, ni *framework.NodeInfo, s *slot) Summary {
+	gen := ni.Generation
+	if sum, ok := s.hot[c.pos].read(gen); ok {
+		return sum
+	}
+	prev := c.load(s)
+	if prev != nil && prev.generation == gen && prev.owner == fwk.NodeInfo(ni) {
+		sum := c.summarize(&prev.value)
+		s.hot[c.pos].write(gen, sum)
+		return sum
+	}
+	e := &entry[V]{owner: ni, generation: gen}
+	var pv *V
+	if prev != nil {
+		pv = &prev.value
+	}
+	e.value = c.compute(ctx, ni, pv)
+	c.store(s, e)
+	return c.summarize(&e.value)
+}
+
+// reset empties the bounds.
+func (b *viewBounds) reset(wanted []Bound) {
+	for _, w := range wanted {
+		if w.Greatest {
+			b.greatest[w.Figure] = math.MinInt64
+		} else {
+			b.least[w.Figure] = math.MaxInt64
+		}
+	}
+	b.recount = false
+}
+
+// set records position i's new summary. A bound that moves towards the new
+// figure is updated; one the position held and left is counted again.
+func (b *viewBounds) set(i int, sum Summary, wanted []Bound, first bool) {
+	old := b.sums[i]
+	b.sums[i] = sum
+	for _, w := range wanted {
+		f := w.Figure
+		if w.Greatest {
+			if sum[f] >= b.greatest[f] {
+				b.greatest[f] = sum[f]
+			} else if !first && old[f] == b.greatest[f] {
+				b.recount = true
+			}
+		} else {
+			if sum[f] <= b.least[f] {
+				b.least[f] = sum[f]
+			} else if !first && old[f] == b.least[f] {
+				b.recount = true
+			}
+		}
+	}
+}
+
+// count works the bounds out afresh from the positions' summaries.
+func (b *viewBounds) count(v *view, wanted []Bound) {
+	b.reset(wanted)
+	for i, ni := range v.infos {
+		if ni == nil || v.gens[i] == 0 {
+			continue
+		}
+		for _, w := range wanted {
+			f := w.Figure
+			if w.Greatest {
+				b.greatest[f] = max(b.greatest[f], b.sums[i][f])
+			} else {
+				b.least[f] = min(b.least[f], b.sums[i][f])
+			}
+		}
+	}
+}
