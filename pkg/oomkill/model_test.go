@@ -333,3 +333,33 @@ func TestExplainString(t *testing.T) {
 		}
 	}
 }
+
+// WorstWithin is WorstOn for every node of that allocatable memory, and
+// never falls as allocatable grows: OOMRisk bounds a pod's worst case over
+// all nodes with it.
+func TestWorstWithin(t *testing.T) {
+	const gi = 1 << 30
+	est := Estimate{RequestMultiplierPercent: 150, FractionOfAllocatablePermille: 100}
+	pods := []*corev1.Pod{
+		burstable("limited", gi, 2*gi),
+		burstable("unlimited", gi, 0),
+		bestEffort("best-effort"),
+		testPod("default", "mixed", ctr{name: "a", req: gi, lim: 3 * gi}, ctr{name: "b", req: gi / 2}, ctr{name: "init", req: gi, init: true}),
+	}
+	allocatables := []int64{1, gi, 4 * gi, 32 * gi, 1 << 62}
+	for _, p := range pods {
+		in := NewIncoming(p)
+		prev := int64(-1)
+		for _, alloc := range allocatables {
+			n := mustNode(t, testNode("n", alloc, alloc), nil, est)
+			got := in.WorstWithin(alloc, est)
+			if want := in.WorstOn(n); got != want {
+				t.Errorf("%s at %d bytes allocatable: WorstWithin %d, WorstOn %d", p.Name, alloc, got, want)
+			}
+			if got < prev {
+				t.Errorf("%s: worst case fell from %d to %d as allocatable grew to %d", p.Name, prev, got, alloc)
+			}
+			prev = got
+		}
+	}
+}

@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
@@ -200,5 +202,69 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 	}
 	if tp.Cache.Stored("n") != first {
 		t.Fatal("the stored entry is not the snapshot's")
+	}
+}
+
+// When every node has room for the pod, PreFilter lets Filter pass the
+// snapshot's nodes without reading them (nodecache.Bounds.Covers); a copy
+// the scheduler changed in the cycle (a nominated pod added) is still
+// judged, and a single short node turns the shortcut off.
+func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
+	sample := now.Add(-time.Minute)
+	roomy := []*corev1.Node{pidNode("a", 32768, 0, 1000, sample), pidNode("b", 32768, 0, 2000, sample), st.MakeNode().Name("unknown").Obj()}
+	short := pidNode("short", 32768, 0, 31000, sample)
+	_, ctx := ktesting.NewTestContext(t)
+	cycle := func(tp testPlugin, p *corev1.Pod) (fwk.CycleState, *podState) {
+		t.Helper()
+		state := framework.NewCycleState()
+		if _, s := tp.PreFilter(ctx, state, p, nil); !s.IsSuccess() {
+			t.Fatalf("PreFilter: %v", s)
+		}
+		d, err := state.Read(preFilterStateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return state, d.(*podState)
+	}
+	snapshotNode := func(tp testPlugin, name string) fwk.NodeInfo {
+		t.Helper()
+		ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ni
+	}
+
+	tp := newPlugin(t, defaultArgs(), roomy, nil)
+	p := pod("p", "100")
+	state, s := cycle(tp, p)
+	if s.fitsEvery.Generation == 0 {
+		t.Fatal("every node has room, yet PreFilter set no shortcut")
+	}
+	for _, n := range roomy {
+		if status := tp.Filter(ctx, state, p, snapshotNode(tp, n.Name)); !status.IsSuccess() {
+			t.Fatalf("%s: %v", n.Name, status)
+		}
+	}
+	nominated := snapshotNode(tp, "a").(*framework.NodeInfo).SnapshotConcrete()
+	nominated.AddPod(assumed(pod("nominated", "31000"), "a"))
+	if status := tp.Filter(ctx, state, p, nominated); status.Code() != fwk.Unschedulable {
+		t.Fatalf("a copy of a with a nominated pod of 31000 PIDs: %v, want Unschedulable", status)
+	}
+	// A pod bigger than the least room gets no shortcut.
+	if _, s := cycle(tp, pod("big", "29200")); s.fitsEvery.Generation != 0 {
+		t.Fatal("a pod that does not fit node b got the shortcut")
+	}
+
+	tp = newPlugin(t, defaultArgs(), append(roomy, short), nil)
+	state, s = cycle(tp, p)
+	if s.fitsEvery.Generation != 0 {
+		t.Fatal("a node is short, yet PreFilter set the shortcut")
+	}
+	if status := tp.Filter(ctx, state, p, snapshotNode(tp, "short")); status.Code() != fwk.Unschedulable {
+		t.Fatalf("short node: %v, want Unschedulable", status)
+	}
+	if status := tp.Filter(ctx, state, p, snapshotNode(tp, "a")); !status.IsSuccess() {
+		t.Fatalf("a: %v", status)
 	}
 }

@@ -492,3 +492,48 @@ func TestScoreShortcutMatchesAssessment(t *testing.T) {
 		}
 	}
 }
+
+// PreScore skips Score when every node would score MaxNodeScore: every
+// node's memory is known and the pod's worst case, on the node with the
+// most allocatable memory, fits the least slack. It scores otherwise.
+func TestPreScoreSkipsWhenNothingIsAtRisk(t *testing.T) {
+	lightPods := []*corev1.Pod{pod("l1", "light", "512Mi", "1Gi"), pod("l2", "roomy", "512Mi", "1Gi")}
+	roomy := []*corev1.Node{node("light", "16Gi"), node("roomy", "16Gi")}
+	noMemory := st.MakeNode().Name("no-memory").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"}).Obj()
+	crowdedPods, crowdedNodes := crowdedAndLight()
+	for _, tc := range []struct {
+		name  string
+		nodes []*corev1.Node
+		pods  []*corev1.Pod
+		pod   *corev1.Pod
+		want  fwk.Code
+	}{
+		{"room on every node", roomy, lightPods, pod("p", "", "256Mi", "1Gi"), fwk.Skip},
+		{"worst case just fits the least slack", roomy, lightPods, pod("p", "", "256Mi", "15Gi"), fwk.Skip},
+		{"worst case beyond one node's slack", roomy, lightPods, pod("p", "", "256Mi", "16106127361"), fwk.Success}, // 15Gi and a byte
+		{"a node already short", crowdedNodes, crowdedPods, pod("p", "", "256Mi", "1Gi"), fwk.Success},
+		{"a node of unknown memory scores neutral", append(roomy, noMemory), lightPods, pod("p", "", "256Mi", "1Gi"), fwk.Success},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snapshot := cache.NewSnapshot(tc.pods, tc.nodes)
+			pl := newPlugin(t, defaultArgs(), snapshot)
+			infos, err := snapshot.NodeInfos().List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := framework.NewCycleState()
+			if s := pl.PreScore(context.Background(), state, tc.pod, infos); s.Code() != tc.want {
+				t.Fatalf("PreScore = %v, want %v", s, tc.want)
+			}
+			if tc.want != fwk.Skip {
+				return
+			}
+			// What Score would have given, in a cycle without PreScore.
+			for _, ni := range infos {
+				if got, s := pl.Score(context.Background(), framework.NewCycleState(), tc.pod, ni); !s.IsSuccess() || got != fwk.MaxNodeScore {
+					t.Errorf("skipped, but Score gives %s %d (%v)", ni.Node().Name, got, s)
+				}
+			}
+		})
+	}
+}

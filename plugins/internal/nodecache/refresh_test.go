@@ -1,0 +1,173 @@
+package nodecache
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+)
+
+// boundsFixture is a fixture whose cache keeps the least and the greatest
+// number of pods on a node (figure 0 of the fixture's summary).
+func boundsFixture(t testing.TB, nodes ...string) *fixture {
+	t.Helper()
+	var list []*corev1.Node
+	for _, n := range nodes {
+		list = append(list, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	f := &fixture{snapshot: cache.NewSnapshot(nil, list)}
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache = New(h, func(_ context.Context, ni fwk.NodeInfo, prev *value) value {
+		f.computed.Add(1)
+		return value{pods: len(ni.GetPods()), prev: prev != nil}
+	}, func(v *value) Summary { return Summary{int64(v.pods)} }, Bound{Figure: 0}, Bound{Figure: 0, Greatest: true})
+	return f
+}
+
+func (f *fixture) refresh(t testing.TB, state fwk.CycleState) Bounds {
+	t.Helper()
+	b, ok := f.cache.Refresh(t.Context(), state)
+	if !ok {
+		t.Fatal("Refresh without a snapshot")
+	}
+	return b
+}
+
+// Refresh keeps the least and greatest figure over the snapshot's nodes as
+// their generations move, once per cycle, and counts a bound again when the
+// node that held it moved away.
+func TestRefreshKeepsBounds(t *testing.T) {
+	f := boundsFixture(t, "a", "b", "c")
+	a, b := f.nodeInfo(t, "a"), f.nodeInfo(t, "b")
+	cycle := framework.NewCycleState()
+	if got := f.refresh(t, cycle); got.Least[0] != 0 || got.Greatest[0] != 0 || f.computed.Load() != 3 {
+		t.Fatalf("first refresh: %+v after %d computations; want 0..0 after 3", got, f.computed.Load())
+	}
+	a.AddPod(podOn("p1", "a"))
+	a.AddPod(podOn("p2", "a"))
+	if got := f.refresh(t, cycle); got.Greatest[0] != 0 || f.computed.Load() != 3 {
+		t.Fatalf("same cycle: %+v after %d computations; want the cycle's first bounds, nothing computed", got, f.computed.Load())
+	}
+	got := f.refresh(t, framework.NewCycleState())
+	if got.Least[0] != 0 || got.Greatest[0] != 2 || f.computed.Load() != 4 {
+		t.Fatalf("a holds 2 pods: %+v after %d computations; want 0..2 after 4 (only a again)", got, f.computed.Load())
+	}
+	if got.Generation != a.Generation {
+		t.Fatalf("Generation = %d, want a's %d, the greatest", got.Generation, a.Generation)
+	}
+	if f.cache.Stored("a").pods != 2 {
+		t.Fatal("Refresh did not store a's value")
+	}
+	// a leaves the greatest bound, b and c the least.
+	if err := a.RemovePod(klog.Background(), podOn("p1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	b.AddPod(podOn("p3", "b"))
+	f.nodeInfo(t, "c").AddPod(podOn("p4", "c"))
+	if got := f.refresh(t, framework.NewCycleState()); got.Least[0] != 1 || got.Greatest[0] != 1 {
+		t.Fatalf("one pod on each node: %+v, want 1..1", got)
+	}
+}
+
+// A node added to (or removed from) the snapshot gives the snapshot a new
+// list, and Refresh a new view that counts it.
+func TestRefreshFollowsTheNodeList(t *testing.T) {
+	f := boundsFixture(t, "a")
+	f.refresh(t, framework.NewCycleState())
+	a := f.nodeInfo(t, "a")
+	f.snapshot = cache.NewSnapshot([]*corev1.Pod{podOn("p", "b"), podOn("q", "b"), podOn("r", "b")},
+		[]*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}})
+	f.cache.snapshot = func() fwk.NodeInfoLister { return f.snapshot.NodeInfos() }
+	got := f.refresh(t, framework.NewCycleState())
+	if got.Least[0] != 0 || got.Greatest[0] != 3 || f.cache.Stored("b").pods != 3 {
+		t.Fatalf("after b was added: %+v, b stored %+v; want 0..3", got, f.cache.Stored("b"))
+	}
+	f.snapshot = cache.NewSnapshot(nil, nil)
+	got = f.refresh(t, framework.NewCycleState())
+	if got.Least[0] != math.MaxInt64 || got.Greatest[0] != math.MinInt64 || got.Covers(a) {
+		t.Fatalf("without nodes: %+v; want empty bounds that cover nothing", got)
+	}
+}
+
+// Refresh brings every cache that shares the index up to date, not only the
+// one it was called on.
+func TestRefreshServesEveryCacheOfTheIndex(t *testing.T) {
+	f := boundsFixture(t, "a", "b")
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var computed int
+	other := New(h, func(_ context.Context, ni fwk.NodeInfo, _ *string) string {
+		computed++
+		return "other " + ni.Node().Name
+	}, func(v *string) Summary { return Summary{int64(len(*v))} }, Bound{Figure: 0, Greatest: true})
+	f.refresh(t, framework.NewCycleState())
+	if computed != 2 || *other.Stored("b") != "other b" {
+		t.Fatalf("the other cache computed %d values, want 2", computed)
+	}
+	b, ok := other.Refresh(t.Context(), framework.NewCycleState())
+	if !ok || b.Greatest[0] != int64(len("other a")) {
+		t.Fatalf("the other cache's bounds: %+v", b)
+	}
+}
+
+// Bounds cover the snapshot's NodeInfos, and copies of them the scheduler
+// did not change; not a copy with a nominated pod added, nor anything when
+// zero.
+func TestBoundsCover(t *testing.T) {
+	f := boundsFixture(t, "a", "b")
+	got := f.refresh(t, framework.NewCycleState())
+	for _, n := range []string{"a", "b"} {
+		ni := f.nodeInfo(t, n)
+		if !got.Covers(ni) || !got.Covers(ni.Snapshot()) {
+			t.Fatalf("%s and its unchanged copy are not covered", n)
+		}
+		nominated := ni.SnapshotConcrete()
+		nominated.AddPod(podOn("nominated-"+n, n))
+		if got.Covers(nominated) {
+			t.Fatalf("a copy of %s with a nominated pod is covered", n)
+		}
+	}
+	if (Bounds{}).Covers(&framework.NodeInfo{}) {
+		t.Fatal("the zero Bounds cover a NodeInfo of generation 0")
+	}
+	if _, ok := New(nil, func(context.Context, fwk.NodeInfo, *int) int { return 0 }, func(*int) Summary { return Summary{} }).
+		Refresh(t.Context(), framework.NewCycleState()); ok {
+		t.Fatal("Refresh without a snapshot reported bounds")
+	}
+}
+
+// BenchmarkRefresh is PreFilter's cost per cycle at 5,000 nodes when one
+// node changed since the last cycle (the node of the pod placed last).
+func BenchmarkRefresh(b *testing.B) {
+	names := make([]string, 5000)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%d", i)
+	}
+	f := boundsFixture(b, names...)
+	infos, _ := f.snapshot.NodeInfos().List()
+	f.refresh(b, framework.NewCycleState())
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		ni := infos[i%len(infos)].(*framework.NodeInfo)
+		ni.AddPod(podOn(fmt.Sprintf("p%d", i), ni.Node().Name))
+		cycle := framework.NewCycleState()
+		b.StartTimer()
+		f.refresh(b, cycle)
+		i++
+	}
+}
