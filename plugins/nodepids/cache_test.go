@@ -212,7 +212,7 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 	sample := now.Add(-time.Minute)
 	roomy := []*corev1.Node{pidNode("a", 32768, 0, 1000, sample), pidNode("b", 32768, 0, 2000, sample), st.MakeNode().Name("unknown").Obj()}
-	short := pidNode("short", 32768, 0, 31000, sample)
+	short := pidNode("short", 32768, 0, 31500, sample)
 	_, ctx := ktesting.NewTestContext(t)
 	cycle := func(tp testPlugin, p *corev1.Pod) (fwk.CycleState, *podState) {
 		t.Helper()
