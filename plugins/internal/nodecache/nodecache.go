@@ -91,6 +91,8 @@ type nodes struct {
 	bounds       [maxCaches][]Bound
 	view         *view
 	refreshedFor *framework.CycleState
+	// current is view once refreshed: what Filter and Score look in first.
+	current atomic.Pointer[view]
 }
 
 // index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
@@ -114,6 +116,11 @@ type slot struct {
 type hot struct {
 	gen atomic.Int64
 	sum [len(Summary{})]atomic.Int64
+}
+
+// figures returns the summary's figures as they are; for its only writer.
+func (h *hot) figures() Summary {
+	return Summary{h.sum[0].Load(), h.sum[1].Load(), h.sum[2].Load()}
 }
 
 // writing marks a summary being written. Generations are positive (they
@@ -248,7 +255,18 @@ func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
 	// The scheduler's NodeInfos are *framework.NodeInfo; a map keyed by the
 	// concrete pointer hashes 8 bytes.
 	p, _ := ni.(*framework.NodeInfo)
-	if s := c.nodes.slots.Load().byInfo[p]; s != nil && p != nil {
+	if p == nil {
+		e, _ := c.get(ctx, ni, generation)
+		return c.summarize(&e.value)
+	}
+	if v := c.nodes.current.Load(); v != nil {
+		if i, ok := v.find(p); ok {
+			if sum, ok := v.hot[c.pos][i].read(generation); ok {
+				return sum
+			}
+		}
+	}
+	if s := c.nodes.slots.Load().byInfo[p]; s != nil {
 		if sum, ok := s.hot[c.pos].read(generation); ok {
 			return sum
 		}
@@ -268,8 +286,16 @@ func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
 func (c *Cache[V]) get(ctx context.Context, ni fwk.NodeInfo, generation int64) (*entry[V], *slot) {
 	idx := c.nodes.slots.Load()
 	p, _ := ni.(*framework.NodeInfo)
-	s, known := idx.byInfo[p]
-	known = known && p != nil
+	var s *slot
+	var known bool
+	if v := c.nodes.current.Load(); v != nil && p != nil {
+		if i, ok := v.find(p); ok {
+			s, known = v.slots[i], true
+		}
+	}
+	if !known && p != nil {
+		s, known = idx.byInfo[p]
+	}
 	if known {
 		if e := c.load(s); e != nil && e.generation == generation {
 			return e, s

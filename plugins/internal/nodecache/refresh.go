@@ -3,6 +3,8 @@ package nodecache
 import (
 	"context"
 	"math"
+	"math/bits"
+	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -58,25 +60,59 @@ type refresher interface {
 }
 
 // view is the snapshot's node list as Refresh walks it: a position per
-// node, with its slot and the generation it was last refreshed at.
+// node, with its slot, the generation it was last refreshed at and each
+// cache's summary of it then. After a refresh Filter and Score find a node's
+// summary here (find): one probe of a flat table and a read of an array in
+// the order Filter visits the nodes, not a map probe and a slot per node.
 type view struct {
-	list   []fwk.NodeInfo // the snapshot's list, compared by identity
-	infos  []*framework.NodeInfo
-	slots  []*slot
-	gens   []int64 // 0: not refreshed yet
+	list  []fwk.NodeInfo // the snapshot's list, compared by identity
+	infos []*framework.NodeInfo
+	slots []*slot
+	gens  []int64 // 0: not refreshed yet; guarded by nodes.mu
+	// hot holds each cache's summary per position, written by Refresh
+	// only (under nodes.mu), read by anyone.
+	hot    [maxCaches][]hot
 	bounds [maxCaches]viewBounds
 	// generation is the greatest of gens after the last refresh.
 	generation int64
+	// table finds a NodeInfo's position: open addressing on its address,
+	// a power of two long, at most half full. Immutable.
+	table []tableEntry
+	shift uint // 64 - log2(len(table))
 }
 
-// viewBounds is one cache's bounds over a view: the summary each position
-// contributed at its last refresh, and the bounds of those.
+type tableEntry struct {
+	info *framework.NodeInfo // nil: empty
+	pos  int32
+}
+
+// viewBounds is one cache's bounds over a view's summaries.
 type viewBounds struct {
-	sums            []Summary
 	least, greatest Summary
 	// recount is set when a position that held a bound moved away from
-	// it: the bound is counted again from sums before it is reported.
+	// it: the bound is counted again from the summaries before it is
+	// reported.
 	recount bool
+}
+
+// bucket is where p's search in the table starts (Fibonacci hashing of
+// its address: the allocator aligns NodeInfos, so the low bits vary least).
+func (v *view) bucket(p *framework.NodeInfo) int {
+	return int((uint64(uintptr(unsafe.Pointer(p))) * 0x9E3779B97F4A7C15) >> v.shift)
+}
+
+// find returns p's position in the view.
+func (v *view) find(p *framework.NodeInfo) (int, bool) {
+	mask := len(v.table) - 1
+	for i := v.bucket(p); ; i = (i + 1) & mask {
+		e := &v.table[i]
+		if e.info == p {
+			return int(e.pos), true
+		}
+		if e.info == nil {
+			return 0, false
+		}
+	}
 }
 
 // register makes c one of the caches Refresh drives, keeping bounds.
@@ -85,7 +121,8 @@ func (n *nodes) register(c refresher, pos int, bounds []Bound) {
 	defer n.mu.Unlock()
 	n.caches[pos] = c
 	n.bounds[pos] = bounds
-	n.view = nil // a new view gives the new cache its bounds
+	n.view = nil // a new view gives the new cache its summaries and bounds
+	n.current.Store(nil)
 }
 
 // Refresh brings every node of the scheduler's snapshot up to date in all the
@@ -117,7 +154,7 @@ func (c *Cache[V]) Refresh(ctx context.Context, state fwk.CycleState) (Bounds, b
 	}
 	b := &v.bounds[c.pos]
 	if b.recount {
-		b.count(v, n.bounds[c.pos])
+		b.count(v, c.pos, n.bounds[c.pos])
 	}
 	return Bounds{Generation: v.generation, Least: b.least, Greatest: b.greatest}, true
 }
@@ -145,9 +182,25 @@ func (c *Cache[V]) newView(list []fwk.NodeInfo) *view {
 		}
 		v.infos[i], v.slots[i] = p, s
 	}
+	size := 2
+	for size < 2*len(list) {
+		size *= 2
+	}
+	v.table = make([]tableEntry, size)
+	v.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	for i, p := range v.infos {
+		if p == nil {
+			continue
+		}
+		j := v.bucket(p)
+		for v.table[j].info != nil {
+			j = (j + 1) & (size - 1)
+		}
+		v.table[j] = tableEntry{info: p, pos: int32(i)}
+	}
 	for k := range v.bounds {
 		if c.nodes.caches[k] != nil {
-			v.bounds[k] = viewBounds{sums: make([]Summary, len(list))}
+			v.hot[k] = make([]hot, len(list))
 			v.bounds[k].reset(c.nodes.bounds[k])
 		}
 	}
@@ -167,13 +220,19 @@ func (n *nodes) refresh(ctx context.Context, v *view) {
 			continue
 		}
 		for k, c := range n.caches {
-			if c != nil {
-				v.bounds[k].set(i, c.refresh(ctx, ni, v.slots[i]), n.bounds[k], v.gens[i] == 0)
+			if c == nil {
+				continue
 			}
+			h := &v.hot[k][i]
+			old := h.figures()
+			sum := c.refresh(ctx, ni, v.slots[i])
+			h.write(gen, sum)
+			v.bounds[k].set(old, sum, n.bounds[k], v.gens[i] == 0)
 		}
 		v.gens[i] = gen
 	}
 	v.generation = greatest
+	n.current.Store(v)
 }
 
 // refresh is the cache's part of Refresh for one node.
@@ -210,11 +269,10 @@ func (b *viewBounds) reset(wanted []Bound) {
 	b.recount = false
 }
 
-// set records position i's new summary. A bound that moves towards the new
-// figure is updated; one the position held and left is counted again.
-func (b *viewBounds) set(i int, sum Summary, wanted []Bound, first bool) {
-	old := b.sums[i]
-	b.sums[i] = sum
+// set records a position's new summary, replacing old (unless first). A
+// bound that moves towards the new figure is updated; one the position held
+// and left is counted again.
+func (b *viewBounds) set(old, sum Summary, wanted []Bound, first bool) {
 	for _, w := range wanted {
 		f := w.Figure
 		if w.Greatest {
@@ -233,19 +291,20 @@ func (b *viewBounds) set(i int, sum Summary, wanted []Bound, first bool) {
 	}
 }
 
-// count works the bounds out afresh from the positions' summaries.
-func (b *viewBounds) count(v *view, wanted []Bound) {
+// count works cache k's bounds out afresh from the positions' summaries.
+func (b *viewBounds) count(v *view, k int, wanted []Bound) {
 	b.reset(wanted)
 	for i, ni := range v.infos {
 		if ni == nil || v.gens[i] == 0 {
 			continue
 		}
+		sum := v.hot[k][i].figures()
 		for _, w := range wanted {
 			f := w.Figure
 			if w.Greatest {
-				b.greatest[f] = max(b.greatest[f], b.sums[i][f])
+				b.greatest[f] = max(b.greatest[f], sum[f])
 			} else {
-				b.least[f] = min(b.least[f], b.sums[i][f])
+				b.least[f] = min(b.least[f], sum[f])
 			}
 		}
 	}
