@@ -57,9 +57,46 @@ func (noopScore) Score(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeInf
 }
 func (noopScore) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// noopRegistry returns the stand-ins' factories.
+// The HeadroomFloor profile's stand-ins do nothing either, but as
+// Headroom's plugins behave on a workload where every node has room and
+// nothing is at risk (SchedulingBasic): Filter and Score run on every node
+// for NodePIDs and NodeIPs, OOMRisk's PreScore skips Score, and all of them
+// sign pods. What separates Headroom from HeadroomFloor is then what the
+// plugins themselves do; what separates HeadroomFloor from the default
+// profile is the framework's cost of two more Filter and two more Score
+// plugins per node, which no implementation of them avoids.
+const floorPrefix = "Floor"
+
+// floorFilterScore stands in for NodePIDs and NodeIPs in HeadroomFloor.
+type floorFilterScore struct{ noopFilterScore }
+
+func (floorFilterScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, nil
+}
+func (p floorFilterScore) ScoreExtensions() fwk.ScoreExtensions { return p }
+
+// floorScore stands in for OOMRisk in HeadroomFloor: it skips scoring.
+type floorScore struct{ noopScore }
+
+func (floorScore) PreScore(context.Context, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) *fwk.Status {
+	return fwk.NewStatus(fwk.Skip)
+}
+func (floorScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, nil
+}
+
+// noopRegistry returns the stand-ins' factories (HeadroomNoop's and
+// HeadroomFloor's).
 func noopRegistry() frameworkruntime.Registry {
 	r := frameworkruntime.Registry{}
+	for _, name := range []string{nodepids.Name, nodeips.Name} {
+		r[floorPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+			return floorFilterScore{noopFilterScore{name: floorPrefix + name}}, nil
+		}
+	}
+	r[floorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return floorScore{noopScore{name: floorPrefix + oomrisk.Name}}, nil
+	}
 	for _, name := range []string{nodepids.Name, nodeips.Name} {
 		r[noopPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return noopFilterScore{name: noopPrefix + name}, nil

@@ -87,9 +87,12 @@ type profile struct {
 var variants = map[string]struct {
 	base   string   // Default or Headroom
 	remove []string // Headroom's plugins left out of the shipped profile
-	noop   bool     // Headroom's plugins replaced by stand-ins that do nothing (noop_test.go)
+	// standIn replaces Headroom's plugins with the stand-ins of that
+	// prefix (noop_test.go): noopPrefix, or floorPrefix.
+	standIn string
 }{
-	"HeadroomNoop":      {base: "Headroom", noop: true},
+	"HeadroomNoop":      {base: "Headroom", standIn: noopPrefix},
+	"HeadroomFloor":     {base: "Headroom", standIn: floorPrefix},
 	"DefaultAgain":      {base: "Default"},
 	"HeadroomNoNodeIPs": {base: "Headroom", remove: []string{nodeips.Name}},
 	"HeadroomNone":      {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name, oomrisk.Name}},
@@ -126,8 +129,8 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 		}
 		p := base[v.base]
 		p.Name = name
-		if len(v.remove) > 0 || v.noop {
-			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove, v.noop)
+		if len(v.remove) > 0 || v.standIn != "" {
+			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove, v.standIn)
 		}
 		out = append(out, p)
 	}
@@ -135,9 +138,9 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 }
 
 // withoutPlugins writes the configuration in src, without the named plugins
-// and their pluginConfig, to dst, and returns dst. With noop, Headroom's
-// plugins that remain are replaced by their stand-ins.
-func withoutPlugins(t testing.TB, src, dst string, remove []string, noop bool) string {
+// and their pluginConfig, to dst, and returns dst. With a standIn prefix,
+// Headroom's plugins that remain are replaced by those stand-ins.
+func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn string) string {
 	t.Helper()
 	raw, err := os.ReadFile(src)
 	if err != nil {
@@ -153,13 +156,13 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, noop bool) s
 			p.Plugins.MultiPoint.Enabled = slices.DeleteFunc(p.Plugins.MultiPoint.Enabled,
 				func(pl schedconfigv1.Plugin) bool { return slices.Contains(remove, pl.Name) })
 			for i := range p.Plugins.MultiPoint.Enabled {
-				if pl := &p.Plugins.MultiPoint.Enabled[i]; noop && plugins.Registry()[pl.Name] != nil {
-					pl.Name = noopPrefix + pl.Name
+				if pl := &p.Plugins.MultiPoint.Enabled[i]; standIn != "" && plugins.Registry()[pl.Name] != nil {
+					pl.Name = standIn + pl.Name
 				}
 			}
 		}
 		p.PluginConfig = slices.DeleteFunc(p.PluginConfig, func(pc schedconfigv1.PluginConfig) bool {
-			return slices.Contains(remove, pc.Name) || noop && plugins.Registry()[pc.Name] != nil
+			return slices.Contains(remove, pc.Name) || standIn != "" && plugins.Registry()[pc.Name] != nil
 		})
 	}
 	out, err := yaml.Marshal(&cfg)

@@ -30,10 +30,21 @@
 // than a pointer to chase per plugin (at 5,000 nodes, each a cache miss).
 // The full value is one pointer further, for the rarer paths.
 //
-// A hit is a read of an immutable map keyed by the snapshot's NodeInfo
-// pointer (no string hashing, no look at the Node object), a few atomic loads
-// and a comparison of generations: no lock, no allocation. The maps are
-// replaced (copy on write) only when nodes are added or removed.
+// Once per scheduling cycle, PreFilter or PreScore calls Refresh
+// (refresh.go): it walks the snapshot's nodes in order, recomputes the few
+// whose generation moved, keeps bounds of the summaries over all nodes (the
+// least room, the least memory slack, ...) and copies the summaries into a
+// view in the snapshot's order with a flat table from NodeInfo to position.
+// With the bounds a plugin can pass a node in Filter, or skip Score, without
+// touching the node's state at all; with the view, a Score that must read a
+// summary costs one probe of the flat table and a read of an array that
+// Score walks in order.
+//
+// Without a refresh in the cycle, a hit is a read of an immutable map keyed
+// by the snapshot's NodeInfo pointer (no string hashing, no look at the Node
+// object), a few atomic loads and a comparison of generations: no lock, no
+// allocation. The maps are replaced (copy on write) only when nodes are added
+// or removed.
 package nodecache
 
 import (
