@@ -39,6 +39,10 @@ type NodePIDsArgs struct {
 	// headroom is unknown (no, malformed or stale annotations), or
 	// UnknownNodeScoreMeanOfKnown.
 	UnknownNodeScore int64
+	// AmpleFreePIDs is the free PIDs after placement from which a node
+	// scores as well as any: Score counts free PIDs up to it. Zero means no
+	// limit.
+	AmpleFreePIDs int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -77,4 +81,8 @@ type NodeIPsArgs struct {
 	// headroom is unknown (no, malformed or stale annotations), or
 	// UnknownNodeScoreMeanOfKnown.
 	UnknownNodeScore int64
+	// AmpleFreeIPs is the free pod IPs after placement from which a node
+	// scores as well as any: Score counts free pod IPs up to it. Zero means
+	// no limit.
+	AmpleFreeIPs int64
 }

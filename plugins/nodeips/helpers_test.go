@@ -28,6 +28,7 @@ func defaultArgs() *config.NodeIPsArgs {
 		MinFreeIPs:       configv1.DefaultMinFreeIPs,
 		MaxSampleAge:     metav1.Duration{Duration: configv1.DefaultMaxSampleAge},
 		UnknownNodeScore: configv1.DefaultUnknownNodeScore,
+		AmpleFreeIPs:     configv1.DefaultAmpleFreeIPs,
 	}
 }
 

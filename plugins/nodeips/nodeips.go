@@ -83,7 +83,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	pl := &NodeIPs{
 		minFreeIPs: args.MinFreeIPs,
-		Core:       nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
+		Core:       nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore, args.AmpleFreeIPs),
 	}
 	pl.Cache = nodesample.NewCache(h, pl.computeEntry, (*nodeEntry).summary)
 	nodestate.Start(ctx, h, pl.nodeStateConfig())
@@ -203,7 +203,7 @@ func (pl *NodeIPs) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		s = &cycleState{now: pl.Clock.Now()}
 		pl.Cache.Prune()
 	}
-	if !pl.AnyKnown(ctx, nodes, s.now) {
+	if pl.AmpleEverywhere(ctx, state, nodes, podIPs, s.now) || !pl.AnyKnown(ctx, nodes, s.now) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	pl.cycles.Write(state, preScoreStateKey, s)
@@ -226,7 +226,7 @@ func (pl *NodeIPs) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		}
 		return nodesample.UnknownRaw, nil
 	}
-	return nodesample.FreeAfter(nodesample.Free(sum), podIPs), nil
+	return pl.ScoreOf(sum, podIPs), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are IP counts.

@@ -96,15 +96,24 @@ func TestScore(t *testing.T) {
 	full := nodeInfo(ipNode("full", 13, 13, sample))
 	unknown := nodeInfo(annotatedNode("u"))
 
+	noLimit := defaultArgs()
+	noLimit.AmpleFreeIPs = 0
 	t.Run("favours free IPs", func(t *testing.T) {
-		tp := newPlugin(t, defaultArgs(), nil, nil)
+		tp := newPlugin(t, noLimit, nil, nil)
 		got := tp.scores(t, pod("x"), a, b, full)
 		if got["a"] != 100 || got["b"] != 49 || got["full"] != 0 {
 			t.Fatalf("scores = %v, want a 100, b ⌊99·100/199⌋ = 49, full 0", got)
 		}
 	})
+	t.Run("ample free IPs score as well as any", func(t *testing.T) {
+		// The default AmpleFreeIPs, 110: a's 199 count as 110, b's 99 not.
+		got := newPlugin(t, defaultArgs(), nil, nil).scores(t, pod("x"), a, b, full)
+		if got["a"] != 100 || got["b"] != 99*100/110 || got["full"] != 0 {
+			t.Fatalf("scores = %v, want a 100, b ⌊99·100/110⌋ = 90, full 0", got)
+		}
+	})
 	t.Run("unknown node scores the mean of the known", func(t *testing.T) {
-		tp := newPlugin(t, defaultArgs(), nil, nil)
+		tp := newPlugin(t, noLimit, nil, nil)
 		got := tp.scores(t, pod("x"), a, b, unknown)
 		if got["u"] != (100+49)/2 {
 			t.Fatalf("scores = %v, want u = %d", got, (100+49)/2)
@@ -199,7 +208,9 @@ func TestCachedPathAllocatesNothing(t *testing.T) {
 	for i := range 50 {
 		pods = append(pods, boundAt(pod(string(rune('A'+i))), "n", sample.Add(time.Duration(i-25)*time.Second)))
 	}
-	tp := newPlugin(t, defaultArgs(), []*corev1.Node{ipNode("n", 254, 100, sample)}, pods)
+	args := defaultArgs()
+	args.AmpleFreeIPs = 0 // else PreScore skips: 154 free IPs are ample
+	tp := newPlugin(t, args, []*corev1.Node{ipNode("n", 254, 100, sample)}, pods)
 	ni := tp.h.SnapshotNodeInfo(t, "n")
 	ctx := context.Background()
 	state := framework.NewCycleState()

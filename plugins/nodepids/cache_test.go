@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -266,5 +267,60 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 	}
 	if status := tp.Filter(ctx, state, p, snapshotNode(tp, "a")); !status.IsSuccess() {
 		t.Fatalf("a: %v", status)
+	}
+}
+
+// PreScore skips Score when every node keeps AmpleFreePIDs free after the
+// pod (all would score 100) and a node of unknown headroom would score 100
+// too; otherwise, or for candidates the cycle's refresh does not cover, it
+// lets Score run.
+func TestPreScoreSkipsWhenEveryNodeHasAmplePIDs(t *testing.T) {
+	sample := now.Add(-time.Minute)
+	const most = pidstats.MaxNodePIDs
+	ample := []*corev1.Node{pidNode("a", most, 0, 20000, sample), pidNode("b", 65536, 0, 32000, sample)} // b: 33536 free
+	unknown := st.MakeNode().Name("unknown").Obj()
+	fixedUnknown := defaultArgs()
+	fixedUnknown.UnknownNodeScore = 50
+	_, ctx := ktesting.NewTestContext(t)
+	for _, tc := range []struct {
+		name  string
+		args  func() *config.NodePIDsArgs
+		nodes []*corev1.Node
+		pids  string
+		skip  bool
+	}{
+		{"every node ample", defaultArgs, ample, "100", true},
+		{"the pod takes b below ample", defaultArgs, ample, "1000", false},
+		{"unknown node scores the mean", defaultArgs, append(ample, unknown), "100", true},
+		{"unknown node scores 50", func() *config.NodePIDsArgs { return fixedUnknown }, append(ample, unknown), "100", false},
+		{"no limit", func() *config.NodePIDsArgs { a := defaultArgs(); a.AmpleFreePIDs = 0; return a }, ample, "100", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newPlugin(t, tc.args(), tc.nodes, nil)
+			infos, err := tp.Handle.SnapshotSharedLister().NodeInfos().List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pod("p", tc.pids)
+			if s := tp.PreScore(ctx, framework.NewCycleState(), p, infos); s.IsSkip() != tc.skip {
+				t.Fatalf("PreScore = %v, want skip %v", s, tc.skip)
+			}
+			if !tc.skip {
+				return
+			}
+			// What Score gives without PreScore: the same raw score, the
+			// ample figure (or the unknown mark), on every node, so every
+			// node would be normalised to the same score.
+			for _, ni := range infos {
+				raw, s := tp.Score(ctx, framework.NewCycleState(), p, ni)
+				if !s.IsSuccess() || raw != tp.Ample && ni.Node().Name != "unknown" {
+					t.Fatalf("skipped, but Score gives %s a raw %d (%v), not %d", ni.Node().Name, raw, s, tp.Ample)
+				}
+			}
+			// A candidate the refresh does not cover is scored.
+			if s := tp.PreScore(ctx, framework.NewCycleState(), p, append(infos, nodeInfo(ample[0]))); s.IsSkip() {
+				t.Fatal("PreScore skipped with a candidate that is not the snapshot's")
+			}
+		})
 	}
 }

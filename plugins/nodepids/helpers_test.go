@@ -31,6 +31,7 @@ func defaultArgs() *config.NodePIDsArgs {
 		MinFreePercent:   configv1.DefaultMinFreePercent,
 		MaxSampleAge:     metav1.Duration{Duration: configv1.DefaultMaxSampleAge},
 		UnknownNodeScore: configv1.DefaultUnknownNodeScore,
+		AmpleFreePIDs:    configv1.DefaultAmpleFreePIDs,
 	}
 }
 

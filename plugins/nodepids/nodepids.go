@@ -85,7 +85,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl := &NodePIDs{
 		strategy:       strategy{minFreePIDs: args.MinFreePIDs, minFreePercent: args.MinFreePercent},
 		defaultPodPIDs: args.DefaultPodPIDs,
-		Core:           nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore),
+		Core:           nodesample.NewCore[nodeEntry](h, args.MaxSampleAge.Duration, args.UnknownNodeScore, args.AmpleFreePIDs),
 	}
 	pl.Cache = nodesample.NewCache(h, pl.computeEntry, (*nodeEntry).summary)
 	nodestate.Start(ctx, h, pl.nodeStateConfig())
@@ -206,7 +206,7 @@ func (pl *NodePIDs) PreScore(ctx context.Context, state fwk.CycleState, pod *cor
 		s = pl.newPodState(ctx, pod)
 		pl.Cache.Prune()
 	}
-	if !pl.AnyKnown(ctx, nodes, s.now) {
+	if pl.AmpleEverywhere(ctx, state, nodes, s.pids, s.now) || !pl.AnyKnown(ctx, nodes, s.now) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	pl.pods.Write(state, preScoreStateKey, s)
@@ -229,7 +229,7 @@ func (pl *NodePIDs) Score(ctx context.Context, state fwk.CycleState, pod *corev1
 		}
 		return nodesample.UnknownRaw, nil
 	}
-	return nodesample.FreeAfter(nodesample.Free(sum), s.pids), nil
+	return pl.ScoreOf(sum, s.pids), nil
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are PID counts.

@@ -211,7 +211,9 @@ func TestScore(t *testing.T) {
 		}
 	})
 	t.Run("largest figures stay in range", func(t *testing.T) {
-		tp := newPlugin(t, defaultArgs(), nil, nil)
+		args := defaultArgs()
+		args.AmpleFreePIDs = 0 // no limit: the raw scores are the free PIDs
+		tp := newPlugin(t, args, nil, nil)
 		const most = pidstats.MaxNodePIDs
 		huge := pidNode("huge", most, 0, 0, sample)
 		half := pidNode("half", most, 0, most/2, sample)
@@ -219,6 +221,17 @@ func TestScore(t *testing.T) {
 		got := tp.scores(t, pod("x", "100"), nodeInfo(huge), nodeInfo(half), nodeInfo(tiny))
 		if got["huge"] != 100 || got["half"] != 49 || got["tiny"] != 0 {
 			t.Fatalf("scores = %v, want huge 100, half 49, tiny 0", got)
+		}
+	})
+	t.Run("ample free PIDs score as well as any", func(t *testing.T) {
+		const most = pidstats.MaxNodePIDs
+		huge := pidNode("huge", most, 0, 0, sample)
+		ample := pidNode("ample", 65536, 0, 32668, sample) // 32868 free, 32768 after the pod
+		// a: 19900 after, under the default AmpleFreePIDs of 32768.
+		got := newPlugin(t, defaultArgs(), nil, nil).scores(t, pod("x", "100"), nodeInfo(huge), nodeInfo(ample), nodeInfo(a))
+		want := map[string]int64{"huge": 100, "ample": 100, "a": 19900 * 100 / 32768}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("scores = %v, want %v", got, want)
 		}
 	})
 }

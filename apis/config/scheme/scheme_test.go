@@ -68,6 +68,7 @@ profiles:
 		MinFreePIDs:      2048,
 		MinFreePercent:   configv1.DefaultMinFreePercent,
 		UnknownNodeScore: configv1.DefaultUnknownNodeScore,
+		AmpleFreePIDs:    configv1.DefaultAmpleFreePIDs,
 	}
 	want.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
 	if *pids != want {
@@ -77,7 +78,7 @@ profiles:
 	if !ok {
 		t.Fatalf("NodeIPs args decoded as %T", args(cfg, "NodeIPs"))
 	}
-	wantIPs := config.NodeIPsArgs{TypeMeta: ips.TypeMeta, MinFreeIPs: 2, UnknownNodeScore: configv1.DefaultUnknownNodeScore}
+	wantIPs := config.NodeIPsArgs{TypeMeta: ips.TypeMeta, MinFreeIPs: 2, UnknownNodeScore: configv1.DefaultUnknownNodeScore, AmpleFreeIPs: configv1.DefaultAmpleFreeIPs}
 	wantIPs.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
 	if *ips != wantIPs {
 		t.Errorf("NodeIPs args = %+v, want %+v", *ips, wantIPs)

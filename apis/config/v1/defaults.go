@@ -18,13 +18,19 @@ const (
 	DefaultMinFreePercent   = pidstats.DefaultMinFreePercent
 	DefaultMaxSampleAge     = pidstats.DefaultMaxSampleAge
 	DefaultUnknownNodeScore = config.UnknownNodeScoreMeanOfKnown
+	// DefaultAmpleFreePIDs is Linux's default pid_max.
+	DefaultAmpleFreePIDs int64 = 32768
 )
 
 // Defaults of NodeIPsArgs. MaxSampleAge and UnknownNodeScore are
 // NodePIDsArgs' (DefaultMaxSampleAge, from pkg/pidstats, and
 // DefaultUnknownNodeScore): the node agent writes both samples in the same
 // patch, so they age alike.
-const DefaultMinFreeIPs int64 = 0
+const (
+	DefaultMinFreeIPs int64 = 0
+	// DefaultAmpleFreeIPs is the kubelet's default maxPods.
+	DefaultAmpleFreeIPs int64 = 110
+)
 
 // Defaults of OOMRiskArgs.
 const (
@@ -53,6 +59,9 @@ func SetDefaults_NodePIDsArgs(obj *NodePIDsArgs) {
 	if obj.MaxSampleAge == nil {
 		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
 	}
+	if obj.AmpleFreePIDs == nil {
+		obj.AmpleFreePIDs = ptr.To(DefaultAmpleFreePIDs)
+	}
 }
 
 // SetDefaults_NodeIPsArgs fills unset NodeIPsArgs fields.
@@ -65,6 +74,9 @@ func SetDefaults_NodeIPsArgs(obj *NodeIPsArgs) {
 	}
 	if obj.MaxSampleAge == nil {
 		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+	}
+	if obj.AmpleFreeIPs == nil {
+		obj.AmpleFreeIPs = ptr.To(DefaultAmpleFreeIPs)
 	}
 }
 

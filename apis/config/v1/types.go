@@ -28,6 +28,14 @@ type NodePIDsArgs struct {
 	// headroom is known, so that unknown nodes are neither favoured nor
 	// penalised. Default -1.
 	UnknownNodeScore *int64 `json:"unknownNodeScore,omitempty"`
+	// AmpleFreePIDs is the number of free PIDs, after placing the pod, from
+	// which a node scores as well as any other: Score counts a node's free
+	// PIDs up to it, so among nodes that all have that much headroom the
+	// other plugins decide, and NodePIDs speaks only where PIDs run short.
+	// 0 means no limit: more free PIDs always score higher. Default 32768,
+	// the default pid_max of a Linux machine: a node with a whole such
+	// machine's PIDs to spare is not short of them.
+	AmpleFreePIDs *int64 `json:"ampleFreePIDs,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -69,4 +77,10 @@ type NodeIPsArgs struct {
 	// headroom is known, so that unknown nodes are neither favoured nor
 	// penalised. Default -1.
 	UnknownNodeScore *int64 `json:"unknownNodeScore,omitempty"`
+	// AmpleFreeIPs is the number of free pod IPs, after placing the pod,
+	// from which a node scores as well as any other: Score counts a node's
+	// free pod IPs up to it, so NodeIPs speaks only where pod IPs run short.
+	// 0 means no limit. Default 110, the kubelet's default maxPods: a node
+	// with that many pod IPs to spare is not limited by its IPAM.
+	AmpleFreeIPs *int64 `json:"ampleFreeIPs,omitempty"`
 }

@@ -78,6 +78,9 @@ func autoConvert_v1_NodeIPsArgs_To_config_NodeIPsArgs(in *NodeIPsArgs, out *conf
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.UnknownNodeScore, &out.UnknownNodeScore, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.AmpleFreeIPs, &out.AmpleFreeIPs, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -94,6 +97,9 @@ func autoConvert_config_NodeIPsArgs_To_v1_NodeIPsArgs(in *config.NodeIPsArgs, ou
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.UnknownNodeScore, &out.UnknownNodeScore, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.AmpleFreeIPs, &out.AmpleFreeIPs, s); err != nil {
 		return err
 	}
 	return nil
@@ -120,6 +126,9 @@ func autoConvert_v1_NodePIDsArgs_To_config_NodePIDsArgs(in *NodePIDsArgs, out *c
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.UnknownNodeScore, &out.UnknownNodeScore, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.AmpleFreePIDs, &out.AmpleFreePIDs, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -142,6 +151,9 @@ func autoConvert_config_NodePIDsArgs_To_v1_NodePIDsArgs(in *config.NodePIDsArgs,
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.UnknownNodeScore, &out.UnknownNodeScore, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.AmpleFreePIDs, &out.AmpleFreePIDs, s); err != nil {
 		return err
 	}
 	return nil

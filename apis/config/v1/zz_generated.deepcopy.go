@@ -45,6 +45,11 @@ func (in *NodeIPsArgs) DeepCopyInto(out *NodeIPsArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.AmpleFreeIPs != nil {
+		in, out := &in.AmpleFreeIPs, &out.AmpleFreeIPs
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 
@@ -92,6 +97,11 @@ func (in *NodePIDsArgs) DeepCopyInto(out *NodePIDsArgs) {
 	}
 	if in.UnknownNodeScore != nil {
 		in, out := &in.UnknownNodeScore, &out.UnknownNodeScore
+		*out = new(int64)
+		**out = **in
+	}
+	if in.AmpleFreePIDs != nil {
+		in, out := &in.AmpleFreePIDs, &out.AmpleFreePIDs
 		*out = new(int64)
 		**out = **in
 	}

@@ -23,6 +23,7 @@ func ValidateNodePIDsArgs(path *field.Path, args *config.NodePIDsArgs) error {
 	errs = append(errs, inRange(path.Child("minFreePercent"), args.MinFreePercent, 0, 100)...)
 	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, config.UnknownNodeScoreMeanOfKnown, 100)...)
 	errs = append(errs, notNegative(path.Child("maxSampleAge"), args.MaxSampleAge.Duration)...)
+	errs = append(errs, inRange(path.Child("ampleFreePIDs"), args.AmpleFreePIDs, 0, maxPIDs)...)
 	return errs.ToAggregate()
 }
 
@@ -30,6 +31,7 @@ func ValidateNodePIDsArgs(path *field.Path, args *config.NodePIDsArgs) error {
 func ValidateNodeIPsArgs(path *field.Path, args *config.NodeIPsArgs) error {
 	var errs field.ErrorList
 	errs = append(errs, inRange(path.Child("minFreeIPs"), args.MinFreeIPs, 0, ipstats.MaxCount)...)
+	errs = append(errs, inRange(path.Child("ampleFreeIPs"), args.AmpleFreeIPs, 0, ipstats.MaxCount)...)
 	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, config.UnknownNodeScoreMeanOfKnown, 100)...)
 	errs = append(errs, notNegative(path.Child("maxSampleAge"), args.MaxSampleAge.Duration)...)
 	return errs.ToAggregate()

@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
+	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
@@ -24,8 +25,11 @@ type Core[E any] struct {
 	// UnknownScore is the score of a node whose headroom is unknown, or
 	// config.UnknownNodeScoreMeanOfKnown.
 	UnknownScore int64
-	Cache        *nodecache.Cache[E]
-	Clock        clock.PassiveClock
+	// Ample is the free units after placement from which a node scores as
+	// well as any (ScoreOf); 0: no limit.
+	Ample int64
+	Cache *nodecache.Cache[E]
+	Clock clock.PassiveClock
 	// NodeLister lets the pod-deletion queueing hint look at the pod's
 	// node; nil when the handle has no informer factory.
 	NodeLister corelisters.NodeLister
@@ -33,8 +37,8 @@ type Core[E any] struct {
 
 // NewCore returns the core of a plugin built with handle h; the caller
 // sets Cache.
-func NewCore[E any](h fwk.Handle, maxSampleAge time.Duration, unknownScore int64) Core[E] {
-	c := Core[E]{Handle: h, MaxSampleAge: maxSampleAge, UnknownScore: unknownScore, Clock: clock.RealClock{}}
+func NewCore[E any](h fwk.Handle, maxSampleAge time.Duration, unknownScore, ample int64) Core[E] {
+	c := Core[E]{Handle: h, MaxSampleAge: maxSampleAge, UnknownScore: unknownScore, Ample: ample, Clock: clock.RealClock{}}
 	if h != nil && h.SharedInformerFactory() != nil {
 		c.NodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
@@ -42,9 +46,50 @@ func NewCore[E any](h fwk.Handle, maxSampleAge time.Duration, unknownScore int64
 }
 
 // NewCache returns the per-node cache of a plugin built on Core: it keeps
-// RoomBound, which FitsEveryNode reads.
+// the bounds FitsEveryNode and AmpleEverywhere read.
 func NewCache[E any](h fwk.Handle, compute nodecache.ComputeFunc[E], summarize nodecache.SummaryFunc[E]) *nodecache.Cache[E] {
-	return nodecache.New(h, compute, summarize, RoomBound)
+	return nodecache.New(h, compute, summarize, bounds...)
+}
+
+// ScoreOf is Score's raw score of a node with known headroom for a pod that
+// needs need units: the free units after placement, counted up to Ample.
+func (c *Core[E]) ScoreOf(sum nodecache.Summary, need int64) int64 {
+	raw := FreeAfter(Free(sum), need)
+	if c.Ample > 0 {
+		raw = min(raw, c.Ample)
+	}
+	return raw
+}
+
+// AmpleEverywhere reports whether Score would give every node of the
+// snapshot, and so each of nodes (the candidates, which the bounds must
+// cover), the same score, MaxNodeScore, for a pod that needs need units:
+// every node with valid annotations keeps Ample units free after placement
+// (so each raw score is Ample, the best), and a node of unknown headroom
+// would get MaxNodeScore too (UnknownScore is the mean of the known nodes'
+// scores or MaxNodeScore) or there is none, stale samples included. PreScore
+// then skips Score: it would change no ranking. It refreshes the cache for
+// the cycle.
+func (c *Core[E]) AmpleEverywhere(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, need int64, now time.Time) bool {
+	if c.Ample <= 0 {
+		return false
+	}
+	b, ok := c.Cache.Refresh(ctx, state)
+	if !ok || b.Least[sumFree] < c.Ample || b.Least[sumFree]-c.Ample < need {
+		return false
+	}
+	unknownScoresMax := c.UnknownScore == config.UnknownNodeScoreMeanOfKnown || c.UnknownScore == fwk.MaxNodeScore
+	if !unknownScoresMax && now.UnixNano() > b.Least[sumUsableUntil] {
+		return false
+	}
+	// The scheduler's candidates are the snapshot's NodeInfos, whose
+	// generations Filter has just read; anything else is scored.
+	for _, ni := range nodes {
+		if !b.Covers(ni) {
+			return false
+		}
+	}
+	return true
 }
 
 // FitsEveryNode refreshes the cache for the cycle (PreFilter calls it) and

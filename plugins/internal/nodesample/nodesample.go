@@ -232,7 +232,7 @@ func Summarize(free, room int64, staleAfter time.Time, parseErr error) nodecache
 		// Unknown headroom: never usable, and no limit on the least room
 		// over the nodes (RoomBound), since Filter passes the node.
 		s[sumUsableUntil] = math.MinInt64
-		s[sumRoom] = math.MaxInt64
+		s[sumFree], s[sumRoom] = math.MaxInt64, math.MaxInt64
 		return s
 	case staleAfter.IsZero():
 		s[sumUsableUntil] = math.MaxInt64
@@ -243,11 +243,13 @@ func Summarize(free, room int64, staleAfter time.Time, parseErr error) nodecache
 	return s
 }
 
-// RoomBound is the bound the plugins' caches keep (nodecache.Refresh): the
-// least room over the snapshot's nodes whose annotations are valid, stale
-// or not (a stale node passes Filter, so counting it only makes the bound
-// lower than it need be).
-var RoomBound = nodecache.Bound{Figure: sumRoom}
+// bounds are what the plugins' caches keep over the snapshot's nodes
+// (nodecache.Refresh): the least room and the least free units of the nodes
+// whose annotations are valid, stale or not (Filter passes a stale node and
+// Score gives it the unknown score, so counting it only makes the bounds
+// lower than they need be), and the least time until which a sample may be
+// used (math.MinInt64 when a node's annotations are missing or invalid).
+var bounds = []nodecache.Bound{{Figure: sumRoom}, {Figure: sumFree}, {Figure: sumUsableUntil}}
 
 // Usable reports whether the summarised node's headroom is known at now:
 // valid annotations and a sample no older than the plugin's MaxSampleAge.
