@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -193,6 +194,10 @@ func writeDecision(out io.Writer, pod *corev1.Pod, p *profile, d *decision, name
 	rank := slices.IndexFunc(feasible, func(v verdict) bool { return v.node == name }) + 1
 	fmt.Fprintf(out, "Score: %s = %d; rank %d of %d (best: %s, %d)\n",
 		strings.Join(terms, " + "), mine.total, rank, len(feasible), feasible[0].node, feasible[0].total)
+	if d.skippedScore.Len() > 0 {
+		fmt.Fprintf(out, "not scored (PreScore skipped them: every node would score the same): %s\n",
+			strings.Join(sets.List(d.skippedScore), ", "))
+	}
 }
 
 // defaultPodPIDs is NodePIDs' PIDs of a pod without the annotation.

@@ -171,3 +171,22 @@ func BenchmarkRefresh(b *testing.B) {
 		i++
 	}
 }
+
+// After a refresh, Summary and Get serve the snapshot's nodes from the
+// view without computing; a node that changed since is computed afresh.
+func TestSummaryAfterRefresh(t *testing.T) {
+	f := boundsFixture(t, "a", "b")
+	ctx := t.Context()
+	f.refresh(t, framework.NewCycleState())
+	a := f.nodeInfo(t, "a")
+	if got := f.cache.Summary(ctx, a); got != (Summary{0}) || f.computed.Load() != 2 {
+		t.Fatalf("refreshed a: %v after %d computations; want [0 0 0] after the refresh's 2", got, f.computed.Load())
+	}
+	if got := f.cache.Get(ctx, f.nodeInfo(t, "b")); got.pods != 0 || f.computed.Load() != 2 {
+		t.Fatalf("refreshed b: %+v after %d computations", *got, f.computed.Load())
+	}
+	a.AddPod(podOn("p", "a"))
+	if got := f.cache.Summary(ctx, a); got != (Summary{1}) || f.computed.Load() != 3 {
+		t.Fatalf("a changed after the refresh: %v after %d computations; want [1 0 0] after 3", got, f.computed.Load())
+	}
+}
