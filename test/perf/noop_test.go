@@ -57,14 +57,13 @@ func (noopScore) Score(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeInf
 }
 func (noopScore) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// The HeadroomFloor profile's stand-ins do nothing either, but as
-// Headroom's plugins behave on a workload where every node has room and
-// nothing is at risk (SchedulingBasic): Filter and Score run on every node
+// The HeadroomFloor profile's stand-ins do nothing either, but are called
+// as plugins that score every node are: Filter and Score run on every node
 // for NodePIDs and NodeIPs, OOMRisk's PreScore skips Score, and all of them
-// sign pods. What separates Headroom from HeadroomFloor is then what the
-// plugins themselves do; what separates HeadroomFloor from the default
-// profile is the framework's cost of two more Filter and two more Score
-// plugins per node, which no implementation of them avoids.
+// sign pods. What separates HeadroomFloor from the default profile is the
+// framework's own cost of two more Filter and two more Score plugins per
+// node, which no plugin that scores every node avoids (Headroom's NodePIDs
+// and NodeIPs skip Score where every node has ample headroom).
 const floorPrefix = "Floor"
 
 // floorFilterScore stands in for NodePIDs and NodeIPs in HeadroomFloor.
