@@ -32,7 +32,11 @@ func benchNode(b *testing.B, pods int) (testPlugin, fwk.NodeInfo) {
 		}
 		placed = append(placed, p)
 	}
-	tp := newPlugin(b, defaultArgs(), []*corev1.Node{node}, placed)
+	// No ample limit: the node's headroom would let PreScore skip Score,
+	// which the benchmarks measure.
+	args := defaultArgs()
+	args.AmpleFreeIPs = 0
+	tp := newPlugin(b, args, []*corev1.Node{node}, placed)
 	return tp, tp.h.SnapshotNodeInfo(b, "n")
 }
 

@@ -33,7 +33,11 @@ func benchNode(b *testing.B, pods int) (testPlugin, fwk.NodeInfo) {
 		}
 		placed = append(placed, p)
 	}
-	tp := newPlugin(b, defaultArgs(), []*corev1.Node{node}, placed)
+	// No ample limit: the node's headroom would let PreScore skip Score,
+	// which the benchmarks measure.
+	args := defaultArgs()
+	args.AmpleFreePIDs = 0
+	tp := newPlugin(b, args, []*corev1.Node{node}, placed)
 	ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("n")
 	if err != nil {
 		b.Fatal(err)
