@@ -30,6 +30,12 @@ type fixture struct {
 
 func newFixture(t testing.TB, nodes ...string) *fixture {
 	t.Helper()
+	return newFixtureKeeping(t, nil, nodes...)
+}
+
+// newFixtureKeeping is newFixture with a cache that keeps bounds.
+func newFixtureKeeping(t testing.TB, bounds []Bound, nodes ...string) *fixture {
+	t.Helper()
 	var list []*corev1.Node
 	for _, n := range nodes {
 		list = append(list, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
@@ -42,7 +48,7 @@ func newFixture(t testing.TB, nodes ...string) *fixture {
 	f.cache = New(h, func(_ context.Context, ni fwk.NodeInfo, prev *value) value {
 		f.computed.Add(1)
 		return value{pods: len(ni.GetPods()), prev: prev != nil}
-	}, func(v *value) Summary { return Summary{int64(v.pods)} })
+	}, func(v *value) Summary { return Summary{int64(v.pods)} }, bounds...)
 	return f
 }
 

@@ -19,20 +19,7 @@ import (
 // number of pods on a node (figure 0 of the fixture's summary).
 func boundsFixture(t testing.TB, nodes ...string) *fixture {
 	t.Helper()
-	var list []*corev1.Node
-	for _, n := range nodes {
-		list = append(list, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
-	}
-	f := &fixture{snapshot: cache.NewSnapshot(nil, list)}
-	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.cache = New(h, func(_ context.Context, ni fwk.NodeInfo, prev *value) value {
-		f.computed.Add(1)
-		return value{pods: len(ni.GetPods()), prev: prev != nil}
-	}, func(v *value) Summary { return Summary{int64(v.pods)} }, Bound{Figure: 0}, Bound{Figure: 0, Greatest: true})
-	return f
+	return newFixtureKeeping(t, []Bound{{Figure: 0}, {Figure: 0, Greatest: true}}, nodes...)
 }
 
 func (f *fixture) refresh(t testing.TB, state fwk.CycleState) Bounds {
