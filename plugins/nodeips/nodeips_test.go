@@ -262,3 +262,29 @@ func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 		t.Fatalf("events %q, want one per distinct problem naming the annotation", events)
 	}
 }
+
+// PreScore skips Score when every node keeps AmpleFreeIPs free after the
+// pod, and scores when the limit is off (NodePIDs' tests cover the rule's
+// cases: it is nodesample's).
+func TestPreScoreSkipsWhenEveryNodeHasAmpleIPs(t *testing.T) {
+	sample := now.Add(-time.Minute)
+	nodes := []*corev1.Node{ipNode("a", 254, 20, sample), ipNode("b", 254, 143, sample)} // b: 111 free, 110 after the pod
+	noLimit := defaultArgs()
+	noLimit.AmpleFreeIPs = 0
+	for _, tc := range []struct {
+		args *config.NodeIPsArgs
+		skip bool
+	}{{defaultArgs(), true}, {noLimit, false}} {
+		tp := newPlugin(t, tc.args, nodes, nil)
+		infos := []fwk.NodeInfo{tp.h.SnapshotNodeInfo(t, "a"), tp.h.SnapshotNodeInfo(t, "b")}
+		if s := tp.PreScore(context.Background(), framework.NewCycleState(), pod("x"), infos); s.IsSkip() != tc.skip {
+			t.Errorf("ampleFreeIPs %d: PreScore = %v, want skip %v", tc.args.AmpleFreeIPs, s, tc.skip)
+		}
+	}
+	// One IP fewer on b and it no longer has ample.
+	tp := newPlugin(t, defaultArgs(), []*corev1.Node{nodes[0], ipNode("b", 254, 144, sample)}, nil)
+	infos := []fwk.NodeInfo{tp.h.SnapshotNodeInfo(t, "a"), tp.h.SnapshotNodeInfo(t, "b")}
+	if s := tp.PreScore(context.Background(), framework.NewCycleState(), pod("x"), infos); s.IsSkip() {
+		t.Error("b keeps 109 IPs after the pod, yet PreScore skipped")
+	}
+}

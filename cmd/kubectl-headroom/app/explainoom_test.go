@@ -184,3 +184,18 @@ func TestExplainErrors(t *testing.T) {
 		})
 	}
 }
+
+// A pod that fits every node's slack: OOMRisk's PreScore skips Score, and
+// the score line says so.
+func TestExplainSkippedScore(t *testing.T) {
+	podFile := writeFile(t, "small.json", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
+ "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}}]}}`)
+	out, err := runExplain(t, workedExampleCluster(), "--node", "worker-1", "--pod-file", podFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "score 100 of 100: own risk 0 ppm × weight 3, collateral 0 ppm × weight 1 (Score skipped: the pod fits every node's memory slack, so every node scores 100)"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}

@@ -230,7 +230,7 @@ func Summarize(free, room int64, staleAfter time.Time, parseErr error) nodecache
 	switch {
 	case parseErr != nil:
 		// Unknown headroom: never usable, and no limit on the least room
-		// over the nodes (RoomBound), since Filter passes the node.
+		// over the nodes (bounds), since Filter passes the node.
 		s[sumUsableUntil] = math.MinInt64
 		s[sumFree], s[sumRoom] = math.MaxInt64, math.MaxInt64
 		return s
