@@ -272,8 +272,8 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 
 // PreScore skips Score when every node keeps AmpleFreePIDs free after the
 // pod (all would score 100) and a node of unknown headroom would score 100
-// too; otherwise, or for candidates the cycle's refresh does not cover, it
-// lets Score run.
+// too; otherwise, also when a candidate that changed since the last walk is
+// short, it lets Score run.
 func TestPreScoreSkipsWhenEveryNodeHasAmplePIDs(t *testing.T) {
 	sample := now.Add(-time.Minute)
 	const most = pidstats.MaxNodePIDs
@@ -317,9 +317,16 @@ func TestPreScoreSkipsWhenEveryNodeHasAmplePIDs(t *testing.T) {
 					t.Fatalf("skipped, but Score gives %s a raw %d (%v), not %d", ni.Node().Name, raw, s, tp.Ample)
 				}
 			}
-			// A candidate the refresh does not cover is scored.
-			if s := tp.PreScore(ctx, framework.NewCycleState(), p, append(infos, nodeInfo(ample[0]))); s.IsSkip() {
-				t.Fatal("PreScore skipped with a candidate that is not the snapshot's")
+			// A candidate that changed since the last walk over the
+			// snapshot is judged by its own figures: a pod of 2,000 PIDs
+			// placed on b since takes it below ample.
+			for _, ni := range infos {
+				if ni.Node().Name == "b" {
+					ni.(*framework.NodeInfo).AddPod(assumed(pod("big", "2000"), "b"))
+				}
+			}
+			if s := tp.PreScore(ctx, framework.NewCycleState(), p, infos); s.IsSkip() {
+				t.Fatal("PreScore skipped although b, changed since the walk, is no longer ample")
 			}
 		})
 	}

@@ -119,13 +119,13 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // Its own risk is nil wherever the others can cover a shortfall, and it adds
 // no memory beyond its request: its score would be the same on every node,
 // so there is nothing to rank.
-func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	in := oomkill.NewIncoming(pod)
 	if in.QOS() == corev1.PodQOSGuaranteed {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	pl.cache.Prune()
-	if b, ok := pl.cache.Refresh(ctx, state); ok && pl.nothingAtRisk(in, b) {
+	if b, ok := pl.cache.BoundsFor(ctx, state, nodes); ok && pl.nothingAtRisk(in, b) {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("OOMRisk: the pod fits every node's memory slack, every node would score the same", "pod", klog.KObj(pod),
 				"podWorst", in.WorstWithin(b.Greatest[sumAllocatable], pl.est), "leastSlack", b.Least[sumSlack], "score", fwk.MaxNodeScore)
@@ -142,11 +142,12 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 // allocatable memory.
 var everyNodeBounds = []nodecache.Bound{{Figure: sumSlack}, {Figure: sumCapacity}, {Figure: sumAllocatable, Greatest: true}}
 
-// nothingAtRisk reports whether Score would give every node of the snapshot
-// MaxNodeScore: every node's memory is known, and the pod's worst case, at
-// its greatest (on the node with the most allocatable memory), fits the
-// least slack, so that no node has a shortfall with the pod (Score's first
-// case). Scoring would then change no ranking, and PreScore skips it.
+// nothingAtRisk reports whether Score would give every node the bounds hold
+// for (every node of the snapshot, and PreScore's candidates) MaxNodeScore:
+// every node's memory is known, and the pod's worst case, at its greatest
+// (on the node with the most allocatable memory), fits the least slack, so
+// that no node has a shortfall with the pod (Score's first case). Scoring
+// would then change no ranking, and PreScore skips it.
 func (pl *OOMRisk) nothingAtRisk(in *oomkill.Incoming, b nodecache.Bounds) bool {
 	if b.Least[sumCapacity] == unknownMemory || b.Greatest[sumAllocatable] < 0 {
 		return false // a node of unknown memory scores neutralScore; or no nodes

@@ -495,7 +495,8 @@ func TestScoreShortcutMatchesAssessment(t *testing.T) {
 
 // PreScore skips Score when every node would score MaxNodeScore: every
 // node's memory is known and the pod's worst case, on the node with the
-// most allocatable memory, fits the least slack. It scores otherwise.
+// most allocatable memory, fits the least slack. It scores otherwise, also
+// when a node that changed since the last walk has lost its slack.
 func TestPreScoreSkipsWhenNothingIsAtRisk(t *testing.T) {
 	lightPods := []*corev1.Pod{pod("l1", "light", "512Mi", "1Gi"), pod("l2", "roomy", "512Mi", "1Gi")}
 	roomy := []*corev1.Node{node("light", "16Gi"), node("roomy", "16Gi")}
@@ -533,6 +534,16 @@ func TestPreScoreSkipsWhenNothingIsAtRisk(t *testing.T) {
 				if got, s := pl.Score(context.Background(), framework.NewCycleState(), tc.pod, ni); !s.IsSuccess() || got != fwk.MaxNodeScore {
 					t.Errorf("skipped, but Score gives %s %d (%v)", ni.Node().Name, got, s)
 				}
+			}
+			// A pod placed since the last walk over the snapshot takes
+			// the light node's slack: it is judged by its own figures.
+			light, err := snapshot.NodeInfos().Get("light")
+			if err != nil {
+				t.Fatal(err)
+			}
+			light.(*framework.NodeInfo).AddPod(pod("heavy", "light", "1Gi", "15Gi"))
+			if s := pl.PreScore(context.Background(), framework.NewCycleState(), tc.pod, infos); s.Code() != fwk.Success {
+				t.Fatalf("after a pod took the light node's slack: PreScore = %v, want Success", s)
 			}
 		})
 	}

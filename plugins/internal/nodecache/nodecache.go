@@ -30,15 +30,16 @@
 // than a pointer to chase per plugin (at 5,000 nodes, each a cache miss).
 // The full value is one pointer further, for the rarer paths.
 //
-// Once per scheduling cycle, PreFilter or PreScore calls Refresh
-// (refresh.go): it walks the snapshot's nodes in order, recomputes the few
-// whose generation moved, keeps bounds of the summaries over all nodes (the
-// least room, the least memory slack, ...) and copies the summaries into a
-// view in the snapshot's order with a flat table from NodeInfo to position.
-// With the bounds a plugin can pass a node in Filter, or skip Score, without
-// touching the node's state at all; with the view, a Score that must read a
-// summary costs one probe of the flat table and a read of an array that
-// Score walks in order.
+// PreFilter and PreScore call Refresh (refresh.go) once per scheduling
+// cycle; every few cycles it walks the snapshot's nodes in order, recomputes
+// the few whose generation moved, keeps bounds of the summaries over all
+// nodes (the least room, the least memory slack, ...) and copies the
+// summaries into a view in the snapshot's order with a flat table from
+// NodeInfo to position. With the bounds a plugin can pass a node in Filter,
+// or skip Score, without touching the node's state at all (nodes changed
+// since the walk are judged one by one); with the view, a Score that must
+// read a summary costs one probe of the flat table and a read of an array
+// that Score walks in order.
 //
 // Without a refresh in the cycle, a hit is a read of an immutable map keyed
 // by the snapshot's NodeInfo pointer (no string hashing, no look at the Node
@@ -80,8 +81,9 @@ type Cache[V any] struct {
 	summarize SummaryFunc[V]
 	// snapshot returns the scheduler's snapshot lister; nil without one.
 	snapshot func() fwk.NodeInfoLister
-	nodes    *nodes // shared with the scheduler's other caches
-	pos      int    // this cache's place in every slot
+	nodes    *nodes  // shared with the scheduler's other caches
+	pos      int     // this cache's place in every slot
+	wanted   []Bound // the bounds Refresh keeps for this cache
 }
 
 // maxCaches is how many caches share one index: Headroom's three plugins in
@@ -102,6 +104,9 @@ type nodes struct {
 	bounds       [maxCaches][]Bound
 	view         *view
 	refreshedFor *framework.CycleState
+	// sinceWalk counts the cycles since the last walk over the view, which
+	// Refresh makes every walkEvery cycles.
+	sinceWalk, walkEvery int
 	// current is view once refreshed: what Filter and Score look in first.
 	current atomic.Pointer[view]
 }
@@ -218,7 +223,7 @@ func nodesFor(h fwk.Handle) (*nodes, int) {
 }
 
 func newNodes() *nodes {
-	n := &nodes{}
+	n := &nodes{walkEvery: walkEvery}
 	n.slots.Store(&index{byInfo: map[*framework.NodeInfo]*slot{}, byName: map[string]*slot{}})
 	return n
 }
@@ -230,7 +235,7 @@ func newNodes() *nodes {
 // the same snapshot share one index of the nodes. A nil h (or one without a
 // snapshot) stores every value and never prunes.
 func New[V any](h fwk.Handle, compute ComputeFunc[V], summarize SummaryFunc[V], bounds ...Bound) *Cache[V] {
-	c := &Cache[V]{compute: compute, summarize: summarize, snapshot: func() fwk.NodeInfoLister { return nil }}
+	c := &Cache[V]{compute: compute, summarize: summarize, wanted: bounds, snapshot: func() fwk.NodeInfoLister { return nil }}
 	if h != nil {
 		c.snapshot = func() fwk.NodeInfoLister {
 			if l := h.SnapshotSharedLister(); l != nil {

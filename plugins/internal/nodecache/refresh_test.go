@@ -16,10 +16,14 @@ import (
 )
 
 // boundsFixture is a fixture whose cache keeps the least and the greatest
-// number of pods on a node (figure 0 of the fixture's summary).
+// number of pods on a node (figure 0 of the fixture's summary), and walks
+// the snapshot every cycle, so that each refresh shows the changes before it
+// (TestRefreshWalksEveryFewCycles sets the shipped interval).
 func boundsFixture(t testing.TB, nodes ...string) *fixture {
 	t.Helper()
-	return newFixtureKeeping(t, []Bound{{Figure: 0}, {Figure: 0, Greatest: true}}, nodes...)
+	f := newFixtureKeeping(t, []Bound{{Figure: 0}, {Figure: 0, Greatest: true}}, nodes...)
+	f.cache.nodes.walkEvery = 1
+	return f
 }
 
 func (f *fixture) refresh(t testing.TB, state fwk.CycleState) Bounds {
@@ -64,6 +68,39 @@ func TestRefreshKeepsBounds(t *testing.T) {
 	f.nodeInfo(t, "c").AddPod(podOn("p4", "c"))
 	if got := f.refresh(t, framework.NewCycleState()); got.Least[0] != 1 || got.Greatest[0] != 1 {
 		t.Fatalf("one pod on each node: %+v, want 1..1", got)
+	}
+}
+
+// Between walks the bounds keep covering the NodeInfos that did not change,
+// and only those: a node that changed is not covered until the next walk,
+// and BoundsFor folds it into the bounds when it is a candidate.
+func TestRefreshWalksEveryFewCycles(t *testing.T) {
+	f := boundsFixture(t, "a", "b", "c")
+	f.cache.nodes.walkEvery = walkEvery
+	ctx := t.Context()
+	a, b := f.nodeInfo(t, "a"), f.nodeInfo(t, "b")
+	walked := f.refresh(t, framework.NewCycleState())
+	a.AddPod(podOn("p1", "a"))
+	a.AddPod(podOn("p2", "a"))
+	var cycle *framework.CycleState
+	for i := 1; i < walkEvery; i++ {
+		cycle = framework.NewCycleState()
+		got := f.refresh(t, cycle)
+		if got != walked || got.Covers(a) || !got.Covers(b) || f.computed.Load() != 3 {
+			t.Fatalf("cycle %d after the walk: %+v after %d computations, covers a %v, b %v; want the walk's %+v, a not covered, b covered, nothing computed",
+				i, got, f.computed.Load(), got.Covers(a), got.Covers(b), walked)
+		}
+	}
+	got, ok := f.cache.BoundsFor(ctx, cycle, []fwk.NodeInfo{a, b})
+	if !ok || got.Least[0] != 0 || got.Greatest[0] != 2 || got.Covers(a) || f.computed.Load() != 4 {
+		t.Fatalf("bounds for a and b: %+v after %d computations; want 0..2 (a's 2 pods folded in, a computed), a not covered", got, f.computed.Load())
+	}
+	if got, _ := f.cache.BoundsFor(ctx, cycle, []fwk.NodeInfo{b}); got != walked {
+		t.Fatalf("bounds for b alone: %+v, want the walk's %+v", got, walked)
+	}
+	got = f.refresh(t, framework.NewCycleState())
+	if !got.Covers(a) || got.Greatest[0] != 2 || got.Generation != a.Generation || f.computed.Load() != 4 {
+		t.Fatalf("cycle %d walks: %+v after %d computations; want a covered, 0..2, a's value reused", walkEvery, got, f.computed.Load())
 	}
 }
 
@@ -137,13 +174,25 @@ func TestBoundsCover(t *testing.T) {
 }
 
 // BenchmarkRefresh is PreFilter's cost per cycle at 5,000 nodes when one
-// node changed since the last cycle (the node of the pod placed last).
+// node changes every cycle (the node of the pod placed last): a walk every
+// walkEvery cycles (shipped), or every cycle (walk).
 func BenchmarkRefresh(b *testing.B) {
+	for _, every := range []int{walkEvery, 1} {
+		name := "shipped"
+		if every == 1 {
+			name = "walk"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkRefresh(b, every) })
+	}
+}
+
+func benchmarkRefresh(b *testing.B, walkEvery int) {
 	names := make([]string, 5000)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%d", i)
 	}
 	f := boundsFixture(b, names...)
+	f.cache.nodes.walkEvery = walkEvery
 	infos, _ := f.snapshot.NodeInfos().List()
 	f.refresh(b, framework.NewCycleState())
 	b.ReportAllocs()

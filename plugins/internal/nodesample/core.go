@@ -61,35 +61,25 @@ func (c *Core[E]) ScoreOf(sum nodecache.Summary, need int64) int64 {
 	return raw
 }
 
-// AmpleEverywhere reports whether Score would give every node of the
-// snapshot, and so each of nodes (the candidates, which the bounds must
-// cover), the same score, MaxNodeScore, for a pod that needs need units:
-// every node with valid annotations keeps Ample units free after placement
-// (so each raw score is Ample, the best), and a node of unknown headroom
-// would get MaxNodeScore too (UnknownScore is the mean of the known nodes'
-// scores or MaxNodeScore) or there is none, stale samples included. PreScore
-// then skips Score: it would change no ranking. It refreshes the cache for
-// the cycle.
+// AmpleEverywhere reports whether Score would give each of nodes (the
+// candidates) the same score, MaxNodeScore, for a pod that needs need
+// units: every candidate with valid annotations keeps Ample units free after
+// placement (so each raw score is Ample, the best), and a candidate of
+// unknown headroom would get MaxNodeScore too (UnknownScore is the mean of
+// the known nodes' scores or MaxNodeScore) or there is none, stale samples
+// included. PreScore then skips Score: it would change no ranking. It
+// refreshes the cache for the cycle and reads the bounds over every node
+// (nodecache.BoundsFor), which hold for the candidates.
 func (c *Core[E]) AmpleEverywhere(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, need int64, now time.Time) bool {
 	if c.Ample <= 0 {
 		return false
 	}
-	b, ok := c.Cache.Refresh(ctx, state)
+	b, ok := c.Cache.BoundsFor(ctx, state, nodes)
 	if !ok || b.Least[sumFree] < c.Ample || b.Least[sumFree]-c.Ample < need {
 		return false
 	}
 	unknownScoresMax := c.UnknownScore == config.UnknownNodeScoreMeanOfKnown || c.UnknownScore == fwk.MaxNodeScore
-	if !unknownScoresMax && now.UnixNano() > b.Least[sumUsableUntil] {
-		return false
-	}
-	// The scheduler's candidates are the snapshot's NodeInfos, whose
-	// generations Filter has just read; anything else is scored.
-	for _, ni := range nodes {
-		if !b.Covers(ni) {
-			return false
-		}
-	}
-	return true
+	return unknownScoresMax || now.UnixNano() <= b.Least[sumUsableUntil]
 }
 
 // FitsEveryNode refreshes the cache for the cycle (PreFilter calls it) and
