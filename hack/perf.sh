@@ -57,20 +57,25 @@ summarize() {
     }
     END {
       base = prof[1]
-      printf "%-28s %-18s %5s %12s %12s %7s %10s %10s  %s\n", "workload", "profile", "runs", "base pods/s", "pods/s", "ratio", "base heap", "heap MB", "pairs (" base "/profile, pods/s)"
+      printf "%-28s %-18s %5s %12s %12s %7s %7s %10s %10s  %s\n", "workload", "profile", "runs", "base pods/s", "pods/s", "ratio", "pair", "base heap", "heap MB", "pairs (" base "/profile, pods/s)"
       for (k = 1; k <= nw; k++) {
         wl = order[k]
         for (q = 2; q <= np; q++) {
           pr = prof[q]
           d = median(tput[wl, base]); h = median(tput[wl, pr])
-          pairs = ""
+          pairs = ""; ratios = ""
           nr = split(runs[wl], rr, " ")
-          for (r = 1; r <= nr; r++) pairs = pairs sprintf(" %s/%s", runtput[wl, base, rr[r]], runtput[wl, pr, rr[r]])
-          printf "%-28s %-18s %5d %12.1f %12.1f %7.3f %10.0f %10.0f %s\n", wl, pr, nr, d, h, (d > 0 ? h / d : 0), median(heap[wl, base]), median(heap[wl, pr]), pairs
+          for (r = 1; r <= nr; r++) {
+            pairs = pairs sprintf(" %s/%s", runtput[wl, base, rr[r]], runtput[wl, pr, rr[r]])
+            if (runtput[wl, base, rr[r]] > 0) ratios = ratios " " runtput[wl, pr, rr[r]] / runtput[wl, base, rr[r]]
+          }
+          printf "%-28s %-18s %5d %12.1f %12.1f %7.3f %7.3f %10.0f %10.0f %s\n", wl, pr, nr, d, h, (d > 0 ? h / d : 0), median(ratios), median(heap[wl, base]), median(heap[wl, pr]), pairs
         }
       }
     }' "$1"
 }
-echo "median over runs; heap is the harness's heap_memory_usage/Max of the whole test process (kube-apiserver included)"
+echo "median over runs. ratio: median pods/s over median base pods/s; pair: the median of each run's own ratio"
+echo "(a pair ran back to back, so drift of the machine between pairs cancels out in it)."
+echo "heap is the harness's heap_memory_usage/Max of the whole test process (kube-apiserver included)"
 summarize "$out"
 rm -f "$out"
