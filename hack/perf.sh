@@ -2,8 +2,8 @@
 # Runs Headroom's scheduler_perf workloads (test/perf) for kube-scheduler's
 # default profile and the shipped Headroom profile, interleaved, and prints
 # pods/s of both, their ratio and the process heap. SchedulingBasic at 5000
-# nodes runs PERF_RUNS times per profile (default 3); the table shows the
-# median. Needs bin/etcd (make tools).
+# nodes, MixedFleet and Churn run PERF_RUNS times per profile (default 3);
+# the table shows the median. Needs bin/etcd (make tools).
 #
 #   PERF_WORKLOADS  a regexp of the workloads to run, e.g. 'SchedulingBasic-5000Nodes_'
 #                   (the unmeasured warm-up workload always runs first)

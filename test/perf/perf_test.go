@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	runs         = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 nodes per profile (make perf reports the median)")
+	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, MixedFleet and Churn (make perf reports the median)")
 	order        = flag.String("perf-order", "abba", "order of the profiles in the runs of a workload: abba (A B, B A, A B, ...) or ab (A B, A B, ...)")
 	warmup       = flag.Bool("perf-warmup", true, "run an unmeasured 500-node workload with the first profile before the others")
 	profileNames = flag.String("perf-profiles", "Default,Headroom", "comma-separated profiles to compare, the baseline first: "+
@@ -279,9 +279,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			Params: map[string]int{"nodes": 5000, "initPods": 1000, "measurePods": 10000}}, *runs},
 		{testCase{Name: "MixedFleet", Workload: "1000Nodes",
 			Params: map[string]int{"nodesUsual": 600, "nodesPIDShort": 200, "nodesSmall": 100, "nodesUnknown": 100,
-				"initPods": 500, "measurePods": 3000}}, 1},
+				"initPods": 500, "measurePods": 3000}}, *runs},
 		{testCase{Name: "Churn", Workload: "1000Nodes", UpdatesPerSecond: 100,
-			Params: map[string]int{"nodes": 1000, "initPods": 500, "measurePods": 5000}}, 1},
+			Params: map[string]int{"nodes": 1000, "initPods": 500, "measurePods": 5000}}, *runs},
 	} {
 		w.Label = "performance"
 		cases = append(cases, interleave(profs, w.runs, w.testCase)...)
