@@ -182,55 +182,108 @@ type testCase struct {
 	Params                                          map[string]int
 }
 
-// render writes performance-config.yaml and the templates into dir, with the current time as every node's PID sample time, and
-// returns the config's path.
+// render writes performance-config.yaml and the templates into dir, with the
+// current time as every node's sample time, and returns the config's path.
 func render(t testing.TB, dir string, cases []testCase, profs []profile) string {
 	t.Helper()
-	now := time.Now().UTC()
-	data := map[string]any{
-		"Dir":       dir,
-		"Cases":     cases,
+	if err := renderTemplates(dir, profs, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := renderFile("performance-config.yaml", filepath.Join(dir, "performance-config.yaml"),
+		map[string]any{"Dir": dir, "Cases": cases}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flag.Set("data-items-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "performance-config.yaml")
+}
+
+// renderTemplates writes the object templates into dir: a pod template per
+// profile, and the node templates with now as the time of every node's PID
+// and pod-IP samples.
+func renderTemplates(dir string, profs []profile, now time.Time) error {
+	now = now.UTC()
+	samples := map[string]any{
 		"SampledAt": now.Format(time.RFC3339),
 		// Churn's second sample is a minute newer (still not in the future
 		// by more than pidstats.ClockSkewAllowance when written early).
 		"UpdatedAt": now.Add(pidstats.ClockSkewAllowance / 2).Format(time.RFC3339),
 	}
-	write := func(src, dst string, data any) {
-		t.Helper()
-		raw, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl, err := template.New(src).Delims("[[", "]]").Option("missingkey=error").Parse(string(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := tmpl.Execute(&out, data); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	files, err := filepath.Glob("templates/*.yaml")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, f := range files {
 		if filepath.Base(f) == "pod.yaml" {
 			for _, p := range profs {
-				write(f, "pod-"+p.Name+".yaml", map[string]any{"SchedulerName": p.SchedulerName})
+				if err := renderFile(f, filepath.Join(dir, "pod-"+p.Name+".yaml"), map[string]any{"SchedulerName": p.SchedulerName}); err != nil {
+					return err
+				}
 			}
 			continue
 		}
-		write(f, filepath.Base(f), data)
+		if err := renderFile(f, filepath.Join(dir, filepath.Base(f)), samples); err != nil {
+			return err
+		}
 	}
-	write("performance-config.yaml", "performance-config.yaml", data)
-	if err := flag.Set("data-items-dir", dir); err != nil {
-		t.Fatal(err)
+	return nil
+}
+
+// renderFile executes the template src (delimiters [[ ]], so that the
+// harness's own {{ }} pass through) with data into dst. It replaces dst in
+// one rename: the harness may be reading it (keepSamplesFresh).
+func renderFile(src, dst string, data any) error {
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		return err
 	}
-	return filepath.Join(dir, "performance-config.yaml")
+	tmpl, err := template.New(src).Delims("[[", "]]").Option("missingkey=error").Parse(string(raw))
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := tmpl.Execute(&out, data); err != nil {
+		return err
+	}
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// sampleRefresh is how often keepSamplesFresh renders the node templates
+// again: the nodes a workload creates carry samples at most this old.
+const sampleRefresh = time.Minute
+
+// keepSamplesFresh renders the node templates in dir again every interval
+// (sampleRefresh in the benchmark) until the returned stop is called. The harness reads a
+// template when a workload creates its objects, and a run of make perf lasts
+// longer than the shipped maxSampleAge (10m): with the samples of the
+// process's start, the later workloads' nodes would all be stale, their
+// headroom unknown, and those workloads would not measure what they say
+// (MixedFleet's PID-short nodes would pass Filter).
+func keepSamplesFresh(t testing.TB, dir string, profs []profile, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				if err := renderTemplates(dir, profs, now); err != nil {
+					t.Errorf("rendering the node templates again: %v", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // interleave returns one test case per profile for each run of w. With
@@ -287,7 +340,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		cases = append(cases, interleave(profs, w.runs, w.testCase)...)
 	}
 	config := render(b, dir, cases, profs)
+	stop := keepSamplesFresh(b, dir, profs, sampleRefresh)
 	benchmark.RunBenchmarkPerfScheduling(b, config, "headroom", registry())
+	stop()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	b.Logf("heap in use at the end: %d MiB", m.HeapInuse>>20)
@@ -368,4 +423,43 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("saw %d pods placed, want at least the 10 measured: %v", total, placed)
 	}
 	t.Logf("placements: %v; PID-short: %v", placed, short)
+}
+
+// TestKeepSamplesFresh: while the benchmark runs, the node templates are
+// rendered again with the current time, so that the nodes of a workload that
+// starts more than maxSampleAge after the process carry fresh samples.
+func TestKeepSamplesFresh(t *testing.T) {
+	dir := t.TempDir()
+	profs := profiles(t, dir, []string{"Headroom"})
+	if err := renderTemplates(dir, profs, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sampledAt := func() time.Time {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(dir, "node.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n corev1.Node
+		if err := yaml.UnmarshalStrict(raw, &n); err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339, n.Annotations[pidstats.AnnotationSampledAt])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	if age := time.Since(sampledAt()); age < 59*time.Minute {
+		t.Fatalf("the first rendering's sample is %v old, want an hour", age)
+	}
+	stop := keepSamplesFresh(t, dir, profs, 10*time.Millisecond)
+	defer stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Since(sampledAt()) > time.Minute {
+		if time.Now().After(deadline) {
+			t.Fatalf("node.yaml still samples at %v after 10s", sampledAt())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
