@@ -11,6 +11,8 @@
 #                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs)
 #   PERF_ORDER      abba (default: the order within a pair turns every run) or ab
 #   PERF_BENCH      a -bench regexp instead of PERF_WORKLOADS
+#   PERF_DATA_DIR   keep the harness's data items there: a JSON file with every
+#                   metric per label (each extension point, each plugin) and run
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -32,7 +34,8 @@ profiles=${PERF_PROFILES:-Default,Headroom}
 out=$(mktemp)
 echo "load before: $(uptime)"
 go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
-  -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" 2>&1 | tee "$out"
+  -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
+  ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} 2>&1 | tee "$out"
 echo "load after: $(uptime)"
 echo
 summarize() {

@@ -193,8 +193,14 @@ func render(t testing.TB, dir string, cases []testCase, profs []profile) string 
 		map[string]any{"Dir": dir, "Cases": cases}); err != nil {
 		t.Fatal(err)
 	}
-	if err := flag.Set("data-items-dir", dir); err != nil {
-		t.Fatal(err)
+	// The harness writes its data items (every metric per label: each
+	// extension point, each plugin) as JSON into -data-items-dir, the
+	// current directory when unset; unless one was given (make perf's
+	// PERF_DATA_DIR), they go with the temporary directory.
+	if f := flag.Lookup("data-items-dir"); f != nil && f.Value.String() == "" {
+		if err := flag.Set("data-items-dir", dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return filepath.Join(dir, "performance-config.yaml")
 }
