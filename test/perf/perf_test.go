@@ -153,11 +153,15 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn stri
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
 		if p.Plugins != nil {
-			p.Plugins.MultiPoint.Enabled = slices.DeleteFunc(p.Plugins.MultiPoint.Enabled,
-				func(pl schedconfigv1.Plugin) bool { return slices.Contains(remove, pl.Name) })
-			for i := range p.Plugins.MultiPoint.Enabled {
-				if pl := &p.Plugins.MultiPoint.Enabled[i]; standIn != "" && plugins.Registry()[pl.Name] != nil {
-					pl.Name = standIn + pl.Name
+			// multiPoint, and the extension points where the shipped
+			// profile names a plugin again to order it (filter).
+			for _, set := range []*schedconfigv1.PluginSet{&p.Plugins.MultiPoint, &p.Plugins.Filter} {
+				set.Enabled = slices.DeleteFunc(set.Enabled,
+					func(pl schedconfigv1.Plugin) bool { return slices.Contains(remove, pl.Name) })
+				for i := range set.Enabled {
+					if pl := &set.Enabled[i]; standIn != "" && plugins.Registry()[pl.Name] != nil {
+						pl.Name = standIn + pl.Name
+					}
 				}
 			}
 		}
