@@ -80,17 +80,31 @@ func headroomProfile(source string, p *config.KubeSchedulerProfile) *profile {
 	out := &config.KubeSchedulerProfile{SchedulerName: p.SchedulerName, Plugins: &config.Plugins{}}
 	weights := map[string]int64{}
 	if p.Plugins != nil {
+		// A plugin that multiPoint enables and an extension point names
+		// again (the shipped profile's filter) is only moved ahead of the
+		// in-tree plugins there, which this profile leaves out: it is kept
+		// in multiPoint alone, so that the framework logs no override.
+		// Score entries stay: they may set another weight.
+		multiPoint := map[string]bool{}
+		for _, pl := range p.Plugins.MultiPoint.Enabled {
+			multiPoint[pl.Name] = true
+		}
 		src, dst := reflect.ValueOf(p.Plugins).Elem(), reflect.ValueOf(out.Plugins).Elem()
 		for i := range src.NumField() {
 			set, ok := src.Field(i).Interface().(config.PluginSet)
 			if !ok {
 				continue
 			}
+			name := src.Type().Field(i).Name
 			kept := config.PluginSet{Disabled: set.Disabled}
 			for _, pl := range set.Enabled {
-				if _, ok := registry[pl.Name]; ok {
-					kept.Enabled = append(kept.Enabled, pl)
+				if _, ok := registry[pl.Name]; !ok {
+					continue
 				}
+				if multiPoint[pl.Name] && name != "MultiPoint" && name != "Score" {
+					continue
+				}
+				kept.Enabled = append(kept.Enabled, pl)
 			}
 			dst.Field(i).Set(reflect.ValueOf(kept))
 		}
