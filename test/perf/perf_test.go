@@ -268,12 +268,12 @@ func renderFile(src, dst string, data any) error {
 const sampleRefresh = time.Minute
 
 // keepSamplesFresh renders the node templates in dir again every interval
-// (sampleRefresh in the benchmark) until the returned stop is called. The harness reads a
-// template when a workload creates its objects, and a run of make perf lasts
-// longer than the shipped maxSampleAge (10m): with the samples of the
-// process's start, the later workloads' nodes would all be stale, their
-// headroom unknown, and those workloads would not measure what they say
-// (MixedFleet's PID-short nodes would pass Filter).
+// (sampleRefresh in the benchmark) until the returned stop is called. The
+// harness reads a template when a workload creates its objects, and a run
+// of make perf lasts longer than the shipped maxSampleAge (10m): with the
+// samples of the process's start, the later workloads' nodes would all be
+// stale, their headroom unknown, and those workloads would not measure what
+// they say (MixedFleet's PID-short nodes would pass Filter).
 func keepSamplesFresh(t testing.TB, dir string, profs []profile, every time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
