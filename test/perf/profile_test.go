@@ -7,11 +7,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	inTree "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
-	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/headroom-k8s/headroom/plugins"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
