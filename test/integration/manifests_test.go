@@ -269,22 +269,25 @@ profiles:
 	}
 	rolledOut()
 
-	// Pods of one rollout may still share a node (the surge pod avoided
-	// the old ones, not the other new one); a pod deleted and replaced goes
-	// where the other replica is not.
+	// Pods of one rollout may still share a node, either one: the second
+	// surge pod sees one old replica on node-a and one new on node-b, a tie
+	// for the anti-affinity that other scores break. A pod deleted and
+	// replaced goes where the other replica is not.
 	pods, err := c.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var onA []string
+	byNode := map[string][]string{}
 	for _, p := range pods.Items {
-		if p.Spec.NodeName == "node-a" {
-			onA = append(onA, p.Name)
+		if p.DeletionTimestamp == nil {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p.Name)
 		}
 	}
-	if len(onA) == 2 {
-		if err := c.CoreV1().Pods(chartNS).Delete(ctx, onA[0], metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
+	for _, names := range byNode {
+		if len(names) == 2 {
+			if err := c.CoreV1().Pods(chartNS).Delete(ctx, names[0], metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if nodes := rolledOut(); !slices.Equal(nodes, []string{"node-a", "node-b"}) {
