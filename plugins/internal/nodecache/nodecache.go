@@ -107,6 +107,8 @@ type nodes struct {
 	// sinceWalk counts the cycles since the last walk over the view, which
 	// Refresh makes every walkEvery cycles.
 	sinceWalk, walkEvery int
+	// pass is BoundsFor's last look at a cycle's candidates.
+	pass uncoveredPass
 	// current is view once refreshed: what Filter and Score look in first.
 	current atomic.Pointer[view]
 }

@@ -189,10 +189,7 @@ func (c *Cache[V]) BoundsFor(ctx context.Context, state fwk.CycleState, nodes []
 	if !ok {
 		return b, false
 	}
-	for _, ni := range nodes {
-		if ni.Node() == nil || b.Covers(ni) {
-			continue
-		}
+	for _, ni := range c.nodes.uncovered(state, nodes, b.Generation) {
 		sum := c.Summary(ctx, ni)
 		for _, w := range c.wanted {
 			if f := w.Figure; w.Greatest {
@@ -203,6 +200,43 @@ func (c *Cache[V]) BoundsFor(ctx context.Context, state fwk.CycleState, nodes []
 		}
 	}
 	return b, true
+}
+
+// uncoveredPass is BoundsFor's look at one cycle's candidates: those that
+// bounds of generation leave out. The caches that share the index call
+// BoundsFor with the same candidates in the same cycle, so the first call
+// looks at each candidate and the others reuse what it found: a few nodes,
+// where the candidates are hundreds.
+type uncoveredPass struct {
+	cycle      *framework.CycleState
+	first      *fwk.NodeInfo // the candidates, by identity: &nodes[0]
+	count      int
+	generation int64
+	infos      []fwk.NodeInfo
+}
+
+// uncovered returns the candidates, with a Node, of a generation above
+// generation. The result is reused by the next call for another cycle:
+// callers read it only, and within their cycle, which the scheduler runs one
+// at a time.
+func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, generation int64) []fwk.NodeInfo {
+	if len(candidates) == 0 {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cycle, _ := state.(*framework.CycleState)
+	p := &n.pass
+	if cycle != nil && p.cycle == cycle && p.first == &candidates[0] && p.count == len(candidates) && p.generation == generation {
+		return p.infos
+	}
+	*p = uncoveredPass{cycle: cycle, first: &candidates[0], count: len(candidates), generation: generation, infos: p.infos[:0]}
+	for _, ni := range candidates {
+		if ni.GetGeneration() > generation && ni.Node() != nil {
+			p.infos = append(p.infos, ni)
+		}
+	}
+	return p.infos
 }
 
 // sameList reports whether a and b are the same slice: the snapshot

@@ -226,3 +226,42 @@ func TestSummaryAfterRefresh(t *testing.T) {
 		t.Fatalf("a changed after the refresh: %v after %d computations; want [1 0 0] after 3", got, f.computed.Load())
 	}
 }
+
+// The caches that share the index look at one cycle's candidates once: the
+// second BoundsFor of the cycle folds in the changed candidate the first
+// found, and a later cycle looks again, at candidates changed since.
+func TestBoundsForSharesOnePassPerCycle(t *testing.T) {
+	f := boundsFixture(t, "a", "b")
+	f.cache.nodes.walkEvery = walkEvery
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := New(h, func(_ context.Context, ni fwk.NodeInfo, _ *int) int { return len(ni.GetPods()) },
+		func(v *int) Summary { return Summary{int64(*v)} }, Bound{Figure: 0, Greatest: true})
+	if other.nodes != f.cache.nodes {
+		t.Fatal("the two caches do not share the index")
+	}
+	ctx := t.Context()
+	a, b := f.nodeInfo(t, "a"), f.nodeInfo(t, "b")
+	f.refresh(t, framework.NewCycleState())
+	a.AddPod(podOn("p1", "a"))
+	a.AddPod(podOn("p2", "a"))
+	candidates := []fwk.NodeInfo{a, b}
+	cycle := framework.NewCycleState()
+	if got, _ := f.cache.BoundsFor(ctx, cycle, candidates); got.Greatest[0] != 2 {
+		t.Fatalf("first cache: %+v, want a's 2 pods folded in", got)
+	}
+	if pass := f.cache.nodes.pass; len(pass.infos) != 1 || pass.infos[0] != fwk.NodeInfo(a) {
+		t.Fatalf("the pass found %v, want a alone", pass.infos)
+	}
+	if got, _ := other.BoundsFor(ctx, cycle, candidates); got.Greatest[0] != 2 {
+		t.Fatalf("second cache, same cycle: %+v, want a's 2 pods folded in", got)
+	}
+	b.AddPod(podOn("p3", "b"))
+	b.AddPod(podOn("p4", "b"))
+	b.AddPod(podOn("p5", "b"))
+	if got, _ := other.BoundsFor(ctx, framework.NewCycleState(), candidates); got.Greatest[0] != 3 {
+		t.Fatalf("next cycle, same candidates: %+v, want b's 3 pods folded in", got)
+	}
+}
