@@ -90,15 +90,20 @@ var variants = map[string]struct {
 	// standIn replaces Headroom's plugins with the stand-ins of that
 	// prefix (noop_test.go): noopPrefix, or floorPrefix.
 	standIn string
+	// filterLast drops the shipped profile's filter section, which runs
+	// Headroom's Filter before the default plugins': they run after them,
+	// in multiPoint's order.
+	filterLast bool
 }{
-	"HeadroomNoop":      {base: "Headroom", standIn: noopPrefix},
-	"HeadroomFloor":     {base: "Headroom", standIn: floorPrefix},
-	"DefaultAgain":      {base: "Default"},
-	"HeadroomNoNodeIPs": {base: "Headroom", remove: []string{nodeips.Name}},
-	"HeadroomNone":      {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name, oomrisk.Name}},
-	"NodePIDsOnly":      {base: "Headroom", remove: []string{nodeips.Name, oomrisk.Name}},
-	"NodeIPsOnly":       {base: "Headroom", remove: []string{nodepids.Name, oomrisk.Name}},
-	"OOMRiskOnly":       {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name}},
+	"HeadroomNoop":       {base: "Headroom", standIn: noopPrefix},
+	"HeadroomFloor":      {base: "Headroom", standIn: floorPrefix},
+	"DefaultAgain":       {base: "Default"},
+	"HeadroomNoNodeIPs":  {base: "Headroom", remove: []string{nodeips.Name}},
+	"HeadroomFilterLast": {base: "Headroom", filterLast: true},
+	"HeadroomNone":       {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name, oomrisk.Name}},
+	"NodePIDsOnly":       {base: "Headroom", remove: []string{nodeips.Name, oomrisk.Name}},
+	"NodeIPsOnly":        {base: "Headroom", remove: []string{nodepids.Name, oomrisk.Name}},
+	"OOMRiskOnly":        {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name}},
 }
 
 // profiles returns the profiles -perf-profiles names; variants' configs are
@@ -129,8 +134,8 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 		}
 		p := base[v.base]
 		p.Name = name
-		if len(v.remove) > 0 || v.standIn != "" {
-			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove, v.standIn)
+		if len(v.remove) > 0 || v.standIn != "" || v.filterLast {
+			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove, v.standIn, v.filterLast)
 		}
 		out = append(out, p)
 	}
@@ -139,8 +144,10 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 
 // withoutPlugins writes the configuration in src, without the named plugins
 // and their pluginConfig, to dst, and returns dst. With a standIn prefix,
-// Headroom's plugins that remain are replaced by those stand-ins.
-func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn string) string {
+// Headroom's plugins that remain are replaced by those stand-ins. With
+// filterLast, Headroom's plugins leave the filter section, so that their
+// Filter runs in multiPoint's order, after the default plugins'.
+func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn string, filterLast bool) string {
 	t.Helper()
 	raw, err := os.ReadFile(src)
 	if err != nil {
@@ -164,6 +171,10 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn stri
 					}
 				}
 			}
+		}
+		if filterLast && p.Plugins != nil {
+			p.Plugins.Filter.Enabled = slices.DeleteFunc(p.Plugins.Filter.Enabled,
+				func(pl schedconfigv1.Plugin) bool { return plugins.Registry()[pl.Name] != nil })
 		}
 		p.PluginConfig = slices.DeleteFunc(p.PluginConfig, func(pc schedconfigv1.PluginConfig) bool {
 			return slices.Contains(remove, pc.Name) || standIn != "" && plugins.Registry()[pc.Name] != nil

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"k8s.io/client-go/informers"
@@ -24,7 +25,33 @@ import (
 // is spared the rest (MixedFleet's Filter phase), and still runs them at
 // their other extension points.
 func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
-	raw, err := os.ReadFile("../../manifests/scheduler/scheduler-config.yaml")
+	listed := listPlugins(t, "../../manifests/scheduler/scheduler-config.yaml")
+	if filter := names(listed.Filter.Enabled); len(filter) < 3 || filter[0] != nodepids.Name || filter[1] != nodeips.Name {
+		t.Errorf("Filter order %v, want NodePIDs and NodeIPs first, then the default plugins", filter)
+	}
+	for _, set := range []struct {
+		point   string
+		enabled []schedconfig.Plugin
+	}{{"PreFilter", listed.PreFilter.Enabled}, {"PreScore", listed.PreScore.Enabled}, {"Score", listed.Score.Enabled}} {
+		if found := names(set.enabled); !slices.Contains(found, nodepids.Name) || !slices.Contains(found, nodeips.Name) {
+			t.Errorf("%s: %v, want NodePIDs and NodeIPs enabled", set.point, found)
+		}
+	}
+
+	// make perf's HeadroomFilterLast variant runs them after the default
+	// plugins, in multiPoint's order.
+	last := profiles(t, t.TempDir(), []string{"HeadroomFilterLast"})[0]
+	if filter := names(listPlugins(t, last.Config).Filter.Enabled); len(filter) < 3 || filter[len(filter)-2] != nodepids.Name || filter[len(filter)-1] != nodeips.Name {
+		t.Errorf("HeadroomFilterLast: Filter order %v, want NodePIDs and NodeIPs last", filter)
+	}
+}
+
+// listPlugins returns the plugins of the first profile of the configuration
+// in path, as kube-scheduler's framework enables them: decoded by the
+// scheduler's own decoder, with the in-tree registry merged with Headroom's.
+func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,24 +73,14 @@ func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := fw.ListPlugins()
-	var filter []string
-	for _, pl := range listed.Filter.Enabled {
-		filter = append(filter, pl.Name)
+	return fw.ListPlugins()
+}
+
+// names returns the plugins' names, in order.
+func names(enabled []schedconfig.Plugin) []string {
+	var out []string
+	for _, pl := range enabled {
+		out = append(out, pl.Name)
 	}
-	if len(filter) < 3 || filter[0] != nodepids.Name || filter[1] != nodeips.Name {
-		t.Errorf("Filter order %v, want NodePIDs and NodeIPs first, then the default plugins", filter)
-	}
-	for _, set := range []struct {
-		point   string
-		enabled []schedconfig.Plugin
-	}{{"PreFilter", listed.PreFilter.Enabled}, {"PreScore", listed.PreScore.Enabled}, {"Score", listed.Score.Enabled}} {
-		found := map[string]bool{}
-		for _, pl := range set.enabled {
-			found[pl.Name] = true
-		}
-		if !found[nodepids.Name] || !found[nodeips.Name] {
-			t.Errorf("%s: %v, want NodePIDs and NodeIPs enabled", set.point, set.enabled)
-		}
-	}
+	return out
 }
