@@ -159,6 +159,11 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn stri
 	}
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
+		if filterLast && p.Plugins != nil {
+			// Before the stand-ins take Headroom's plugins' names.
+			p.Plugins.Filter.Enabled = slices.DeleteFunc(p.Plugins.Filter.Enabled,
+				func(pl schedconfigv1.Plugin) bool { return plugins.Registry()[pl.Name] != nil })
+		}
 		if p.Plugins != nil {
 			// multiPoint, and the extension points where the shipped
 			// profile names a plugin again to order it (filter).
@@ -171,10 +176,6 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn stri
 					}
 				}
 			}
-		}
-		if filterLast && p.Plugins != nil {
-			p.Plugins.Filter.Enabled = slices.DeleteFunc(p.Plugins.Filter.Enabled,
-				func(pl schedconfigv1.Plugin) bool { return plugins.Registry()[pl.Name] != nil })
 		}
 		p.PluginConfig = slices.DeleteFunc(p.PluginConfig, func(pc schedconfigv1.PluginConfig) bool {
 			return slices.Contains(remove, pc.Name) || standIn != "" && plugins.Registry()[pc.Name] != nil

@@ -23,17 +23,18 @@ import (
 // shipped configuration, as kube-scheduler builds it, runs NodePIDs' and
 // NodeIPs' Filter ahead of the default plugins', so that a node they reject
 // is spared the rest (MixedFleet's Filter phase), and still runs them at
-// their other extension points.
+// their other extension points; make perf's HeadroomFilterLast variant runs
+// their Filter last.
 func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
 	listed := listPlugins(t, "../../manifests/scheduler/scheduler-config.yaml")
-	if filter := names(listed.Filter.Enabled); len(filter) < 3 || filter[0] != nodepids.Name || filter[1] != nodeips.Name {
+	if filter := pluginNames(listed.Filter.Enabled); len(filter) < 3 || filter[0] != nodepids.Name || filter[1] != nodeips.Name {
 		t.Errorf("Filter order %v, want NodePIDs and NodeIPs first, then the default plugins", filter)
 	}
 	for _, set := range []struct {
 		point   string
 		enabled []schedconfig.Plugin
 	}{{"PreFilter", listed.PreFilter.Enabled}, {"PreScore", listed.PreScore.Enabled}, {"Score", listed.Score.Enabled}} {
-		if found := names(set.enabled); !slices.Contains(found, nodepids.Name) || !slices.Contains(found, nodeips.Name) {
+		if found := pluginNames(set.enabled); !slices.Contains(found, nodepids.Name) || !slices.Contains(found, nodeips.Name) {
 			t.Errorf("%s: %v, want NodePIDs and NodeIPs enabled", set.point, found)
 		}
 	}
@@ -41,7 +42,7 @@ func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
 	// make perf's HeadroomFilterLast variant runs them after the default
 	// plugins, in multiPoint's order.
 	last := profiles(t, t.TempDir(), []string{"HeadroomFilterLast"})[0]
-	if filter := names(listPlugins(t, last.Config).Filter.Enabled); len(filter) < 3 || filter[len(filter)-2] != nodepids.Name || filter[len(filter)-1] != nodeips.Name {
+	if filter := pluginNames(listPlugins(t, last.Config).Filter.Enabled); len(filter) < 3 || filter[len(filter)-2] != nodepids.Name || filter[len(filter)-1] != nodeips.Name {
 		t.Errorf("HeadroomFilterLast: Filter order %v, want NodePIDs and NodeIPs last", filter)
 	}
 }
@@ -76,8 +77,8 @@ func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
 	return fw.ListPlugins()
 }
 
-// names returns the plugins' names, in order.
-func names(enabled []schedconfig.Plugin) []string {
+// pluginNames returns the plugins' names, in order.
+func pluginNames(enabled []schedconfig.Plugin) []string {
 	var out []string
 	for _, pl := range enabled {
 		out = append(out, pl.Name)

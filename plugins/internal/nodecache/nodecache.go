@@ -98,8 +98,9 @@ type nodes struct {
 	used  int                   // places in the slots claimed by caches
 
 	// What Refresh keeps (refresh.go), guarded by mu: the caches by place
-	// and the bounds each keeps, the view of the snapshot's node list, and
-	// the cycle it was last refreshed for.
+	// and the bounds each keeps, the view of the snapshot's node list, the
+	// cycle it was last refreshed for, and BoundsFor's last look at a
+	// cycle's candidates (pass).
 	caches       [maxCaches]refresher
 	bounds       [maxCaches][]Bound
 	view         *view
@@ -107,8 +108,7 @@ type nodes struct {
 	// sinceWalk counts the cycles since the last walk over the view, which
 	// Refresh makes every walkEvery cycles.
 	sinceWalk, walkEvery int
-	// pass is BoundsFor's last look at a cycle's candidates.
-	pass uncoveredPass
+	pass                 uncoveredPass
 	// current is view once refreshed: what Filter and Score look in first.
 	current atomic.Pointer[view]
 }

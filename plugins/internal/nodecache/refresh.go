@@ -189,7 +189,7 @@ func (c *Cache[V]) BoundsFor(ctx context.Context, state fwk.CycleState, nodes []
 	if !ok {
 		return b, false
 	}
-	for _, ni := range c.nodes.uncovered(state, nodes, b.Generation) {
+	for _, ni := range c.nodes.uncovered(state, nodes, b) {
 		sum := c.Summary(ctx, ni)
 		for _, w := range c.wanted {
 			if f := w.Figure; w.Greatest {
@@ -206,20 +206,19 @@ func (c *Cache[V]) BoundsFor(ctx context.Context, state fwk.CycleState, nodes []
 // bounds of generation leave out. The caches that share the index call
 // BoundsFor with the same candidates in the same cycle, so the first call
 // looks at each candidate and the others reuse what it found: a few nodes,
-// where the candidates are hundreds.
+// where the candidates are hundreds. The pass holds the cycle's state and
+// the candidates, so neither can be freed and its address reused by a later
+// cycle while the pass compares them.
 type uncoveredPass struct {
 	cycle      *framework.CycleState
-	first      *fwk.NodeInfo // the candidates, by identity: &nodes[0]
+	first      *fwk.NodeInfo // the candidates, by identity: &candidates[0]
 	count      int
 	generation int64
-	infos      []fwk.NodeInfo
+	infos      []fwk.NodeInfo // never modified once found: callers read it unlocked
 }
 
-// uncovered returns the candidates, with a Node, of a generation above
-// generation. The result is reused by the next call for another cycle:
-// callers read it only, and within their cycle, which the scheduler runs one
-// at a time.
-func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, generation int64) []fwk.NodeInfo {
+// uncovered returns the candidates, with a Node, that b does not cover.
+func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, b Bounds) []fwk.NodeInfo {
 	if len(candidates) == 0 {
 		return nil
 	}
@@ -227,12 +226,12 @@ func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, gener
 	defer n.mu.Unlock()
 	cycle, _ := state.(*framework.CycleState)
 	p := &n.pass
-	if cycle != nil && p.cycle == cycle && p.first == &candidates[0] && p.count == len(candidates) && p.generation == generation {
+	if cycle != nil && p.cycle == cycle && p.first == &candidates[0] && p.count == len(candidates) && p.generation == b.Generation {
 		return p.infos
 	}
-	*p = uncoveredPass{cycle: cycle, first: &candidates[0], count: len(candidates), generation: generation, infos: p.infos[:0]}
+	*p = uncoveredPass{cycle: cycle, first: &candidates[0], count: len(candidates), generation: b.Generation}
 	for _, ni := range candidates {
-		if ni.GetGeneration() > generation && ni.Node() != nil {
+		if !b.Covers(ni) && ni.Node() != nil {
 			p.infos = append(p.infos, ni)
 		}
 	}
