@@ -181,18 +181,21 @@ func TakesIP(pod *corev1.Pod) bool {
 }
 
 // PodContribution is what one pod of the node adds to the node's reported
-// use: 1 when it takes an IP (TakesIP) and was placed after the sample
-// (sample.PlacedAfter), otherwise 0.
+// use: 1 when it takes an IP (TakesIP) and the sample cannot hold its
+// address (sample.InSample: placed after the sample, or bound before it but
+// not started yet — the runtime asks the IPAM for its address only when it
+// makes the pod's sandbox), otherwise 0. A terminating pod still counts:
+// its address is freed when the runtime tears the sandbox down.
 func PodContribution(pod *corev1.Pod, sampledAt time.Time) int64 {
-	if TakesIP(pod) && sample.PlacedAfter(pod, sampledAt) {
+	if TakesIP(pod) && !sample.InSample(pod, sampledAt) {
 		return 1
 	}
 	return 0
 }
 
 // EstimateUsed is the node's pod-IP use as best known: the reported Used
-// plus one per pod of the node that takes an IP and was placed after the
-// sample, so a burst scheduled within one sampling interval does not all
+// plus one per pod of the node that takes an IP and is not in the sample
+// (PodContribution), so a burst scheduled within one sampling interval does not all
 // land on one node. With Used ≤ MaxCount the sum cannot overflow.
 func EstimateUsed(stats NodeStats, pods iter.Seq[*corev1.Pod]) int64 {
 	used := max(stats.Used, 0)

@@ -165,6 +165,12 @@ func TestEstimateUsed(t *testing.T) {
 		// The figures are those of one family: a dual-stack pod takes one of them.
 		{"dual-stack pod takes one of the published family", []*corev1.Pod{pod("a", after, dualStack)}, 5},
 		{"nil pod", []*corev1.Pod{nil}, 4},
+		// The runtime asks the IPAM for an address when it makes the
+		// sandbox: a pod bound before the sample but still being created
+		// then had none the sample saw. A terminating pod keeps its address
+		// until the sandbox is torn down.
+		{"bound before, not started at the sample", []*corev1.Pod{pod("a", before, phase(corev1.PodPending))}, 5},
+		{"bound after, terminating", []*corev1.Pod{pod("a", after, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} })}, 5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

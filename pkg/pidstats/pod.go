@@ -45,38 +45,62 @@ func PlacedAfterSample(pod *corev1.Pod, sampledAt time.Time) bool {
 }
 
 // PodContribution is what one pod of the node adds to the node's reported
-// use: its PodPIDs when it was placed after the sample and is neither
-// terminating nor terminal, otherwise 0: PIDs on their way out never count
-// against a node. It does not allocate unless the annotation is malformed, in
-// which case the default is used and the PodPIDs error is returned for the
-// caller to report. Sum contributions with SaturatingAdd.
+// use: its PodPIDs when the sample cannot hold its PIDs (sample.InSample:
+// placed after it, or bound before it but not started yet) and it has not
+// terminated, otherwise 0. A terminating pod still adds: its processes run
+// until the kubelet has stopped them. It does not allocate unless the
+// annotation is malformed, in which case the default is used and the
+// PodPIDs error is returned for the caller to report. Sum contributions
+// with SaturatingAdd.
 func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (int64, error) {
-	if pod == nil || isLeaving(pod) || !PlacedAfterSample(pod, sampledAt) {
+	if pod == nil || isTerminal(pod) || sample.InSample(pod, sampledAt) {
 		return 0, nil
 	}
 	return PodPIDs(pod, defaultPIDs)
 }
 
-// EstimateUsed is the node's current PID use as best known:
+// Usage is a node's estimated PID use.
+type Usage struct {
+	// Held is what the node's tasks hold now, as best known. Pods that are
+	// terminating count: on a real node their processes run until the
+	// kubelet has stopped them (up to their grace period, longer for a pod
+	// stuck terminating), and the kernel counts every one of them. This is
+	// the figure a new pod must fit beside.
+	Held int64
+	// Leaving is the part of Held that terminating pods hold: on its way
+	// out, so a relief already under way.
+	Leaving int64
+}
+
+// Settled is the use once the terminating pods are gone: what a descheduler
+// plans from, so that it never evicts again for PIDs already being freed.
+func (u Usage) Settled() int64 { return max(u.Held-u.Leaving, 0) }
+
+// Estimate is the node's PID use as best known:
 //
 //	stats.Used
 //	− the stats.Pods figures of listed pods that have left the node since
-//	  the sample (not among pods), are terminating (deletionTimestamp set)
-//	  or are terminal
-//	+ the PIDs of the node's pods placed after the sample (PodContribution)
+//	  the sample (not among pods) or have terminated
+//	+ the PIDs of the node's pods the sample cannot hold (PodContribution)
 //	  that the list does not name (a listed pod was measured)
 //
 // so that a burst scheduled within one reporting interval does not all land
-// on one node, and PIDs that are being freed are not counted against it.
-// pods are the pods bound or assumed on the node now. Terminal pods never
-// add; malformed pod annotations count as defaultPIDs. The result is never
-// negative and saturates at math.MaxInt64. It does not allocate.
-func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 {
+// on one node. The listed figures and contributions of terminating pods
+// are counted in Held and in Leaving. pods are the pods bound or assumed on
+// the node now. Terminal pods never add; malformed pod annotations count as
+// defaultPIDs. The results are never negative and saturate at
+// math.MaxInt64. It does not allocate.
+func Estimate(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) Usage {
 	e := estimator{stats: stats, defaultPIDs: defaultPIDs}
 	for _, p := range pods {
 		e.add(p)
 	}
-	return e.result()
+	return e.usage()
+}
+
+// EstimateUsed is Estimate's Held.
+func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 {
+	return Estimate(stats, pods, defaultPIDs).Held
 }
 
 // EstimateUsedSeq is EstimateUsed over an iterator, for callers that hold
@@ -86,15 +110,16 @@ func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 
 func EstimateUsedSeq(stats NodeStats, pods iter.Seq[*corev1.Pod], defaultPIDs int64) int64 {
 	e := estimator{stats: stats, defaultPIDs: defaultPIDs}
 	pods(e.yield)
-	return e.result()
+	return e.usage().Held
 }
 
-// estimator accumulates EstimateUsed over a node's pods.
+// estimator accumulates Estimate over a node's pods.
 type estimator struct {
 	stats       NodeStats
 	defaultPIDs int64
-	added       int64 // PIDs of pods placed after the sample
-	staying     int64 // listed PIDs of pods still on the node and not leaving
+	added       int64 // PIDs of pods the sample cannot hold
+	staying     int64 // listed PIDs of pods still on the node, not terminated
+	leaving     int64 // of added and staying, what terminating pods hold
 }
 
 func (e *estimator) yield(p *corev1.Pod) bool {
@@ -111,26 +136,26 @@ func (e *estimator) add(p *corev1.Pod) {
 	// even when it looks placed after the sample (bound in the sample's
 	// second, or without a PodScheduled condition).
 	if n, ok := e.stats.Pods.Lookup(p.UID); ok {
-		if !isLeaving(p) {
+		if !isTerminal(p) {
 			e.staying += n
+			if p.DeletionTimestamp != nil {
+				e.leaving += n
+			}
 		}
 		return
 	}
 	c, _ := PodContribution(p, e.stats.SampledAt, e.defaultPIDs)
 	e.added = SaturatingAdd(e.added, c)
+	if p.DeletionTimestamp != nil {
+		e.leaving = SaturatingAdd(e.leaving, c)
+	}
 }
 
-// result is reported − (listed − staying) + added, never negative. The
+// usage is reported − (listed − staying) + added, never negative. The
 // listed figures sum to at most MaxListedPods × MaxPodPIDs = 2^27.
-func (e *estimator) result() int64 {
+func (e *estimator) usage() Usage {
 	used := max(e.stats.Used-e.stats.Pods.total()+e.staying, 0)
-	return SaturatingAdd(used, e.added)
-}
-
-// isLeaving reports whether a pod's PIDs are on their way out: it is
-// terminating or has terminated.
-func isLeaving(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil || isTerminal(pod)
+	return Usage{Held: SaturatingAdd(used, e.added), Leaving: e.leaving}
 }
 
 func isTerminal(pod *corev1.Pod) bool {

@@ -170,9 +170,11 @@ func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
 			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before)}, 5000},
 		{"two left the node", []*corev1.Pod{
 			mkPod("a", withUID(uid(1)), before), mkPod("d", withUID(uid(4)), before)}, 5000 - 800 - 200},
-		{"terminating and terminal count as gone", []*corev1.Pod{
+		// A terminating pod's processes run until the kubelet has stopped
+		// them: its PIDs are still held (Settled drops them, below).
+		{"terminal counts as gone, terminating still holds", []*corev1.Pod{
 			mkPod("a", withUID(uid(1)), before, terminating()), mkPod("b", withUID(uid(2)), before, phase(corev1.PodFailed)),
-			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before)}, 5000 - 3000 - 800},
+			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before)}, 5000 - 800},
 		{"unlisted pods change nothing, new pods add", []*corev1.Pod{
 			mkPod("a", withUID(uid(1)), before), mkPod("b", withUID(uid(2)), before),
 			mkPod("c", withUID(uid(3)), before), mkPod("d", withUID(uid(4)), before),
@@ -265,12 +267,57 @@ func TestCompleteAndSmallest(t *testing.T) {
 	}
 }
 
-func TestTerminatingPodsPlacedAfterTheSampleDoNotCount(t *testing.T) {
-	stats := NodeStats{Capacity: 10000, Used: 1000, SampledAt: now.Add(-time.Minute)}
-	after := scheduledAt(now)
-	pods := []*corev1.Pod{mkPod("new", after, withPIDs("50")), mkPod("leaving", after, withPIDs("70"), terminating())}
-	if got := EstimateUsed(stats, pods, 100); got != 1050 {
-		t.Errorf("EstimateUsed = %d, want 1050: the terminating pod placed after the sample adds nothing", got)
+// Terminating pods hold their PIDs until they are gone (Held) and are
+// on their way out (Leaving): the scheduler counts them, a descheduler plans
+// from Settled.
+func TestTerminatingPodsHoldUntilGone(t *testing.T) {
+	list, err := ParsePodList(string(uid(1)) + "=3000," + string(uid(2)) + "=800")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := NodeStats{Capacity: 10000, Used: 5000, SampledAt: now.Add(-time.Minute), Pods: list}
+	before, after := scheduledAt(now.Add(-time.Hour)), scheduledAt(now)
+	pods := []*corev1.Pod{
+		mkPod("listed-leaving", withUID(uid(1)), before, terminating()),
+		mkPod("listed", withUID(uid(2)), before),
+		mkPod("new", after, withPIDs("50")),
+		mkPod("new-leaving", after, withPIDs("70"), terminating()),
+		mkPod("new-done", after, withPIDs("90"), phase(corev1.PodSucceeded)),
+	}
+	got := Estimate(stats, pods, 100)
+	if want := (Usage{Held: 5000 + 50 + 70, Leaving: 3000 + 70}); got != want {
+		t.Errorf("Estimate = %+v, want %+v", got, want)
+	}
+	if got.Settled() != 5000-3000+50 {
+		t.Errorf("Settled = %d, want %d", got.Settled(), 5000-3000+50)
+	}
+	if got := (Usage{Held: 5, Leaving: 9}).Settled(); got != 0 {
+		t.Errorf("Settled of more leaving than held = %d, want 0", got)
+	}
+}
+
+// A pod bound before the sample whose containers had not started then
+// held nothing the sample saw: it counts as placed after it.
+func TestPodsNotStartedAtTheSampleCount(t *testing.T) {
+	stats := NodeStats{Capacity: 10000, Used: 1000, SampledAt: now}
+	before := scheduledAt(now.Add(-time.Minute))
+	creating := func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodPending
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+	}
+	startedAt := func(at time.Time) podOpt {
+		return func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodRunning
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}}
+		}
+	}
+	pods := []*corev1.Pod{
+		mkPod("creating", before, withPIDs("40"), creating),
+		mkPod("started-after", before, withPIDs("30"), startedAt(now.Add(2*time.Second))),
+		mkPod("started-before", before, withPIDs("20"), startedAt(now.Add(-30*time.Second))),
+	}
+	if got := EstimateUsed(stats, pods, 100); got != 1000+40+30 {
+		t.Errorf("EstimateUsed = %d, want %d: the two pods not started at the sample add their PIDs", got, 1000+40+30)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ClockSkewAllowance is how far in the future a sample time may lie before
@@ -142,13 +143,63 @@ func FormatTime(t time.Time) string {
 // Conditions carry 1 s resolution, so a pod bound in the same second as the
 // sample counts as placed after it.
 func PlacedAfter(pod *corev1.Pod, sampledAt time.Time) bool {
+	return placedAfter(pod, sampledAt.Truncate(time.Second))
+}
+
+// InSample reports whether what the pod holds on its node (PIDs, a pod IP)
+// can be in the node's sample taken at sampledAt: it was bound before the
+// sample's second (not PlacedAfter) and had started by then. A pod bound
+// before a sample whose containers had not started yet held nothing the
+// sample could see: on a real node its sandbox, address and processes
+// appear seconds after binding (image, sandbox and CNI set-up), and a
+// reader must count it as placed after the sample.
+//
+// Started means a container of the pod has a start time (running, or
+// terminated, or a previous run's) before the sample's second. A pod whose
+// status records no start time at all has only its phase to go by:
+// Pending has not started, any other (or none) is taken to have.
+func InSample(pod *corev1.Pod, sampledAt time.Time) bool {
+	if pod == nil {
+		return false
+	}
+	t := sampledAt.Truncate(time.Second)
+	return !placedAfter(pod, t) && startedBefore(pod, t)
+}
+
+func startedBefore(pod *corev1.Pod, t time.Time) bool {
+	started := false
+	for i := range pod.Status.ContainerStatuses {
+		cs := &pod.Status.ContainerStatuses[i]
+		for _, st := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
+			var at metav1.Time
+			switch {
+			case st.Running != nil:
+				at = st.Running.StartedAt
+			case st.Terminated != nil:
+				at = st.Terminated.StartedAt
+			}
+			if at.IsZero() {
+				continue
+			}
+			if at.Time.Before(t) {
+				return true
+			}
+			started = true
+		}
+	}
+	// Every start the status records is at or after t: not yet at t.
+	// With none recorded, the phase tells.
+	return !started && pod.Status.Phase != corev1.PodPending
+}
+
+func placedAfter(pod *corev1.Pod, t time.Time) bool {
 	if pod == nil {
 		return false
 	}
 	for i := range pod.Status.Conditions {
 		c := &pod.Status.Conditions[i]
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			return !c.LastTransitionTime.Time.Before(sampledAt.Truncate(time.Second))
+			return !c.LastTransitionTime.Time.Before(t)
 		}
 	}
 	return true

@@ -149,6 +149,50 @@ func TestPlacedAfter(t *testing.T) {
 	}
 }
 
+func TestInSample(t *testing.T) {
+	sampledAt := now.Add(500 * time.Millisecond)
+	pod := func(phase corev1.PodPhase, boundAt time.Time, states ...corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{
+			Phase: phase,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(boundAt)},
+			},
+			ContainerStatuses: states,
+		}}
+	}
+	running := func(at time.Time) corev1.ContainerStatus {
+		return corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}
+	}
+	waiting := corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	restarting := corev1.ContainerStatus{
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: metav1.NewTime(now.Add(-time.Minute))}},
+	}
+	bound := now.Add(-time.Minute)
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"nil pod", nil, false},
+		{"started before", pod(corev1.PodRunning, bound, running(now.Add(-time.Second))), true},
+		{"one of two started before", pod(corev1.PodRunning, bound, waiting, running(now.Add(-time.Second))), true},
+		{"bound before, creating at the sample", pod(corev1.PodPending, bound, waiting), false},
+		{"bound before, started in the sample's second", pod(corev1.PodRunning, bound, running(now)), false},
+		{"bound before, started after", pod(corev1.PodRunning, bound, running(now.Add(time.Second))), false},
+		{"crash-looping: a previous run started before", pod(corev1.PodRunning, bound, restarting), true},
+		{"bound in the sample's second", pod(corev1.PodRunning, now, running(now.Add(-time.Second))), false},
+		{"no container status, Running", pod(corev1.PodRunning, bound), true},
+		{"container statuses without a state, Running", pod(corev1.PodRunning, bound, corev1.ContainerStatus{Ready: true}), true},
+		{"no container status, Pending", pod(corev1.PodPending, bound), false},
+		{"no status at all", &corev1.Pod{}, false},
+	} {
+		if got := InSample(tc.pod, sampledAt); got != tc.want {
+			t.Errorf("%s: InSample = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func FuzzParseCount(f *testing.F) {
 	f.Add("42", int64(100))
 	f.Add("-0", int64(0))

@@ -11,7 +11,9 @@ import (
 )
 
 // The node agent's per-pod figures let Filter count the PIDs of a pod that
-// has left its node, or is terminating, as free before the next sample.
+// has left its node as free before the next sample. A terminating pod's
+// processes still run until the kubelet has stopped them: its PIDs are not
+// free yet.
 func TestFilterSubtractsListedPodsThatLeft(t *testing.T) {
 	const bigUID = "3f9c1a7e-1111-4c1e-9a53-3b1c0d1e2f01"
 	sampled := now.Add(-time.Minute)
@@ -35,7 +37,7 @@ func TestFilterSubtractsListedPodsThatLeft(t *testing.T) {
 	}{
 		{"big pod still there", node, []*corev1.Pod{big}, false},
 		{"big pod left", node, nil, true},
-		{"big pod terminating", node, []*corev1.Pod{terminating}, true},
+		{"big pod terminating", node, []*corev1.Pod{terminating}, false},
 		{"malformed list: reported use alone", malformed, nil, false},
 	}
 	for _, tc := range tests {

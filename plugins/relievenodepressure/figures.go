@@ -9,6 +9,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // pressure is a node's trigger figures at the start of a cycle and as
@@ -39,7 +40,7 @@ type oomPressure struct {
 // counts it, or why they are unknown.
 type nodePIDs struct {
 	stats pidstats.NodeStats
-	used  int64
+	usage pidstats.Usage
 	err   error
 }
 
@@ -57,7 +58,7 @@ func (c *cycle) pidsOf(node *v1.Node, pods []*v1.Pod) nodePIDs {
 		pods, f.err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	}
 	if f.err == nil {
-		f.used = pidstats.EstimateUsed(f.stats, pods, *t.DefaultPodPIDs)
+		f.usage = pidstats.Estimate(f.stats, pods, *t.DefaultPodPIDs)
 	}
 	if c.figures == nil {
 		c.figures = make(map[string]nodePIDs, len(c.nodes))
@@ -78,9 +79,11 @@ func (c *cycle) assessPIDs(node *v1.Node, pods []*v1.Pod) (*pidPressure, error) 
 	if alloc == 0 {
 		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", f.stats.Capacity, f.stats.Reserved)
 	}
-	// Counted as the scheduler counts it: the shared estimate.
+	// The shared estimate, less what terminating pods hold: their PIDs are
+	// already on their way out (an eviction of an earlier cycle, say), and
+	// planning against them would evict twice for one pressure.
 	return &pidPressure{
-		stats: f.stats, allocatable: alloc, start: f.used, used: f.used,
+		stats: f.stats, allocatable: alloc, start: f.usage.Settled(), used: f.usage.Settled(),
 		threshold: *t.ThresholdPercent, target: *t.TargetPercent, defaultPodPIDs: *t.DefaultPodPIDs,
 		minPodPIDs: pidstats.Floor{MinFreePercent: *t.MinPodPIDsPercent}.Of(alloc),
 	}, nil
@@ -129,8 +132,8 @@ func (p *oomPressure) pending() bool {
 // README, "Evict only what relieves"):
 //
 //   - a pod listed in the sample's headroom.dev/pid-pods: its measured figure;
-//   - a pod placed after the sample: its declared PIDs, as the estimate
-//     counts it;
+//   - a pod the sample cannot hold (placed after it, or not started by
+//     then: sample.InSample): its declared PIDs, as the estimate counts it;
 //   - otherwise, with a complete list: 0 (it held no PIDs at the sample);
 //     with a full list: its declared PIDs, at most the smallest listed
 //     figure; without a list: its declared PIDs.
@@ -142,7 +145,7 @@ func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
 	}
 	declared, err := pidstats.PodPIDs(pod, p.defaultPodPIDs)
 	switch {
-	case pidstats.PlacedAfterSample(pod, p.stats.SampledAt):
+	case !sample.InSample(pod, p.stats.SampledAt):
 		return declared, err
 	case p.stats.Pods.Complete():
 		return 0, err

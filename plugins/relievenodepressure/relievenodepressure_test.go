@@ -20,7 +20,9 @@ import (
 // unless it says otherwise; reaching the default target of 90 % takes three.
 
 func TestEvictsInDeleteOrderUntilTarget(t *testing.T) {
-	n1, n2 := pidNode("n1", 10000, 9700), spareNode("n2")
+	// 9400 measured, and the pending pod's 300: bound before the sample but
+	// never started, it held nothing the sample saw.
+	n1, n2 := pidNode("n1", 10000, 9400), spareNode("n2")
 	pods := []*v1.Pod{
 		testPod("ready-long", "n1", pids(300)),
 		testPod("ready-briefly", "n1", pids(300), readyFor(2*time.Minute)),

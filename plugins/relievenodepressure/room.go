@@ -38,8 +38,10 @@ func (c *cycle) buildRoom() *room {
 			// as full rather than risk sending pods there.
 			c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", f.err.Error())
 		default:
+			// A replacement must fit beside what the node holds now, its
+			// terminating pods' PIDs included, as NodePIDs judges it.
 			stats := f.stats
-			stats.Used = f.used
+			stats.Used = f.usage.Held
 			rn.free, rn.allocatable = stats.Free(), stats.Allocatable()
 		}
 		r.nodes[i] = rn

@@ -201,7 +201,7 @@ func PodDeleteHint(logger klog.Logger, kind string, pod, deleted *corev1.Pod, no
 		logger.V(5).Info("Deleted pod's node has unknown "+kind+" headroom, which is not filtered", "pod", klog.KObj(pod), "node", nodeName)
 		return fwk.QueueSkip
 	}
-	if !sample.PlacedAfter(deleted, r.SampledAt) {
+	if sample.InSample(deleted, r.SampledAt) {
 		logger.V(5).Info("Deleted pod was in its node's "+kind+" sample; the next sample shows the room", "pod", klog.KObj(pod), "deletedPod", klog.KObj(deleted), "node", nodeName)
 		return fwk.QueueSkip
 	}
