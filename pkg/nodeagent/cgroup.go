@@ -62,20 +62,62 @@ type CgroupLayout struct {
 // DetectCgroupLayout finds the kubepods cgroup under root: the v1 pids
 // hierarchy (root/pids/kubepods[.slice]) first, as on hybrid hosts the v2
 // tree at root/unified carries no pids controller, then the v2 unified
-// hierarchy (root/kubepods[.slice]).
+// hierarchy (root/kubepods[.slice]). Where none is there, the same names
+// one level deeper: a kubelet with a cgroupRoot of its own (kind's
+// /kubelet, a test node's) nests kubepods below it. One such cgroup must be
+// found there; several are an error that names them, since the agent
+// cannot tell which kubelet is its node's.
 func DetectCgroupLayout(root string) (CgroupLayout, error) {
-	for _, c := range []CgroupLayout{
-		{Dir: filepath.Join(root, cgroupV1PIDs, kubepodsName), V1: true, Driver: DriverCgroupfs},
-		{Dir: filepath.Join(root, cgroupV1PIDs, systemdPodsDir), V1: true, Driver: DriverSystemd},
-		{Dir: filepath.Join(root, kubepodsName), Driver: DriverCgroupfs},
-		{Dir: filepath.Join(root, systemdPodsDir), Driver: DriverSystemd},
-	} {
-		if fi, err := os.Stat(c.Dir); err == nil && fi.IsDir() {
+	candidates := func(base string) []CgroupLayout {
+		return []CgroupLayout{
+			{Dir: filepath.Join(root, cgroupV1PIDs, base, kubepodsName), V1: true, Driver: DriverCgroupfs},
+			{Dir: filepath.Join(root, cgroupV1PIDs, base, systemdPodsDir), V1: true, Driver: DriverSystemd},
+			{Dir: filepath.Join(root, base, kubepodsName), Driver: DriverCgroupfs},
+			{Dir: filepath.Join(root, base, systemdPodsDir), Driver: DriverSystemd},
+		}
+	}
+	for _, c := range candidates("") {
+		if isDir(c.Dir) {
 			return c, nil
 		}
 	}
-	return CgroupLayout{}, fmt.Errorf("no kubepods cgroup under %s (looked for %s, %s, %s and %s): is --cgroup-root the host's cgroup mount, and does the kubelet run with cgroupsPerQOS?",
-		root, filepath.Join(cgroupV1PIDs, kubepodsName), filepath.Join(cgroupV1PIDs, systemdPodsDir), kubepodsName, systemdPodsDir)
+	// One level deeper: the v1 pids hierarchy's children on a v1 host,
+	// else the v2 tree's.
+	var found []CgroupLayout
+	parent, v1 := root, false
+	if isDir(filepath.Join(root, cgroupV1PIDs)) {
+		parent, v1 = filepath.Join(root, cgroupV1PIDs), true
+	}
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		for _, c := range candidates(e.Name()) {
+			if c.V1 == v1 && isDir(c.Dir) {
+				found = append(found, c)
+			}
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return CgroupLayout{}, fmt.Errorf("no kubepods cgroup under %s (looked for %s, %s, %s and %s, and the same one level deeper): is --cgroup-root the host's cgroup mount, and does the kubelet run with cgroupsPerQOS?",
+			root, filepath.Join(cgroupV1PIDs, kubepodsName), filepath.Join(cgroupV1PIDs, systemdPodsDir), kubepodsName, systemdPodsDir)
+	default:
+		dirs := make([]string, len(found))
+		for i, c := range found {
+			dirs[i] = c.Dir
+		}
+		return CgroupLayout{}, fmt.Errorf("several kubepods cgroups under %s (%s): point --cgroup-root at the one of this node's kubelet (<mount>/pids/<cgroupRoot> on v1, <mount>/<cgroupRoot> on v2)",
+			root, strings.Join(dirs, ", "))
+	}
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // PodCgroup is one pod's cgroup directory.

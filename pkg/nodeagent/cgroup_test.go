@@ -278,3 +278,45 @@ func tasksFile(v1 bool) string {
 	}
 	return "cgroup.threads"
 }
+
+// TestDetectCgroupLayoutNested: a kubelet with a cgroupRoot of its own
+// nests kubepods one level down; the agent finds it there, and refuses to
+// guess between two.
+func TestDetectCgroupLayoutNested(t *testing.T) {
+	for _, tc := range []struct {
+		name, dir string
+		v1        bool
+		driver    CgroupDriver
+	}{
+		{"v1 cgroupfs", "pids/kubelet/kubepods", true, DriverCgroupfs},
+		{"v1 systemd", "pids/kubelet/kubepods.slice", true, DriverSystemd},
+		{"v2 cgroupfs", "kubelet/kubepods", false, DriverCgroupfs},
+		{"v2 systemd", "kubelet/kubepods.slice", false, DriverSystemd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.v1 {
+				// Other v1 hierarchies hold the same tree; only pids counts.
+				writeFile(t, filepath.Join(root, "memory", "kubelet", "kubepods", "memory.usage_in_bytes"), "1\n")
+			}
+			writeFile(t, filepath.Join(root, tc.dir, "pod"+uidBurstable, pidsCurrent), "7\n")
+			layout, err := DetectCgroupLayout(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (CgroupLayout{Dir: filepath.Join(root, tc.dir), V1: tc.v1, Driver: tc.driver}); layout != want {
+				t.Errorf("layout %+v, want %+v", layout, want)
+			}
+			// A second kubelet's tree beside it: no guess.
+			writeFile(t, filepath.Join(root, strings.Replace(tc.dir, "kubelet", "other", 1), pidsCurrent), "1\n")
+			if _, err := DetectCgroupLayout(root); err == nil || !strings.Contains(err.Error(), "several kubepods cgroups") {
+				t.Errorf("two nested trees: err = %v", err)
+			}
+			// The top level wins over nested trees.
+			writeFile(t, filepath.Join(root, strings.Replace(tc.dir, "kubelet/", "", 1), pidsCurrent), "1\n")
+			if layout, err := DetectCgroupLayout(root); err != nil || layout.Dir != filepath.Join(root, strings.Replace(tc.dir, "kubelet/", "", 1)) {
+				t.Errorf("top-level tree: %+v, %v", layout, err)
+			}
+		})
+	}
+}
