@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds Headroom's binaries into bin/: static (CGO_ENABLED=0), -trimpath.
+# Builds Headroom's binaries into bin/: static (CGO_ENABLED=0; the test
+# workload headroom-stress with cgo, linked statically), -trimpath.
 # Go's build cache makes a warm run cheap.
 #   hack/build.sh          the binaries, for this machine
 #   hack/build.sh images   the binaries, then the OCI image tarballs of the
@@ -17,12 +18,34 @@ export CGO_ENABLED=0
 build() {
   local dir=$1 cmd out
   mkdir -p "$dir"
-  for cmd in scheduler descheduler node-agent kubectl-headroom; do
+  for cmd in scheduler descheduler node-agent kubectl-headroom stress; do
     [[ -d cmd/$cmd ]] || continue
     out=headroom-$cmd
     [[ $cmd == kubectl-headroom ]] && out=$cmd
+    if [[ $cmd == stress ]]; then
+      build_stress "$dir/$out"
+      continue
+    fi
     go build -trimpath -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
   done
+}
+
+# build_stress OUT: the test workload. It holds threads and processes from
+# C, beside the Go runtime rather than through it (see cmd/stress/hold.go),
+# so it is the one cgo binary; linked statically, because its image has no
+# base layer to bring a libc (glibc's static libraries: Debian's
+# libc6-dev). netgo and osusergo keep glibc's NSS, which a static binary
+# cannot load, out of it. It is Linux-only, and cgo for another platform
+# needs that platform's C compiler: without one in CC it is left out.
+build_stress() {
+  local out=$1
+  [[ $(go env GOOS) == linux ]] || return 0
+  if [[ $(go env GOHOSTOS)/$(go env GOHOSTARCH) != linux/$(go env GOARCH) && -z ${CC:-} ]]; then
+    echo "hack/build.sh: skipping headroom-stress: cgo for linux/$(go env GOARCH) needs a C compiler for it in CC" >&2
+    return 0
+  fi
+  CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
+    -ldflags "$ldflags -linkmode external -extldflags -static" -o "$out" ./cmd/stress
 }
 build "$BIN_DIR"
 
@@ -34,7 +57,7 @@ if [[ ${1:-} == images ]]; then
     GOOS=linux build "$linux_bin"
   fi
   binaries=()
-  for b in headroom-scheduler headroom-descheduler headroom-node-agent; do
+  for b in headroom-scheduler headroom-descheduler headroom-node-agent headroom-stress; do
     [[ -x $linux_bin/$b ]] && binaries+=("$linux_bin/$b")
   done
   revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -24,7 +24,7 @@ import (
 const root = "../.."
 
 // images are the images `make images` writes: one per in-cluster binary
-// whose cmd/ directory exists.
+// whose cmd/ directory exists, the test workload headroom-stress among them.
 func images(t *testing.T) []string {
 	t.Helper()
 	var names []string
@@ -32,6 +32,7 @@ func images(t *testing.T) []string {
 		"scheduler":   "headroom-scheduler",
 		"descheduler": "headroom-descheduler",
 		"node-agent":  "headroom-node-agent",
+		"stress":      "headroom-stress",
 	} {
 		if _, err := os.Stat(filepath.Join(root, "cmd", cmd)); err == nil {
 			names = append(names, image)
