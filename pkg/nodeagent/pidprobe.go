@@ -123,8 +123,20 @@ func (s pidSample) Changed(last Sample) (bool, string) {
 	if delta < 0 {
 		delta = -delta
 	}
-	if th := s.hysteresis.Threshold(s.stats.Allocatable()); delta > th {
+	th := s.hysteresis.Threshold(s.stats.Allocatable())
+	// A fixed hysteresis hides most where it matters most: on a node with
+	// 2,000 allocatable PIDs the default 500 is a quarter of them. Near
+	// exhaustion it shrinks to a tenth of the PIDs left free (by this
+	// sample or the last written, whichever leaves fewer), so the
+	// scheduler sees a node running out while there is still room to act.
+	if nearFull := min(s.stats.Free(), l.stats.Free()) / nearFullDivisor; nearFull < th {
+		th = nearFull
+	}
+	if delta > th {
 		return true, fmt.Sprintf("used moved by %d, more than the hysteresis of %d", delta, th)
 	}
 	return false, ""
 }
+
+// nearFullDivisor: the PID hysteresis is at most the free PIDs / this.
+const nearFullDivisor = 10

@@ -51,6 +51,28 @@ func TestPIDSampleChanged(t *testing.T) {
 		{"capacity changed", mk(65536, 1000, 5000), true, "capacity"},
 		{"reserved changed", mk(32768, 1001, 5000), true, "reserved"},
 	}
+	// A node with 2000 allocatable PIDs, 500 free at the last write: the
+	// hysteresis is a tenth of the free PIDs, not max(500, 40).
+	small := mk(32768, 30768, 1500)
+	for _, tc := range []struct {
+		name       string
+		cur        pidSample
+		want       bool
+		wantReason string
+	}{
+		{"near full: up by a tenth of the free PIDs", mk(32768, 30768, 1545), false, ""},
+		{"near full: up past a tenth of the free PIDs", mk(32768, 30768, 1546), true, "hysteresis of 45"},
+		{"near full: down past a tenth of the last free PIDs", mk(32768, 30768, 1449), true, "hysteresis of 50"},
+		{"near full: down within it", mk(32768, 30768, 1450), false, ""},
+		{"full: any move", mk(32768, 30768, 2001), true, "hysteresis of 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason := tc.cur.Changed(small)
+			if got != tc.want || !strings.Contains(reason, tc.wantReason) {
+				t.Errorf("Changed = %v (%q), want %v (%q)", got, reason, tc.want, tc.wantReason)
+			}
+		})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, reason := tc.cur.Changed(last)
