@@ -1,46 +1,160 @@
 #!/usr/bin/env bash
-# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager,
-# kubectl, kwok), host-local, the code generators and helm into bin/ from the
-# pinned versions in hack/tools/go.mod (helm: hack/tools/helm/go.mod), through
-# the Go module proxy only. A tool already built from the same go.mod and go.sum
-# is skipped, so a warm run costs nothing.
+# Builds into bin/, through the Go module proxy only, from pinned versions:
+# - the local control plane (etcd, kube-apiserver, kube-controller-manager,
+#   kubectl, kwok), the code generators and the kubelet: hack/tools/go.mod;
+# - helm: hack/tools/helm/go.mod;
+# - the rest of a real node: containerd, ctr and containerd-shim-runc-v2
+#   (hack/tools/containerd), runc (hack/tools/runc), the CNI plugins bridge,
+#   host-local and loopback (hack/tools/cni), and the sandbox image
+#   bin/images/pause.tar, compiled from Kubernetes' own pause.c.
+# A tool already built from the same go.mod, go.sum and build flags is
+# skipped, so a warm run costs nothing.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$BIN_DIR"
-cd "$HEADROOM_ROOT/hack/tools"
 
-stamp=$(cat go.mod go.sum etcd/main.go | sha256sum | cut -c1-16)
-ldflags=$(k8s_ldflags "$K8S_VERSION")
-
-build() { # name package
-  local name=$1 pkg=$2
-  if [[ -x $BIN_DIR/$name && "$(cat "$BIN_DIR/.$name.stamp" 2>/dev/null)" == "$stamp" ]]; then
+# build NAME PACKAGE [GO BUILD FLAGS...]: builds PACKAGE of the current
+# directory's module into bin/NAME. Its stamp is $stamp (the module's files)
+# with CGO_ENABLED and the flags, so a change of either rebuilds it.
+build() {
+  local name=$1 pkg=$2 s
+  shift 2
+  s=$(printf '%s\n' "$stamp" "${CGO_ENABLED-}" "$pkg" "$@" | sha256sum | cut -c1-16)
+  if [[ -x $BIN_DIR/$name && "$(cat "$BIN_DIR/.$name.stamp" 2>/dev/null)" == "$s" ]]; then
     return
   fi
   echo ">> building $name ($pkg)"
-  go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR/$name" "$pkg"
-  echo "$stamp" >"$BIN_DIR/.$name.stamp"
+  go build -trimpath "$@" -o "$BIN_DIR/$name" "$pkg"
+  echo "$s" >"$BIN_DIR/.$name.stamp"
 }
 
-build etcd ./etcd
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
-build kubectl k8s.io/kubernetes/cmd/kubectl
-build kwok sigs.k8s.io/kwok/cmd/kwok
-build host-local github.com/containernetworking/plugins/plugins/ipam/host-local # CNI IPAM the tests drive
-build deepcopy-gen k8s.io/code-generator/cmd/deepcopy-gen
-build conversion-gen k8s.io/code-generator/cmd/conversion-gen
-build defaulter-gen k8s.io/code-generator/cmd/defaulter-gen
+# apt_ensure PACKAGE...: installs the Debian packages that are missing. Only
+# runc and pause need any (a C compiler, glibc's and libseccomp's static
+# libraries), so a machine that has them never touches apt, and apt-get
+# update runs only when a package has no install candidate yet. Off Debian
+# there is nothing to ask: the compiler names what it lacks.
+apt_ensure() {
+  local installed missing=() p sudo=
+  command -v dpkg-query >/dev/null || return 0
+  installed=$'\n'$(dpkg-query -W -f '${db:Status-Status} ${Package}\n' "$@" 2>/dev/null || true)$'\n'
+  for p in "$@"; do
+    [[ $installed == *$'\n'"installed $p"$'\n'* ]] || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  for p in "${missing[@]}"; do
+    if ! apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [^(]'; then
+      $sudo apt-get update -qq
+      break
+    fi
+  done
+  echo ">> installing ${missing[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# module_dir MODULE: the module's directory in the module cache, downloaded
+# first if absent: go list -m alone answers an empty Dir then (e.g. after
+# go clean -modcache, with every stamp still current).
+module_dir() {
+  local dir
+  dir=$(go list -m -f '{{.Dir}}' "$1")
+  if [[ -z $dir ]]; then
+    go mod download "$1"
+    dir=$(go list -m -f '{{.Dir}}' "$1")
+  fi
+  echo "$dir"
+}
+
+cd "$HEADROOM_ROOT/hack/tools"
+stamp=$(cat go.mod go.sum etcd/main.go | sha256sum | cut -c1-16)
+ldflags=$(k8s_ldflags "$K8S_VERSION")
+
+build etcd ./etcd -ldflags "$ldflags"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver -ldflags "$ldflags"
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager -ldflags "$ldflags"
+build kubectl k8s.io/kubernetes/cmd/kubectl -ldflags "$ldflags"
+build kwok sigs.k8s.io/kwok/cmd/kwok -ldflags "$ldflags"
+build deepcopy-gen k8s.io/code-generator/cmd/deepcopy-gen -ldflags "$ldflags"
+build conversion-gen k8s.io/code-generator/cmd/conversion-gen -ldflags "$ldflags"
+build defaulter-gen k8s.io/code-generator/cmd/defaulter-gen -ldflags "$ldflags"
+# The real node's kubelet: the control plane's module and version, so that
+# both halves of the cluster are one release. No cgo below it but the
+# standard library's, so it is built static, like Kubernetes' own release.
+# The ldflags make it report its release, not v0.0.0-master.
+CGO_ENABLED=0 build kubelet k8s.io/kubernetes/cmd/kubelet -ldflags "$ldflags"
 
 # kwok's node and pod lifecycle stages, shipped in its module.
-stages=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+stages=$(module_dir sigs.k8s.io/kwok)/kustomize/stage
 for f in "$stages"/node/fast/*.yaml "$stages"/node/heartbeat/node-heartbeat.yaml "$stages"/pod/fast/pod-*.yaml; do
   [[ $(basename "$f") == kustomization.yaml ]] && continue
   echo "---"; cat "$f"
 done >"$BIN_DIR/kwok-stages.yaml"
 
+# Kubernetes' pause.c, from the same module (build/pause/linux).
+pause_c=$(module_dir k8s.io/kubernetes)/build/pause/linux/pause.c
+
 # Helm, from its own module (hack/tools/helm), so that its dependencies never
 # move the versions the control plane above is built with.
 cd "$HEADROOM_ROOT/hack/tools/helm"
 stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
-build helm helm.sh/helm/v4/cmd/helm
+build helm helm.sh/helm/v4/cmd/helm -ldflags "$ldflags"
+
+# containerd as its release builds it (static, no cgo: the shim is started
+# by containerd in every pod and must not depend on the host's libc). The
+# tags leave out the snapshotters that need cgo or host tools (btrfs,
+# devicemapper, zfs); overlayfs and native remain. version.Version is what
+# its Makefile sets from git, else it reports "2.4.2+unknown".
+cd "$HEADROOM_ROOT/hack/tools/containerd"
+stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+v=$(go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
+for cmd in containerd ctr containerd-shim-runc-v2; do
+  CGO_ENABLED=0 build "$cmd" "github.com/containerd/containerd/v2/cmd/$cmd" -tags 'no_btrfs no_devmapper no_zfs' \
+    -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$v"
+done
+
+# runc needs cgo (its nsenter is C; seccomp is libseccomp). Static, as its
+# release is, so it runs wherever containerd starts it; netgo and osusergo
+# keep glibc's NSS out of a static binary. Without the seccomp tag every pod
+# fails: the kubelet always asks for the RuntimeDefault seccomp profile.
+# libpathrs, in its Makefile's default tags, is a Rust library: left out,
+# runc resolves paths with its Go implementation (pathrs-lite). Its version
+# comes from the VERSION file the module embeds.
+apt_ensure gcc libc6-dev pkg-config libseccomp-dev
+cd "$HEADROOM_ROOT/hack/tools/runc"
+stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+CGO_ENABLED=1 build runc github.com/opencontainers/runc -tags 'seccomp urfave_cli_no_docs netgo osusergo' \
+  -ldflags '-s -w -extldflags -static'
+
+# The CNI plugins the node's containerd calls, static as their release is.
+# BuildVersion is what their release sets, printed by CNI_COMMAND=VERSION.
+cd "$HEADROOM_ROOT/hack/tools/cni"
+stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+v=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
+for p in main/bridge main/loopback ipam/host-local; do
+  CGO_ENABLED=0 build "${p#*/}" "github.com/containernetworking/plugins/plugins/$p" \
+    -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$v"
+done
+
+# The sandbox image: pause.c compiled as Kubernetes' build/pause Makefile
+# does (static, -Os, stripped; VERSION is what `pause -v` prints), then
+# written by hack/images as registry.k8s.io/pause:$PAUSE_VERSION, so that
+# the node's containerd imports it instead of pulling it. -Werror is left
+# out: a newer gcc's new warning must not stop the build. hack/images runs
+# it as 65532:65532 where Kubernetes' image says 65535:65535: pause needs no
+# privilege and no file but itself, so any non-root user serves.
+cd "$HEADROOM_ROOT"
+pause_cflags=(-Os -Wall -static -s "-DVERSION=v$PAUSE_VERSION-$K8S_VERSION")
+s=$(cat "$pause_c" <(printf '%s\n' "${pause_cflags[@]}") | sha256sum | cut -c1-16)
+if [[ ! -x $BIN_DIR/pause || "$(cat "$BIN_DIR/.pause.stamp" 2>/dev/null)" != "$s" ]]; then
+  echo ">> building pause ($pause_c)"
+  gcc "${pause_cflags[@]}" -o "$BIN_DIR/pause" "$pause_c"
+  echo "$s" >"$BIN_DIR/.pause.stamp"
+fi
+# The image changes with the binary, the image writer or its module's go.sum.
+s=$(cat "$BIN_DIR/pause" hack/images/main.go go.sum <(echo "$PAUSE_VERSION") | sha256sum | cut -c1-16)
+if [[ ! -f $BIN_DIR/images/pause.tar || "$(cat "$BIN_DIR/images/.pause.tar.stamp" 2>/dev/null)" != "$s" ]]; then
+  echo ">> writing $BIN_DIR/images/pause.tar"
+  go run ./hack/images -out "$BIN_DIR/images" -registry "${PAUSE_IMAGE%/*}" -version "$PAUSE_VERSION" \
+    -source https://github.com/kubernetes/kubernetes -revision "$K8S_VERSION" "$BIN_DIR/pause" >/dev/null
+  echo "$s" >"$BIN_DIR/images/.pause.tar.stamp"
+fi

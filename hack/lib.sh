@@ -15,3 +15,8 @@ k8s_ldflags() {
   minor=${v#v*.}; minor=${minor%%.*}
   echo "-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 }
+# The real node's sandbox image: hack/build-tools.sh writes it to
+# bin/images/pause.tar under this name, and the node's containerd pins it
+# (pinned_images.sandbox), so that it is imported, never pulled.
+PAUSE_VERSION=3.10.2
+PAUSE_IMAGE=registry.k8s.io/pause:$PAUSE_VERSION
