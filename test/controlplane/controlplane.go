@@ -52,6 +52,15 @@ type Options struct {
 	// Detached leaves the processes running when this process exits (the
 	// demo); they record <name>.pid in Dir for StopDetached.
 	Detached bool
+	// RealNode readies the control plane for a real kubelet
+	// (test/realnode): node identities signed by a client CA
+	// (NodeKubeconfig), the Node authorizer and NodeRestriction admission,
+	// a client certificate the API server presents to kubelets (logs,
+	// exec, the Summary API), and the API server served at the address of
+	// the default/kubernetes Service (ServiceIP:443, added to lo), which is
+	// where a host-network pod's in-cluster configuration points: no
+	// kube-proxy runs to forward it. One such control plane per machine.
+	RealNode bool
 	// APIServerArgs are appended to kube-apiserver's flags (a later flag
 	// wins), e.g. --admission-control-config-file.
 	APIServerArgs []string
@@ -73,6 +82,8 @@ type ControlPlane struct {
 	stopped   bool
 
 	apiServer         *Process
+	clientCA          *clientCA
+	serviceIPAdded    bool
 	apiServerReady    func(context.Context, *Process) error
 	identitiesApplied map[string]bool // by kustomize directory
 }
@@ -152,6 +163,22 @@ func (cp *ControlPlane) StartProcessAs(logName, bin string, args ...string) (*Pr
 	return p, nil
 }
 
+// StartProcessEnv is StartProcessAs with env added to the process's
+// environment.
+func (cp *ControlPlane) StartProcessEnv(logName, bin string, env []string, args ...string) (*Process, error) {
+	p, err := startProcessEnv(cp.Dir, logName, filepath.Join(cp.BinDir, bin), cp.opts.Detached, env, args...)
+	if err != nil {
+		return nil, err
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.processes = append(cp.processes, p)
+	return p, nil
+}
+
+// Detached reports whether the processes outlive this one (the demo).
+func (cp *ControlPlane) Detached() bool { return cp.opts.Detached }
+
 // Restart starts p's binary again with the same arguments and log, once p
 // has ended (it stops p first if it has not), as a kubelet restarts a
 // container. The new process takes p's place in Processes.
@@ -186,6 +213,9 @@ func (cp *ControlPlane) Stop() {
 	cp.mu.Unlock()
 	for i := len(processes) - 1; i >= 0; i-- {
 		processes[i].Stop(10 * time.Second)
+	}
+	if cp.serviceIPAdded {
+		_ = removeServiceIP()
 	}
 	if cp.ownsDir {
 		os.RemoveAll(cp.Dir)
@@ -238,7 +268,15 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
 	}
-	cert, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	bindIP, ips := "127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}
+	if cp.opts.RealNode {
+		if err := cp.addServiceIP(); err != nil {
+			return err
+		}
+		bindIP, port = ServiceIP, 443
+		ips = append(ips, net.ParseIP(ServiceIP))
+	}
+	cert, key, err := certutil.GenerateSelfSignedCertKey(bindIP, ips, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
 	if err != nil {
 		return err
 	}
@@ -247,28 +285,34 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	files := map[string][]byte{
-		"serving.crt": cert,
-		"serving.key": key,
-		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
-		"tokens.csv":  []byte(adminToken + ",admin,admin,system:masters\n"),
-		"audit.yaml":  []byte(auditPolicy),
+		ServingCertFile: cert,
+		"serving.key":   key,
+		"sa.key":        pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
+		"tokens.csv":    []byte(adminToken + ",admin,admin,system:masters\n"),
+		"audit.yaml":    []byte(auditPolicy),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
 			return err
 		}
 	}
+	// The Node authorizer lets a kubelet's node identity do what its node
+	// needs (its pods, secrets they mount); a list flag, given once.
+	authorizationModes := "RBAC"
+	if cp.opts.RealNode {
+		authorizationModes = "Node,RBAC"
+	}
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--etcd-prefix=/headroom-" + randomSuffix(),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + bindIP,
+		"--advertise-address=" + bindIP,
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + certDir,
 		"--tls-cert-file=" + filepath.Join(certDir, "serving.crt"),
 		"--tls-private-key-file=" + filepath.Join(certDir, "serving.key"),
 		"--token-auth-file=" + filepath.Join(certDir, "tokens.csv"),
-		"--authorization-mode=RBAC",
+		"--authorization-mode=" + authorizationModes,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(certDir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(certDir, "sa.key"),
@@ -281,6 +325,24 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--audit-log-path=" + filepath.Join(cp.Dir, AuditLog),
 		"--audit-log-format=json",
 	}
+	if cp.opts.RealNode {
+		if cp.clientCA, err = newClientCA(certDir); err != nil {
+			return err
+		}
+		kcCert, kcKey, err := cp.clientCA.issue(certDir, "apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
+		if err != nil {
+			return err
+		}
+		args = append(args,
+			"--client-ca-file="+filepath.Join(certDir, ClientCAFile),
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+kcCert,
+			"--kubelet-client-key="+kcKey,
+			// The node's InternalIP is the host's own address, where its
+			// kubelet serves.
+			"--kubelet-preferred-address-types=InternalIP",
+		)
+	}
 	if !cp.opts.ControllerManager {
 		// Nobody would create the default ServiceAccount pods need.
 		args = append(args, "--disable-admission-plugins=ServiceAccount")
@@ -292,7 +354,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	}
 	cp.apiServer = p
 
-	host := "https://127.0.0.1:" + strconv.Itoa(port)
+	host := "https://" + net.JoinHostPort(bindIP, strconv.Itoa(port))
 	cp.Config = &rest.Config{
 		Host:            host,
 		BearerToken:     adminToken,
@@ -404,6 +466,17 @@ func writeKubeconfig(path, host string, ca []byte) error {
 	cfg.Clusters["headroom"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: adminToken}
 	cfg.Contexts["headroom"] = &clientcmdapi.Context{Cluster: "headroom", AuthInfo: "admin"}
+	cfg.CurrentContext = "headroom"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// writeCertKubeconfig writes a kubeconfig that authenticates with a client
+// certificate.
+func writeCertKubeconfig(path, host, caFile, certFile, keyFile string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["headroom"] = &clientcmdapi.Cluster{Server: host, CertificateAuthority: caFile}
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	cfg.Contexts["headroom"] = &clientcmdapi.Context{Cluster: "headroom", AuthInfo: "node"}
 	cfg.CurrentContext = "headroom"
 	return clientcmd.WriteToFile(*cfg, path)
 }

@@ -28,6 +28,11 @@ type Process struct {
 // the kernel kills it (SIGKILL) when the process that started it dies, so a
 // test binary that panics, times out or is killed leaves nothing behind.
 func startProcess(dir, name, bin string, detached bool, args ...string) (*Process, error) {
+	return startProcessEnv(dir, name, bin, detached, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to the environment.
+func startProcessEnv(dir, name, bin string, detached bool, env []string, args ...string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -35,6 +40,9 @@ func startProcess(dir, name, bin string, detached bool, args ...string) (*Proces
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -115,7 +123,7 @@ func (p *Process) Log(n int64) string {
 // (their <name>.pid files), newest first, and waits until they are gone.
 func StopDetached(dir string) error {
 	var errs []error
-	for _, name := range []string{"headroom-descheduler", "headroom-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, name := range []string{"headroom-descheduler", "headroom-scheduler", "kubelet", "containerd", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		pidFile := filepath.Join(dir, name+".pid")
 		data, err := os.ReadFile(pidFile)
 		if errors.Is(err, os.ErrNotExist) {
@@ -135,7 +143,34 @@ func StopDetached(dir string) error {
 		}
 		os.Remove(pidFile)
 	}
+	if _, err := os.Stat(filepath.Join(dir, serviceIPMarker)); err == nil {
+		if err := removeServiceIP(); err != nil {
+			errs = append(errs, err)
+		} else {
+			os.Remove(filepath.Join(dir, serviceIPMarker))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// StopDetachedProcess stops the one process name that a detached control
+// plane recorded in dir, if it runs, and waits until it is gone.
+func StopDetachedProcess(dir, name string) error {
+	pidFile := filepath.Join(dir, name+".pid")
+	data, err := os.ReadFile(pidFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", pidFile, err)
+	}
+	if err := killAndWait(pid, 10*time.Second); err != nil {
+		return fmt.Errorf("%s (pid %d): %w", name, pid, err)
+	}
+	return os.Remove(pidFile)
 }
 
 func killAndWait(pid int, grace time.Duration) error {

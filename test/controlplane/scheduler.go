@@ -86,3 +86,19 @@ func (cp *ControlPlane) StartSchedulerWith(ctx context.Context, opts SchedulerOp
 	p.Port = port
 	return p, nil
 }
+
+// defaultSchedulerConfig is kube-scheduler's own default profile alone.
+const defaultSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+`
+
+// StartDefaultScheduler runs the cluster's default scheduler: the upstream
+// kube-scheduler app (headroom-scheduler is that app with Headroom's
+// plugins registered) with only kube-scheduler's default profile, as
+// kube-scheduler with the cluster admin's credentials. It places pods
+// that name no scheduler, DaemonSet pods among them.
+func (cp *ControlPlane) StartDefaultScheduler(ctx context.Context) (*Process, error) {
+	return cp.StartSchedulerWith(ctx, SchedulerOptions{Name: "kube-scheduler", Kubeconfig: cp.KubeconfigPath}, []byte(defaultSchedulerConfig))
+}

@@ -436,8 +436,14 @@ var rnpRuns int
 // as the CronJob does, and returns its log.
 func rnpRun(t *testing.T, cp *controlplane.ControlPlane) string {
 	t.Helper()
+	return rnpRunPolicy(t, cp, repoFile(t, "manifests/descheduler/policy.yaml"))
+}
+
+// rnpRunPolicy is rnpRun with the DeschedulerPolicy policy (YAML).
+func rnpRunPolicy(t *testing.T, cp *controlplane.ControlPlane, policyYAML []byte) string {
+	t.Helper()
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
+	if err := os.WriteFile(policy, policyYAML, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rnpRuns++

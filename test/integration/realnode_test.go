@@ -1,0 +1,589 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
+	"github.com/headroom-k8s/headroom/test/controlplane"
+	"github.com/headroom-k8s/headroom/test/realnode"
+)
+
+// shippedImageTag is the tag of the images block of manifests/kustomization.yaml,
+// which make images tags the images with.
+func shippedImageTag(t *testing.T) string {
+	t.Helper()
+	var k struct {
+		Images []struct {
+			Name   string `json:"name"`
+			NewTag string `json:"newTag"`
+		} `json:"images"`
+	}
+	if err := yaml.Unmarshal(repoFile(t, "manifests/kustomization.yaml"), &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range k.Images {
+		if img.Name == "ghcr.io/headroom-k8s/headroom-node-agent" {
+			return img.NewTag
+		}
+	}
+	t.Fatal("manifests/kustomization.yaml: no image tag for the node agent")
+	return ""
+}
+
+// stressImage is the test workload's image, as make images tags it.
+func stressImage(t *testing.T) string {
+	return "ghcr.io/headroom-k8s/headroom-stress:" + shippedImageTag(t)
+}
+
+// deployShippedNodeAgent runs the shipped node agent on the real node
+// (realnode.DeployShippedNodeAgent) with args added.
+func deployShippedNodeAgent(ctx context.Context, t *testing.T, node *realnode.Node, args ...string) *corev1.Pod {
+	t.Helper()
+	pod, err := node.DeployShippedNodeAgent(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// stressPod is a pod of the headroom-stress workload with args, on node
+// unless node is empty (then the scheduler named places it).
+func stressPod(t *testing.T, name, node, schedulerName string, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			SchedulerName:                 schedulerName,
+			TerminationGracePeriodSeconds: ptrInt64(5),
+			Containers: []corev1.Container{{
+				Name:            "stress",
+				Image:           stressImage(t),
+				ImagePullPolicy: corev1.PullNever,
+				Args:            args,
+			}},
+		},
+	}
+}
+
+func ptrInt64(v int64) *int64 { return &v }
+
+// waitPodsRunning waits until the pods run and returns them as they are then.
+func waitPodsRunning(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, pods ...*corev1.Pod) []*corev1.Pod {
+	t.Helper()
+	out := make([]*corev1.Pod, len(pods))
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for i, p := range pods {
+			got, err := cp.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if got.Status.Phase != corev1.PodRunning {
+				return false, nil
+			}
+			out[i] = got
+		}
+		return true, nil
+	})
+	if err != nil {
+		list, _ := cp.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		t.Fatalf("pods not running: %v%s", err, realnode.PodSummaries(list.Items))
+	}
+	return out
+}
+
+// TestRealNodeFiguresAgree runs the shipped node agent as the shipped
+// DaemonSet's pod on a real node and compares what it publishes with what
+// the kubelet, the kernel and host-local say: the node's PID capacity and
+// tasks with the Summary API's rlimit figures, each pod's PIDs with its
+// cgroup's pids.current and with the Summary API's process count, and the
+// pod-IP figures with host-local's allocation files and the pods' podIPs.
+//
+// Tolerances: capacity and the pod-IP figures are exact. Tasks on the host
+// come and go between the agent's sample and the kubelet's, so pid-used
+// may differ from rlimit.curproc by 5 % + 32. A pod's figure is compared
+// with the sample the agent wrote next to pid-used and a read of the
+// cgroup taken right after: the stress pods hold a fixed number of tasks,
+// so they must be equal.
+func TestRealNodeFiguresAgree(t *testing.T) {
+	cp, node := realnode.StartForTest(t, controlplane.Options{}, realnode.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	deployShippedNodeAgent(ctx, t, node,
+		"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
+		"--interval=2s", "--max-interval=4s", "--hysteresis-pids=0", "--hysteresis-percent=0")
+
+	const procs, threads = 20, 50
+	var pods []*corev1.Pod
+	for _, p := range []*corev1.Pod{
+		stressPod(t, "procs", node.Name, "", "--procs", strconv.Itoa(procs)),
+		stressPod(t, "threads", node.Name, "", "--threads", strconv.Itoa(threads)),
+	} {
+		created, err := cp.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, created)
+	}
+	pods = waitPodsRunning(ctx, t, cp, pods...)
+
+	// The Summary API has a pod's process figures some 10-20 s after it
+	// started; the agent writes every 2 s.
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lastErr = checkFiguresAgree(ctx, t, cp, node, pods, procs, threads)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("figures never agreed: %v", lastErr)
+	}
+}
+
+func checkFiguresAgree(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node *realnode.Node, pods []*corev1.Pod, procs, threads int64) error {
+	n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	summary, err := node.Summary(ctx)
+	if err != nil {
+		return err
+	}
+	// Read right after the annotations: the pods' tasks do not change.
+	cgroupPIDs := map[types.UID]int64{}
+	for _, p := range pods {
+		if cgroupPIDs[p.UID], err = node.PodPIDs(p); err != nil {
+			return err
+		}
+	}
+	s, err := pidstats.ParseNode(n.Annotations, time.Now(), 0)
+	if err != nil {
+		return fmt.Errorf("PID annotations %v: %w", n.Annotations, err)
+	}
+	rl := summary.Node.Rlimit
+	if rl == nil || rl.MaxPID == nil || rl.NumOfRunningProcesses == nil {
+		return fmt.Errorf("the Summary API has no rlimit figures yet")
+	}
+	if s.Capacity != *rl.MaxPID {
+		t.Errorf("pid-capacity %d, the kubelet's rlimit.maxpid %d", s.Capacity, *rl.MaxPID)
+	}
+	if s.Reserved != node.ReservedPIDs {
+		t.Errorf("pid-reserved %d, the kubelet's systemReserved.pid %d", s.Reserved, node.ReservedPIDs)
+	}
+	if d, tol := abs(s.Used-*rl.NumOfRunningProcesses), *rl.NumOfRunningProcesses/20+32; d > tol {
+		return fmt.Errorf("pid-used %d, the kubelet's rlimit.curproc %d: %d apart, more than %d", s.Used, *rl.NumOfRunningProcesses, d, tol)
+	}
+	byUID := map[types.UID]int64{}
+	for _, e := range s.Pods.Entries() {
+		byUID[e.UID] = e.PIDs
+	}
+	processCount := map[string]uint64{}
+	for _, ps := range summary.Pods {
+		if ps.ProcessStats != nil && ps.ProcessStats.ProcessCount != nil {
+			processCount[ps.PodRef.UID] = *ps.ProcessStats.ProcessCount
+		}
+	}
+	for _, p := range pods {
+		got, listed := byUID[p.UID]
+		if !listed {
+			return fmt.Errorf("pod %s not in pid-pods %q", p.Name, n.Annotations[pidstats.AnnotationPIDPods])
+		}
+		if got != cgroupPIDs[p.UID] {
+			return fmt.Errorf("pod %s: pid-pods %d, its cgroup's pids.current %d", p.Name, got, cgroupPIDs[p.UID])
+		}
+		count, ok := processCount[string(p.UID)]
+		if !ok {
+			return fmt.Errorf("pod %s: no process_stats in the Summary API yet", p.Name)
+		}
+		// The kubelet counts the app container's processes; the cgroup
+		// counts tasks: every thread of every process, the pause
+		// container's one included.
+		var tasks, processes int64
+		for _, pid := range node.PodProcesses(p) {
+			processes++
+			tasks += procThreads(pid)
+		}
+		if tasks != got {
+			return fmt.Errorf("pod %s: pid-pods %d, the threads of its %d processes %d", p.Name, got, processes, tasks)
+		}
+		if int64(count) != processes-1 {
+			t.Errorf("pod %s: the kubelet's process_count %d, its cgroup holds %d processes besides pause", p.Name, count, processes-1)
+		}
+		switch p.Name {
+		case "procs":
+			if int64(count) != procs+1 {
+				t.Errorf("pod procs: process_count %d, want %d children and the parent", count, procs)
+			}
+		case "threads":
+			if got < threads {
+				t.Errorf("pod threads: %d PIDs, want at least its %d threads", got, threads)
+			}
+		}
+		t.Logf("pod %s: pid-pods %d = pids.current %d; process_count %d", p.Name, got, cgroupPIDs[p.UID], count)
+	}
+
+	// Pod IPs: host-local's own files, the pods' addresses, the agent's figures.
+	ips, err := ipstats.ParseNode(n.Annotations, time.Now(), 0)
+	if err != nil {
+		return fmt.Errorf("IP annotations: %w", err)
+	}
+	alloc, err := realnode.HostLocalAllocations()
+	if err != nil {
+		return err
+	}
+	var podIPs, files []string
+	for _, p := range pods {
+		cur, err := cp.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		podIPs = append(podIPs, cur.Status.PodIP)
+	}
+	for ip := range alloc {
+		files = append(files, ip)
+	}
+	sort.Strings(podIPs)
+	sort.Strings(files)
+	if fmt.Sprint(podIPs) != fmt.Sprint(files) {
+		return fmt.Errorf("pods' IPs %v, host-local's allocations %v", podIPs, files)
+	}
+	if ips.Capacity != 13 || ips.Used != int64(len(files)) {
+		return fmt.Errorf("ip-capacity %d ip-used %d, want 13 (a /28) and the %d allocations", ips.Capacity, ips.Used, len(files))
+	}
+	t.Logf("node: pid-capacity %d = rlimit.maxpid; pid-used %d, rlimit.curproc %d; ip %d/%d = host-local's files %v",
+		s.Capacity, s.Used, *rl.NumOfRunningProcesses, ips.Used, ips.Capacity, files)
+	return nil
+}
+
+// procThreads is the Threads: line of /proc/<pid>/status, 0 for a process
+// that has gone.
+func procThreads(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// pausePod is a pod that only holds a sandbox and a pod IP.
+func pausePod(name, node, schedulerName string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			SchedulerName:                 schedulerName,
+			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+			TerminationGracePeriodSeconds: ptrInt64(1),
+			Containers: []corev1.Container{{
+				Name: "pause", Image: realnode.PauseImage, ImagePullPolicy: corev1.PullNever,
+			}},
+		},
+	}
+}
+
+// TestRealNodeIPsRunOut fills the real node's host-local range (a /28: 13
+// pod IPs) with pods, then asks for one more on that node from each
+// scheduler. kube-scheduler (the default profile) binds it and the runtime
+// cannot give it an address: it hangs in ContainerCreating with host-local's
+// "no IP addresses available in range set". headroom-scheduler's NodeIPs,
+// from the shipped agent's figures, keeps its pod off the node: Pending with
+// NodeIPs' reason; without the node selector its pod goes to the kwok node
+// beside.
+func TestRealNodeIPsRunOut(t *testing.T) {
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+	deployShippedNodeAgent(ctx, t, node, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10))
+	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	var fill []*corev1.Pod
+	for i := range 13 {
+		p, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pausePod(fmt.Sprintf("fill-%02d", i), node.Name, corev1.DefaultSchedulerName), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill = append(fill, p)
+	}
+	waitPodsRunning(ctx, t, cp, fill...)
+	alloc, err := realnode.HostLocalAllocations()
+	if err != nil || len(alloc) != 13 {
+		t.Fatalf("host-local holds %d allocations (%v), want the 13 of the range", len(alloc), err)
+	}
+	// The shipped agent writes on every change once the pool is nearly
+	// out (--ip-hysteresis-percent): wait for the full figure.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s, err := ipstats.ParseNode(n.Annotations, time.Now(), 0)
+		return err == nil && s.Capacity == 13 && s.Used == 13, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent never published 13 of 13 pod IPs used: %v", err)
+	}
+
+	// The default profile binds the 14th pod; its sandbox gets no address.
+	if _, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pausePod("default-14", node.Name, corev1.DefaultSchedulerName), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitEvent(ctx, t, cp.Client, "default-14", "FailedCreatePodSandBox", "no IP addresses available in range set").Message
+	p, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "default-14", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != node.Name || p.Status.Phase != corev1.PodPending || p.Status.PodIP != "" {
+		t.Errorf("default-14: on %q, %s, IP %q; want bound to %s, Pending without an IP", p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, node.Name)
+	}
+	t.Logf("default profile: default-14 bound to %s and stuck: %s", node.Name, msg)
+
+	// Headroom's profile keeps its pod off the node.
+	if _, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pausePod("headroom-14", node.Name, "headroom-scheduler"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msg = waitEvent(ctx, t, cp.Client, "headroom-14", "FailedScheduling", nodeips.ErrReasonNoFreeIPs).Message
+	if p, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "headroom-14", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("headroom-14 bound to %q (%v), want Pending", p.Spec.NodeName, err)
+	}
+	t.Logf("headroom-scheduler: headroom-14 Pending: %s", msg)
+	free := pausePod("headroom-free", node.Name, "headroom-scheduler")
+	free.Spec.NodeSelector = nil
+	if _, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, free, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, "headroom-free"); got != "kwok-node" {
+		t.Errorf("headroom-free went to %s, want kwok-node (the real node has no pod IP left)", got)
+	}
+}
+
+// shippedPolicyForNewPods is the shipped DeschedulerPolicy with the
+// evictor's minPodAge at 0: the storm's pods are minutes old, not the
+// policy's ten.
+func shippedPolicyForNewPods(t *testing.T) []byte {
+	t.Helper()
+	var policy map[string]any
+	if err := yaml.Unmarshal(repoFile(t, "manifests/descheduler/policy.yaml"), &policy); err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range policy["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any) {
+		if pc := pc.(map[string]any); pc["name"] == "DefaultEvictor" {
+			pc["args"].(map[string]any)["minPodAge"] = "0s"
+		}
+	}
+	data, err := yaml.Marshal(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// nodeFigures reads the node's PID sample as the agent last wrote it.
+func nodeFigures(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string) pidstats.NodeStats {
+	t.Helper()
+	n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pidstats.ParseNode(n.Annotations, time.Now(), 0)
+	if err != nil {
+		t.Fatalf("the node's PID annotations: %v", err)
+	}
+	return s
+}
+
+// waitSample waits for a PID sample of node taken after since that
+// satisfies ok, and returns it.
+func waitSample(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, since time.Time, timeout time.Duration, what string, ok func(pidstats.NodeStats) bool) pidstats.NodeStats {
+	t.Helper()
+	var s pidstats.NodeStats
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		s = nodeFigures(ctx, t, cp, node)
+		return s.SampledAt.After(since) && ok(s), nil
+	})
+	if err != nil {
+		t.Fatalf("no sample of %s after %s with %s: last %+v: %v", node, since.Format(time.RFC3339), what, s, err)
+	}
+	return s
+}
+
+// stressLast is the last status line a headroom-stress container printed.
+func stressLast(ctx context.Context, cp *controlplane.ControlPlane, pod string) string {
+	data, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestRealNodePIDStormRelieved grows a Deployment's stress pods on the real
+// node until the node's PIDs pass the shipped policy's threshold, then runs
+// headroom-descheduler once as its CronJob does. It plans from the shipped
+// agent's figures, evicts what brings the node under target, the kubelet
+// kills the evicted pod's tasks, the pods' cgroup counts fall, the next
+// sample shows the relief, the replacement goes to the node beside, and the
+// next run evicts nothing. No stress pod ever failed to fork.
+func TestRealNodePIDStormRelieved(t *testing.T) {
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// The node beside has room: a sample of 32768 PIDs, 500 used.
+	spare := pidstats.NodeStats{Capacity: 32768, Used: 500, SampledAt: time.Now()}.Annotations()
+	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), spare); err != nil {
+		t.Fatal(err)
+	}
+	deployShippedNodeAgent(ctx, t, node,
+		"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
+		"--interval=2s", "--max-interval=10s", "--hysteresis-pids=0", "--hysteresis-percent=1")
+	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	base := nodeFigures(ctx, t, cp, node.Name)
+	allocatable := base.Capacity - base.Reserved
+	// Each replica grows to perThread threads: three of them take the
+	// node from base.Used over the policy's 95 % threshold, and one
+	// eviction brings it back under its 90 % target. They declare little,
+	// as pods that drift do, so the scheduler places all three.
+	perPod := (allocatable*95/100-base.Used+3*20)/3 + 40
+	if base.Used+2*perPod > allocatable*90/100 || 3*perPod+64 > node.PIDBudget {
+		t.Fatalf("the node's figures leave no room for the storm: %+v, budget %d, %d per pod", base, node.PIDBudget, perPod)
+	}
+	t.Logf("node: %d allocatable PIDs, %d used at rest; three pods of %d threads; pods' budget %d", allocatable, base.Used, perPod, node.PIDBudget)
+	replicas := int32(3)
+	labels := map[string]string{"app": "storm"}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "storm", Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{pidstats.AnnotationPodPIDs: "20"}},
+				Spec:       stressPod(t, "", "", "headroom-scheduler", "--threads", strconv.FormatInt(perPod, 10), "--ramp", "20s").Spec,
+			},
+		},
+	}
+	// Placed on the real node first; elsewhere only where it cannot go.
+	deploy.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight:     100,
+			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node.Name}}}},
+		}},
+	}}
+	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	threshold := allocatable * 95 / 100
+	stormStart := time.Now()
+	grown := waitSample(ctx, t, cp, node.Name, stormStart, 3*time.Minute, "PIDs above the 95 % threshold", func(s pidstats.NodeStats) bool {
+		return s.Used > threshold && s.Pods.Len() >= 3
+	})
+	t.Logf("storm: %d of %d PIDs used at %s (%s after the Deployment)", grown.Used, allocatable, grown.SampledAt.Format(time.RFC3339), grown.SampledAt.Sub(stormStart).Round(time.Second))
+	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=storm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != node.Name {
+			t.Fatalf("storm pod %s placed on %s, want all three on the real node", p.Name, p.Spec.NodeName)
+		}
+		before[p.Name] = true
+	}
+	kubepodsBefore, err := readCgroupInt(filepath.Join(node.KubepodsDir(), "pids.current"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	log := rnpRunPolicy(t, cp, shippedPolicyForNewPods(t))
+	evicted := rnpEvicted(log)
+	if len(evicted) != 1 {
+		t.Fatalf("first run evicted %v, want one pod; plugin lines:\n%s", evicted, rnpPluginLines(log))
+	}
+	reliefStart := time.Now()
+	victim := strings.TrimPrefix(evicted[0], "default/")
+	// The kubelet stops the victim: its tasks leave the pods' cgroup.
+	var kubepodsAfter int64
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		kubepodsAfter, err = readCgroupInt(filepath.Join(node.KubepodsDir(), "pids.current"))
+		return err == nil && kubepodsAfter <= kubepodsBefore-perPod, nil
+	})
+	if err != nil {
+		t.Fatalf("kubepods' pids.current %d → %d after evicting %s: want a fall of at least %d", kubepodsBefore, kubepodsAfter, victim, perPod)
+	}
+	t.Logf("evicted %s: kubepods' pids.current %d → %d in %s", victim, kubepodsBefore, kubepodsAfter, time.Since(reliefStart).Round(100*time.Millisecond))
+	relieved := waitSample(ctx, t, cp, node.Name, reliefStart, time.Minute, "PIDs at or below the 90 % target", func(s pidstats.NodeStats) bool {
+		return s.Used <= allocatable*90/100
+	})
+	t.Logf("relieved: %d of %d PIDs used at %s", relieved.Used, allocatable, relieved.SampledAt.Format(time.RFC3339))
+
+	// The replacement goes where there is room.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=storm"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if !before[p.Name] && p.Spec.NodeName != "" {
+				if p.Spec.NodeName != "kwok-node" {
+					return false, fmt.Errorf("replacement %s placed on %s, want kwok-node", p.Name, p.Spec.NodeName)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log := rnpRunPolicy(t, cp, shippedPolicyForNewPods(t)); len(rnpEvicted(log)) != 0 {
+		t.Errorf("second run evicted %v, want nothing: the node is under target", rnpEvicted(log))
+	}
+	for name := range before {
+		if name == victim {
+			continue
+		}
+		if last := stressLast(ctx, cp, name); !strings.Contains(last, " failed=0 ") {
+			t.Errorf("pod %s: %q, want no failed fork or clone", name, last)
+		}
+	}
+}
+
+func readCgroupInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}

@@ -1,0 +1,135 @@
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+// nodeAgentKinds are the objects of kubectl kustomize manifests/ that run
+// the node agent beside its DaemonSet: namespace and quota, identity,
+// rights, admission policy. The scheduler's and descheduler's workloads
+// stay out: tests and the demo run those as processes.
+var nodeAgentKinds = map[string]bool{
+	"Namespace": true, "ResourceQuota": true, "ServiceAccount": true,
+	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+}
+
+// DeployShippedNodeAgent applies the shipped node agent as kubectl apply -k
+// manifests/ would (the images block's tag, which the node has imported),
+// adds args to its container as an operator's patch would — the kubelet's
+// PID reservation is one, --reserved-pids, which the agent cannot read off
+// the node — and waits until its pod runs on the node with them and has
+// written the node's PID and pod-IP figures.
+func (n *Node) DeployShippedNodeAgent(ctx context.Context, args ...string) (*corev1.Pod, error) {
+	cp := n.cp
+	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(controlplane.RepoDir(), "manifests")).Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl kustomize manifests/: %w", err)
+	}
+	var kept []string
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return nil, err
+		}
+		if nodeAgentKinds[meta.Kind] || (meta.Kind == "DaemonSet" && meta.Metadata.Name == "headroom-node-agent") {
+			kept = append(kept, doc)
+		}
+	}
+	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "-f", "-")
+	apply.Stdin = strings.NewReader(strings.Join(kept, "\n---\n"))
+	if out, err := apply.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("applying the shipped node agent: %w\n%s", err, out)
+	}
+	if len(args) > 0 {
+		var ops []map[string]any
+		for _, a := range args {
+			ops = append(ops, map[string]any{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a})
+		}
+		patch, _ := json.Marshal(ops)
+		if _, err := cp.Client.AppsV1().DaemonSets(controlplane.Namespace).Patch(ctx, "headroom-node-agent", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			return nil, fmt.Errorf("patching the node agent's args: %w", err)
+		}
+	}
+	var pod *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(controlplane.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && strings.HasPrefix(p.Name, "headroom-node-agent-") && hasArgs(p, args) {
+				pod = p
+			}
+		}
+		if pod == nil {
+			return false, nil
+		}
+		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return node.Annotations[pidstats.AnnotationSampledAt] != "" && node.Annotations[ipstats.AnnotationSampledAt] != "", nil
+	})
+	if err != nil {
+		ds, _ := cp.Client.AppsV1().DaemonSets(controlplane.Namespace).Get(ctx, "headroom-node-agent", metav1.GetOptions{})
+		pods, _ := cp.Client.CoreV1().Pods(controlplane.Namespace).List(ctx, metav1.ListOptions{})
+		return nil, fmt.Errorf("the shipped node agent did not run and write on %s: %w\nDaemonSet status %+v\npods:%s", n.Name, err, ds.Status, PodSummaries(pods.Items))
+	}
+	return pod, nil
+}
+
+// hasArgs reports whether the pod's first container runs with args.
+func hasArgs(p *corev1.Pod, args []string) bool {
+	have := map[string]bool{}
+	for _, a := range p.Spec.Containers[0].Args {
+		have[a] = true
+	}
+	for _, a := range args {
+		if !have[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// PodSummaries describes pods in a line each, with why a container waits
+// or ended: what a failing test or the demo prints.
+func PodSummaries(pods []corev1.Pod) string {
+	var b strings.Builder
+	for _, p := range pods {
+		fmt.Fprintf(&b, "\n  %s/%s on %q: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Waiting != nil {
+				fmt.Fprintf(&b, " (%s waiting: %s %s)", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+			}
+			if c.State.Terminated != nil {
+				fmt.Fprintf(&b, " (%s terminated: %s %d)", c.Name, c.State.Terminated.Reason, c.State.Terminated.ExitCode)
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,90 @@
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// Summary is the kubelet's Summary API (/stats/summary), read through the
+// API server's node proxy as kubectl get --raw does.
+func (n *Node) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	data, err := n.cp.Client.CoreV1().RESTClient().Get().
+		AbsPath("/api/v1/nodes", n.Name, "proxy", "stats", "summary").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the kubelet's Summary API: %w", err)
+	}
+	var s statsapi.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("the kubelet's Summary API: %w", err)
+	}
+	return &s, nil
+}
+
+// KubepodsDir is the kubelet's kubepods cgroup in the pids hierarchy.
+func (n *Node) KubepodsDir() string {
+	return filepath.Join(n.host.Cgroups.pidsDir(n.host.CgroupName), "kubepods")
+}
+
+// PodCgroupDir is pod's cgroup in the pids hierarchy, as the kubelet's
+// cgroupfs driver names it.
+func (n *Node) PodCgroupDir(pod *corev1.Pod) string {
+	dir := n.KubepodsDir()
+	switch pod.Status.QOSClass {
+	case corev1.PodQOSBurstable:
+		dir = filepath.Join(dir, "burstable")
+	case corev1.PodQOSBestEffort:
+		dir = filepath.Join(dir, "besteffort")
+	}
+	return filepath.Join(dir, "pod"+string(pod.UID))
+}
+
+// PodPIDs is the kernel's count of pod's tasks: its cgroup's pids.current.
+func (n *Node) PodPIDs(pod *corev1.Pod) (int64, error) {
+	return readInt(filepath.Join(n.PodCgroupDir(pod), "pids.current"))
+}
+
+// PodProcesses lists the processes in pod's cgroup, the pause container's
+// included.
+func (n *Node) PodProcesses(pod *corev1.Pod) []int {
+	var pids []int
+	dir := n.PodCgroupDir(pod)
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "cgroup.procs" {
+			data, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(data)) {
+				var pid int
+				if _, err := fmt.Sscan(f, &pid); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+// HostLocalAllocations are the addresses host-local has handed out on the
+// node's network: the files named by an IP in its state directory.
+func HostLocalAllocations() (map[string]string, error) {
+	entries, err := os.ReadDir(filepath.Join(HostLocalDataDir, NetworkName))
+	if err != nil {
+		return nil, err
+	}
+	ips := map[string]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.Count(name, ".") != 3 && !strings.Contains(name, ":") {
+			continue // last_reserved_ip.0, lock
+		}
+		data, _ := os.ReadFile(filepath.Join(HostLocalDataDir, NetworkName, name))
+		ips[name] = strings.SplitN(string(data), "\n", 2)[0] // the container ID
+	}
+	return ips, nil
+}

@@ -1,0 +1,331 @@
+package realnode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+)
+
+// hostState records what a real node changed on the host, in
+// <node dir>/host.json, so that Stop — or Teardown, from another process —
+// puts it all back.
+type hostState struct {
+	Dir        string `json:"dir"`
+	CgroupName string `json:"cgroupName"`
+	Cgroups    cgroups
+	// Created are paths that did not exist before, removed in reverse.
+	Created []string `json:"created"`
+	// Sysctls the kubelet rewrites (setupKernelTunables), as they were.
+	Sysctls map[string]string `json:"sysctls"`
+	// NetNSBefore are the named network namespaces that existed before:
+	// the others under /var/run/netns are the node's pods'.
+	NetNSBefore []string `json:"netnsBefore"`
+	CNIBinDir   string   `json:"cniBinDir"`
+}
+
+// kubeletSysctls are the host settings the kubelet's container manager
+// writes at start (pkg/kubelet/cm setupKernelTunables).
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+const (
+	stateFile = "host.json"
+	netnsDir  = "/var/run/netns"
+)
+
+// hostPaths are host-global directories the kubelet, containerd and the
+// CNI plugins write outside the node's own directory.
+var hostPaths = []string{
+	"/var/lib/kubelet", // device-plugins, pod-resources
+	"/var/log/containers",
+	"/var/lib/cni",
+	"/run/containerd", // shims' sockets
+	filepath.Dir(CNIConfFile),
+	netnsDir,
+}
+
+// claimHost refuses to start where another real node runs (its network
+// configuration is in place), then records the host as it is.
+func claimHost(dir, name string) (*hostState, error) {
+	if data, err := os.ReadFile(CNIConfFile); err == nil {
+		return nil, fmt.Errorf("%s exists: another real node runs on this machine (stop it with make down, or remove the file if none does):\n%s", CNIConfFile, data)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(CNIConfFile)); len(entries) > 0 {
+		return nil, fmt.Errorf("%s holds another network configuration: the node's network must be the first there, and this machine's is not Headroom's to move", filepath.Dir(CNIConfFile))
+	}
+	cg, err := detectCgroups()
+	if err != nil {
+		return nil, err
+	}
+	h := &hostState{Dir: dir, CgroupName: "headroom-" + name, Cgroups: cg, Sysctls: map[string]string{}, CNIBinDir: filepath.Join(dir, "cni-bin")}
+	for _, s := range kubeletSysctls {
+		if data, err := os.ReadFile(filepath.Join("/proc/sys", s)); err == nil {
+			h.Sysctls[s] = strings.TrimSpace(string(data))
+		}
+	}
+	if entries, err := os.ReadDir(netnsDir); err == nil {
+		for _, e := range entries {
+			h.NetNSBefore = append(h.NetNSBefore, e.Name())
+		}
+	}
+	for _, p := range hostPaths {
+		if top := topMissing(p); top != "" {
+			h.Created = append(h.Created, top)
+		}
+	}
+	return h, h.save()
+}
+
+// topMissing is the outermost directory of path (path itself included)
+// that does not exist, which making path creates; "" when path exists.
+func topMissing(path string) string {
+	top := ""
+	for p := path; p != "/" && p != "."; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		top = p
+	}
+	return top
+}
+
+func (h *hostState) save() error {
+	data, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(h.Dir, stateFile), data, 0o644)
+}
+
+func loadHostState(dir string) (*hostState, error) {
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	var h hostState
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return &h, nil
+}
+
+// prepare makes the node's cgroup in every hierarchy, its CNI plugin
+// directory and network configuration.
+func (h *hostState) prepare(podSubnet, binDir string) error {
+	if err := h.Cgroups.create(h.CgroupName); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(h.CNIBinDir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if err := os.Symlink(filepath.Join(binDir, p), filepath.Join(h.CNIBinDir, p)); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(CNIConfFile), 0o755); err != nil {
+		return err
+	}
+	// isGateway stays false: with it the bridge plugin turns on the host's
+	// ip_forward. Nothing sends traffic to a pod; the pods need an address,
+	// which is what host-local hands out and what runs short.
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": %q,
+  "plugins": [{
+    "type": "bridge",
+    "bridge": %q,
+    "isGateway": false,
+    "ipMasq": false,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]]}
+  }]
+}
+`, NetworkName, BridgeName, podSubnet)
+	return os.WriteFile(CNIConfFile, []byte(conf), 0o644)
+}
+
+// release undoes what the node did to the host: processes left in its
+// cgroups and containerd's shims, mounts below its directory, its pods'
+// network namespaces, the bridge, the cgroups, the files and directories
+// it created, and the sysctls. It goes on past errors and reports them all.
+func (h *hostState) release() error {
+	var errs []error
+	killLeftovers(h)
+	errs = append(errs, unmountBelow(h.Dir))
+	errs = append(errs, h.removeNetNS())
+	if out, err := exec.Command("ip", "link", "del", BridgeName).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+		errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", BridgeName, err, out))
+	}
+	errs = append(errs, h.Cgroups.remove(h.CgroupName))
+	os.Remove(CNIConfFile)
+	os.RemoveAll(filepath.Join(HostLocalDataDir, NetworkName))
+	if results, _ := filepath.Glob("/var/lib/cni/results/" + NetworkName + "-*"); len(results) > 0 {
+		for _, r := range results {
+			os.Remove(r)
+		}
+	}
+	for i := len(h.Created) - 1; i >= 0; i-- {
+		if err := unmountBelow(h.Created[i]); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(h.Created[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for s, v := range h.Sysctls {
+		if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restoring %s: %w", s, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(h.Dir, stateFile))
+}
+
+// killLeftovers kills every process still in the node's cgroups (pods'
+// processes the runtime did not stop) and every process that names the
+// node's directory on its command line (containerd's shims, which leave
+// containerd's process group on purpose).
+func killLeftovers(h *hostState) {
+	for attempt := 0; attempt < 50; attempt++ {
+		pids := h.Cgroups.procs(h.CgroupName)
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range procs {
+			data, err := os.ReadFile(f)
+			if err != nil || !strings.Contains(string(data), h.Dir) {
+				continue
+			}
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && pid != os.Getpid() {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// unmountBelow detaches every mount at or below dir, deepest first.
+func unmountBelow(dir string) error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var points []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		// Field 5 is the mount point, with spaces and the like octal-escaped.
+		p := unescapeMountPoint(fields[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func unescapeMountPoint(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeNetNS removes the named network namespaces that appeared under
+// /var/run/netns since the node started (its pods' sandboxes that the
+// runtime did not remove).
+func (h *hostState) removeNetNS() error {
+	before := map[string]bool{}
+	for _, n := range h.NetNSBefore {
+		before[n] = true
+	}
+	entries, err := os.ReadDir(netnsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if before[e.Name()] || !strings.HasPrefix(e.Name(), "cni-") {
+			continue
+		}
+		p := filepath.Join(netnsDir, e.Name())
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+		if err := os.Remove(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeSandboxes stops and removes every pod sandbox of the runtime at
+// socket through the CRI, as `crictl rmp -fa` does: the runtime kills the
+// containers, calls the CNI plugins' DEL (host-local frees the address)
+// and removes the network namespace.
+func removeSandboxes(socket string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rs, err := remote.NewRemoteRuntimeService(ctx, "unix://"+socket, 10*time.Second, nil, false)
+	if err != nil {
+		return err
+	}
+	sandboxes, err := rs.ListPodSandbox(ctx, &criapi.PodSandboxFilter{})
+	if err != nil {
+		return fmt.Errorf("listing pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range sandboxes {
+		if err := rs.StopPodSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.Id, err))
+			continue
+		}
+		if err := rs.RemovePodSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
