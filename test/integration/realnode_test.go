@@ -428,12 +428,28 @@ func nodeFigures(ctx context.Context, t *testing.T, cp *controlplane.ControlPlan
 func waitSample(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, since time.Time, timeout time.Duration, what string, ok func(pidstats.NodeStats) bool) pidstats.NodeStats {
 	t.Helper()
 	var s pidstats.NodeStats
+	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		s = nodeFigures(ctx, t, cp, node)
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		if s, lastErr = pidstats.ParseNode(n.Annotations, time.Now(), 0); lastErr != nil {
+			return false, nil
+		}
 		return s.SampledAt.After(since) && ok(s), nil
 	})
 	if err != nil {
-		t.Fatalf("no sample of %s after %s with %s: last %+v: %v", node, since.Format(time.RFC3339), what, s, err)
+		pods, _ := cp.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		var lines []string
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, "storm") {
+				lines = append(lines, p.Name+": "+stressLast(ctx, cp, p.Name))
+			}
+		}
+		t.Fatalf("no sample of %s after %s with %s: last %+v (%v): %v\npods:%s\n%s", node, since.Format(time.RFC3339), what, s, lastErr, err,
+			realnode.PodSummaries(pods.Items), strings.Join(lines, "\n"))
 	}
 	return s
 }
@@ -494,13 +510,9 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 			},
 		},
 	}
-	// Placed on the real node first; elsewhere only where it cannot go.
-	deploy.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight:     100,
-			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node.Name}}}},
-		}},
-	}}
+	// All three on the real node: the node beside is cordoned until they
+	// are (the scheduler would spread them, the node beside being empty).
+	setUnschedulable(ctx, t, cp, "kwok-node", true)
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -521,6 +533,24 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		}
 		before[p.Name] = true
 	}
+	setUnschedulable(ctx, t, cp, "kwok-node", false)
+	// Every replica holds all its threads before the run.
+	full := fmt.Sprintf("threads=%d ", perPod)
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for name := range before {
+			if !strings.Contains(stressLast(ctx, cp, name), full) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the storm's pods never all held %d threads: %v", perPod, err)
+	}
+	podsByName := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		podsByName[pods.Items[i].Name] = &pods.Items[i]
+	}
 	kubepodsBefore, err := readCgroupInt(filepath.Join(node.KubepodsDir(), "pids.current"))
 	if err != nil {
 		t.Fatal(err)
@@ -533,11 +563,14 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	}
 	reliefStart := time.Now()
 	victim := strings.TrimPrefix(evicted[0], "default/")
-	// The kubelet stops the victim: its tasks leave the pods' cgroup.
+	// The kubelet stops the victim: its tasks leave the pods' cgroup, and
+	// its cgroup goes.
+	victimCgroup := node.PodCgroupDir(podsByName[victim])
 	var kubepodsAfter int64
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		kubepodsAfter, err = readCgroupInt(filepath.Join(node.KubepodsDir(), "pids.current"))
-		return err == nil && kubepodsAfter <= kubepodsBefore-perPod, nil
+		_, statErr := os.Stat(victimCgroup)
+		return err == nil && kubepodsAfter <= kubepodsBefore-perPod && os.IsNotExist(statErr), nil
 	})
 	if err != nil {
 		t.Fatalf("kubepods' pids.current %d → %d after evicting %s: want a fall of at least %d", kubepodsBefore, kubepodsAfter, victim, perPod)
@@ -577,6 +610,15 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		if last := stressLast(ctx, cp, name); !strings.Contains(last, " failed=0 ") {
 			t.Errorf("pod %s: %q, want no failed fork or clone", name, last)
 		}
+	}
+}
+
+// setUnschedulable cordons or uncordons a node.
+func setUnschedulable(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, v bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, v)
+	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
