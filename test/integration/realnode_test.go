@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -613,6 +614,22 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	}
 }
 
+// podsOn lists the pods bound to node, but the one with UID except.
+func podsOn(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, except types.UID) []*corev1.Pod {
+	t.Helper()
+	list, err := cp.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if list.Items[i].UID != except {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods
+}
+
 // setUnschedulable cordons or uncordons a node.
 func setUnschedulable(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, v bool) {
 	t.Helper()
@@ -628,4 +645,142 @@ func readCgroupInt(path string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// TestRealNodeTimingRules measures on the real node the two moments the
+// estimates (pkg/pidstats, pkg/ipstats) must get right, and pins the rules
+// to what it measures:
+//
+//   - A pod bound before a sample may not have started by then: from
+//     binding, its containers, its address and its first listing in
+//     headroom.dev/pid-pods come seconds later. Until a sample holds it,
+//     both estimates must count it.
+//   - A terminating pod's tasks live on: here a preStop hook holds them
+//     for 8 s after the deletion. While its cgroup holds them, the
+//     scheduler's estimate must not count them free (Held); the
+//     descheduler's (Settled) already does, as the relief under way.
+func TestRealNodeTimingRules(t *testing.T) {
+	cp, node := realnode.StartForTest(t, controlplane.Options{}, realnode.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	deployShippedNodeAgent(ctx, t, node,
+		"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
+		"--interval=2s", "--max-interval=4s", "--hysteresis-pids=0", "--hysteresis-percent=0")
+
+	const threads = 100
+	p := stressPod(t, "late", node.Name, "", "--threads", strconv.Itoa(threads))
+	p.Annotations = map[string]string{pidstats.AnnotationPodPIDs: "150"}
+	p.Spec.TerminationGracePeriodSeconds = ptrInt64(30)
+	// The pod's tasks outlive its deletion by the hook's 8 s.
+	p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+		Exec: &corev1.ExecAction{Command: []string{"/headroom-stress", "--hold", "8s"}},
+	}}
+	created, err := cp.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := time.Now()
+
+	// From binding until a sample lists it, both estimates count it.
+	var started, addressed, listed time.Time
+	checks := 0
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cur, err := cp.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if started.IsZero() && len(cur.Status.ContainerStatuses) > 0 && cur.Status.ContainerStatuses[0].State.Running != nil {
+			started = cur.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+		}
+		if addressed.IsZero() && cur.Status.PodIP != "" {
+			if fi, err := os.Stat(filepath.Join(realnode.HostLocalDataDir, realnode.NetworkName, cur.Status.PodIP)); err == nil {
+				addressed = fi.ModTime()
+			}
+		}
+		s, err := pidstats.ParseNode(n.Annotations, time.Now(), 0)
+		if err != nil {
+			return false, err
+		}
+		if _, ok := s.Pods.Lookup(cur.UID); ok {
+			listed = s.SampledAt
+			return true, nil
+		}
+		// Not in this sample: the estimate must add what it declares.
+		checks++
+		others := podsOn(ctx, t, cp, node.Name, cur.UID)
+		with, without := pidstats.EstimateUsed(s, append(others, cur), 100), pidstats.EstimateUsed(s, others, 100)
+		if with-without != 150 {
+			t.Errorf("sample at %s does not list the pod (bound %s ago, started %v): it adds %d to the estimate, want its 150",
+				s.SampledAt.Format(time.RFC3339), time.Since(bound).Round(time.Second), !started.IsZero(), with-without)
+		}
+		ips, err := ipstats.ParseNode(n.Annotations, time.Now(), 0)
+		if err != nil {
+			return false, err
+		}
+		// The IP sample cannot hold an address host-local handed out in or
+		// after its second (or not yet).
+		if addressed.IsZero() || !addressed.Before(ips.SampledAt.Truncate(time.Second)) {
+			with, without := ipstats.EstimateUsed(ips, slices.Values(append(others, cur))), ipstats.EstimateUsed(ips, slices.Values(others))
+			if with-without != 1 {
+				t.Errorf("IP sample at %s taken before the pod's address (%v): it adds %d to the estimate, want 1",
+					ips.SampledAt.Format(time.RFC3339), addressed, with-without)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the pod never appeared in pid-pods: %v", err)
+	}
+	t.Logf("bound → containers started %s, address %s, first listed in a sample %s (%d checks of the estimate in between)",
+		started.Sub(bound).Round(100*time.Millisecond), addressed.Sub(bound).Round(100*time.Millisecond), listed.Sub(bound).Round(time.Second), checks)
+
+	// Deleted: its tasks live on while the hook holds them.
+	if err := cp.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	cgroup := node.PodCgroupDir(created)
+	var lastHeld time.Time
+	heldChecks := 0
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		tasks, err := readCgroupInt(filepath.Join(cgroup, "pids.current"))
+		if err != nil || tasks == 0 {
+			return true, nil // the cgroup is gone, or empty
+		}
+		lastHeld = time.Now()
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cur, err := cp.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // gone from the API: nothing left to count it by
+		}
+		s, err := pidstats.ParseNode(n.Annotations, time.Now(), 0)
+		if err != nil {
+			return false, err
+		}
+		listedPIDs, ok := s.Pods.Lookup(cur.UID)
+		if !ok || cur.DeletionTimestamp == nil {
+			return false, nil
+		}
+		heldChecks++
+		others := podsOn(ctx, t, cp, node.Name, cur.UID)
+		u, without := pidstats.Estimate(s, append(others, cur), 100), pidstats.Estimate(s, others, 100)
+		if u.Held-without.Held != listedPIDs || u.Settled() != without.Held {
+			t.Errorf("terminating pod holds %d tasks: estimate %+v (%d without it), want its listed %d held and settled away", tasks, u, without.Held, listedPIDs)
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the deleted pod's cgroup still holds tasks: %v", err)
+	}
+	if held := lastHeld.Sub(deleted); held < 7*time.Second || heldChecks == 0 {
+		t.Errorf("the deleted pod's tasks lived %s after the deletion (%d checks of the estimate), want about the hook's 8 s", held.Round(100*time.Millisecond), heldChecks)
+	}
+	t.Logf("deleted → tasks gone %s later (preStop hook 8 s, grace 30 s); %d checks of the estimate while they lived", lastHeld.Sub(deleted).Round(100*time.Millisecond), heldChecks)
 }
