@@ -653,8 +653,8 @@ func readCgroupInt(path string) (int64, error) {
 //
 //   - A pod bound before a sample may not have started by then: from
 //     binding, its containers, its address and its first listing in
-//     headroom.dev/pid-pods come seconds later. Until a sample holds it,
-//     both estimates must count it.
+//     headroom.dev/pid-pods come later (here 6 s and more: its ConfigMap is
+//     made late). Until a sample holds it, both estimates must count it.
 //   - A terminating pod's tasks live on: here a preStop hook holds them
 //     for 8 s after the deletion. While its cgroup holds them, the
 //     scheduler's estimate must not count them free (Held); the
@@ -675,11 +675,18 @@ func TestRealNodeTimingRules(t *testing.T) {
 	p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 		Exec: &corev1.ExecAction{Command: []string{"/headroom-stress", "--hold", "8s"}},
 	}}
+	// The kubelet holds the pod in ContainerCreating until its ConfigMap
+	// exists, made 6 s after binding: samples are taken in between, as on
+	// a node that pulls an image or mounts a slow volume.
+	p.Spec.Volumes = []corev1.Volume{{Name: "late", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "late"}}}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "late", MountPath: "/late"}}
 	created, err := cp.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bound := time.Now()
+	configMapMade := false
 
 	// From binding until a sample lists it, both estimates count it.
 	var started, addressed, listed time.Time
@@ -692,6 +699,13 @@ func TestRealNodeTimingRules(t *testing.T) {
 		cur, err := cp.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
+		}
+		if !configMapMade && time.Since(bound) > 6*time.Second {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: p.Namespace}}
+			if _, err := cp.Client.CoreV1().ConfigMaps(p.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				return false, err
+			}
+			configMapMade = true
 		}
 		if started.IsZero() && len(cur.Status.ContainerStatuses) > 0 && cur.Status.ContainerStatuses[0].State.Running != nil {
 			started = cur.Status.ContainerStatuses[0].State.Running.StartedAt.Time
