@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools test unit integration bench perf fuzz run down verify generate clean
+.PHONY: all build images tools test unit integration bench perf e2e-bench fuzz run down verify generate clean
 
 all: build
 
@@ -33,6 +33,9 @@ integration: tools build ## integration tests against a real control plane
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh
+
+e2e-bench: tools images ## the same PID storm and pod-IP exhaustion on a real node, default stack vs Headroom: docs/e2e-bench.md
+	go test -tags e2ebench -count=1 -timeout 40m -v ./test/e2ebench -args -table $(CURDIR)/docs/e2e-bench.md
 
 perf: ## scheduler_perf: pods/s of the default and the Headroom profile, and their ratio (needs bin/etcd)
 	hack/perf.sh

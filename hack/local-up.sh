@@ -10,6 +10,6 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
 hack/build-tools.sh
-hack/build.sh
+hack/build.sh images
 go build -o "$BIN_DIR/localup" ./hack/localup
 exec "$BIN_DIR/localup" -nodes "${NODES:-10}" -dir "${LOCAL_DIR:-$HEADROOM_ROOT/.local}" "$@"

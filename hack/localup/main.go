@@ -28,6 +28,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
+	"github.com/headroom-k8s/headroom/test/realnode"
 )
 
 func main() {
@@ -54,6 +55,10 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 		return err
 	}
 	if down {
+		// The real node first: its sandboxes go through containerd's CRI.
+		if err := realnode.Teardown(dir); err != nil {
+			return err
+		}
 		if err := controlplane.StopDetached(dir); err != nil {
 			return err
 		}
@@ -70,10 +75,22 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
+	real := realnode.Supported(controlplane.DefaultBinDir())
+	if real != nil {
+		fmt.Printf("no real node: %v; the demo runs on kwok nodes alone\n", real)
+	}
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager and kwok in", dir)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, ControllerManager: true, Kwok: true, Detached: true})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, ControllerManager: true, Kwok: true, Detached: true, RealNode: real == nil})
 	if err != nil {
 		return err
+	}
+	var node *realnode.Node
+	if real == nil {
+		if node, err = startRealNode(ctx, cp); err != nil {
+			return err
+		}
+		// The storm's pods on the real node are seconds old.
+		relief.minPodAge = "0s"
 	}
 	fmt.Printf("creating %d kwok nodes\n", nodes)
 	now := time.Now().UTC()
@@ -104,6 +121,11 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 		if pressured, busy, err = relieveLoop(ctx, cp, dep, relief.policy, relief.deployment, relief.interval); err != nil {
 			return err
 		}
+		if node != nil {
+			if err := realNodeStorm(ctx, cp, node); err != nil {
+				return err
+			}
+		}
 	}
 	bin, err := filepath.Abs(cp.BinDir)
 	if err != nil {
@@ -128,6 +150,8 @@ Stop it with: make down
 var relief struct {
 	policy, deployment string
 	interval           time.Duration
+	// minPodAge, when set, replaces the policy's DefaultEvictor minPodAge.
+	minPodAge string
 }
 
 func nodeResources() corev1.ResourceList {

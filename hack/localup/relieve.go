@@ -239,6 +239,9 @@ func startDescheduler(ctx context.Context, cp *controlplane.ControlPlane, policy
 	if err != nil {
 		return nil, err
 	}
+	if relief.minPodAge != "" {
+		data = regexp.MustCompile(`minPodAge: \S+`).ReplaceAll(data, []byte("minPodAge: "+relief.minPodAge))
+	}
 	if err := os.WriteFile(policyCopy, data, 0o644); err != nil {
 		return nil, err
 	}

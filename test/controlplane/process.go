@@ -123,7 +123,7 @@ func (p *Process) Log(n int64) string {
 // (their <name>.pid files), newest first, and waits until they are gone.
 func StopDetached(dir string) error {
 	var errs []error
-	for _, name := range []string{"headroom-descheduler", "headroom-scheduler", "kubelet", "containerd", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, name := range []string{"headroom-descheduler", "headroom-scheduler", "kube-scheduler", "kubelet", "containerd", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		pidFile := filepath.Join(dir, name+".pid")
 		data, err := os.ReadFile(pidFile)
 		if errors.Is(err, os.ErrNotExist) {

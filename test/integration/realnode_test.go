@@ -26,33 +26,6 @@ import (
 	"github.com/headroom-k8s/headroom/test/realnode"
 )
 
-// shippedImageTag is the tag of the images block of manifests/kustomization.yaml,
-// which make images tags the images with.
-func shippedImageTag(t *testing.T) string {
-	t.Helper()
-	var k struct {
-		Images []struct {
-			Name   string `json:"name"`
-			NewTag string `json:"newTag"`
-		} `json:"images"`
-	}
-	if err := yaml.Unmarshal(repoFile(t, "manifests/kustomization.yaml"), &k); err != nil {
-		t.Fatal(err)
-	}
-	for _, img := range k.Images {
-		if img.Name == "ghcr.io/headroom-k8s/headroom-node-agent" {
-			return img.NewTag
-		}
-	}
-	t.Fatal("manifests/kustomization.yaml: no image tag for the node agent")
-	return ""
-}
-
-// stressImage is the test workload's image, as make images tags it.
-func stressImage(t *testing.T) string {
-	return "ghcr.io/headroom-k8s/headroom-stress:" + shippedImageTag(t)
-}
-
 // deployShippedNodeAgent runs the shipped node agent on the real node
 // (realnode.DeployShippedNodeAgent) with args added.
 func deployShippedNodeAgent(ctx context.Context, t *testing.T, node *realnode.Node, args ...string) *corev1.Pod {
@@ -64,23 +37,14 @@ func deployShippedNodeAgent(ctx context.Context, t *testing.T, node *realnode.No
 	return pod
 }
 
-// stressPod is a pod of the headroom-stress workload with args, on node
-// unless node is empty (then the scheduler named places it).
+// stressPod is realnode.StressPod, failing the test on error.
 func stressPod(t *testing.T, name, node, schedulerName string, args ...string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			SchedulerName:                 schedulerName,
-			TerminationGracePeriodSeconds: ptrInt64(5),
-			Containers: []corev1.Container{{
-				Name:            "stress",
-				Image:           stressImage(t),
-				ImagePullPolicy: corev1.PullNever,
-				Args:            args,
-			}},
-		},
+	t.Helper()
+	p, err := realnode.StressPod(name, node, schedulerName, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return p
 }
 
 func ptrInt64(v int64) *int64 { return &v }
@@ -426,12 +390,12 @@ func nodeFigures(ctx context.Context, t *testing.T, cp *controlplane.ControlPlan
 
 // waitSample waits for a PID sample of node taken after since that
 // satisfies ok, and returns it.
-func waitSample(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, since time.Time, timeout time.Duration, what string, ok func(pidstats.NodeStats) bool) pidstats.NodeStats {
+func waitSample(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node *realnode.Node, since time.Time, timeout time.Duration, what string, ok func(pidstats.NodeStats) bool) pidstats.NodeStats {
 	t.Helper()
 	var s pidstats.NodeStats
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			lastErr = err
 			return false, nil
@@ -446,23 +410,23 @@ func waitSample(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane
 		var lines []string
 		for _, p := range pods.Items {
 			if strings.HasPrefix(p.Name, "storm") {
-				lines = append(lines, p.Name+": "+stressLast(ctx, cp, p.Name))
+				lines = append(lines, p.Name+": "+stressLast(ctx, node, p.Name))
 			}
 		}
-		t.Fatalf("no sample of %s after %s with %s: last %+v (%v): %v\npods:%s\n%s", node, since.Format(time.RFC3339), what, s, lastErr, err,
+		t.Fatalf("no sample of %s after %s with %s: last %+v (%v): %v\npods:%s\n%s", node.Name, since.Format(time.RFC3339), what, s, lastErr, err,
 			realnode.PodSummaries(pods.Items), strings.Join(lines, "\n"))
 	}
 	return s
 }
 
-// stressLast is the last status line a headroom-stress container printed.
-func stressLast(ctx context.Context, cp *controlplane.ControlPlane, pod string) string {
-	data, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+// stressLast is the last status line of a headroom-stress pod, or why
+// there is none.
+func stressLast(ctx context.Context, node *realnode.Node, pod string) string {
+	last, err := node.StressStatus(ctx, metav1.NamespaceDefault, pod)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	return lines[len(lines)-1]
+	return last
 }
 
 // TestRealNodePIDStormRelieved grows a Deployment's stress pods on the real
@@ -519,7 +483,7 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	}
 	threshold := allocatable * 95 / 100
 	stormStart := time.Now()
-	grown := waitSample(ctx, t, cp, node.Name, stormStart, 3*time.Minute, "PIDs above the 95 % threshold", func(s pidstats.NodeStats) bool {
+	grown := waitSample(ctx, t, cp, node, stormStart, 3*time.Minute, "PIDs above the 95 % threshold", func(s pidstats.NodeStats) bool {
 		return s.Used > threshold && s.Pods.Len() >= 3
 	})
 	t.Logf("storm: %d of %d PIDs used at %s (%s after the Deployment)", grown.Used, allocatable, grown.SampledAt.Format(time.RFC3339), grown.SampledAt.Sub(stormStart).Round(time.Second))
@@ -539,7 +503,7 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	full := fmt.Sprintf("threads=%d ", perPod)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for name := range before {
-			if !strings.Contains(stressLast(ctx, cp, name), full) {
+			if !strings.Contains(stressLast(ctx, node, name), full) {
 				return false, nil
 			}
 		}
@@ -577,7 +541,7 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		t.Fatalf("kubepods' pids.current %d → %d after evicting %s: want a fall of at least %d", kubepodsBefore, kubepodsAfter, victim, perPod)
 	}
 	t.Logf("evicted %s: kubepods' pids.current %d → %d in %s", victim, kubepodsBefore, kubepodsAfter, time.Since(reliefStart).Round(100*time.Millisecond))
-	relieved := waitSample(ctx, t, cp, node.Name, reliefStart, time.Minute, "PIDs at or below the 90 % target", func(s pidstats.NodeStats) bool {
+	relieved := waitSample(ctx, t, cp, node, reliefStart, time.Minute, "PIDs at or below the 90 % target", func(s pidstats.NodeStats) bool {
 		return s.Used <= allocatable*90/100
 	})
 	t.Logf("relieved: %d of %d PIDs used at %s", relieved.Used, allocatable, relieved.SampledAt.Format(time.RFC3339))
@@ -608,7 +572,7 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		if name == victim {
 			continue
 		}
-		if last := stressLast(ctx, cp, name); !strings.Contains(last, " failed=0 ") {
+		if last := stressLast(ctx, node, name); !strings.Contains(last, " failed=0 ") {
 			t.Errorf("pod %s: %q, want no failed fork or clone", name, last)
 		}
 	}

@@ -1,0 +1,420 @@
+//go:build e2ebench
+
+// Package e2ebench runs the same PID storm and the same pod-IP exhaustion
+// on a real node twice: (A) with kube-scheduler's default profile and the
+// kubelet's own pid.available eviction, (B) with headroom-scheduler,
+// headroom-descheduler and the node agent (the kubelet set up the same),
+// and writes what happened side by side. make e2e-bench runs it:
+//
+//	go test -tags e2ebench -count=1 -timeout 40m -v ./test/e2ebench -args -table docs/e2e-bench.md
+package e2ebench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/headroom-k8s/headroom/test/controlplane"
+	"github.com/headroom-k8s/headroom/test/realnode"
+)
+
+var (
+	table    = flag.String("table", "", "Markdown file to write the side-by-side table to")
+	duration = flag.Duration("storm", 150*time.Second, "how long each run watches the storm after it starts")
+)
+
+// The node: a budget of 2000 PIDs for pods (pid_max less systemReserved),
+// and the kubelet's hard eviction when fewer than reserved + 0 are left,
+// that is when the node's tasks pass 2000: the same point Headroom's
+// figures call 100 % of allocatable PIDs.
+const podBudget = 2000
+
+// storm: three small "web" pods, then two "hog" pods that grow to
+// hogThreads threads each over hogRamp: together more than the budget.
+const (
+	webReplicas = 3
+	webThreads  = 20
+	hogReplicas = 2
+	hogThreads  = 1000
+	hogRamp     = 60 * time.Second
+	// The pod-IP part: fill pods pinned to the real node, three more than
+	// its /28 holds.
+	fillPods = 16
+)
+
+type mode struct {
+	name, scheduler string
+	headroom        bool
+}
+
+var modes = []mode{
+	{"A: kube-scheduler (default profile) + kubelet pid.available eviction", corev1.DefaultSchedulerName, false},
+	{"B: headroom-scheduler + headroom-descheduler + node agent (same kubelet)", "headroom-scheduler", true},
+}
+
+// result is what one run measured.
+type result struct {
+	failedForks      int64 // failed fork/clone attempts, summed over every stress pod
+	podsWithFailures int
+	stuckNoIP        int // pods bound to the node whose sandbox got no IP
+	pendingNoIP      int // pods kept Pending by NodeIPs
+	disrupted        []string
+	innocent         int // disrupted pods that were not hogs
+	secondsAbove     int // seconds the node's tasks were above 95 % of allocatable
+	secondsFull      int // seconds the pods' cgroup was at its pids.max
+	evictedBy        map[string]int
+	hogsRelocated    int
+}
+
+func TestE2EBench(t *testing.T) {
+	var results []result
+	for _, m := range modes {
+		t.Run(strings.SplitN(m.name, ":", 2)[0], func(t *testing.T) {
+			results = append(results, run(t, m))
+		})
+	}
+	if len(results) != len(modes) {
+		t.Fatal("a run failed; no table written")
+	}
+	out := render(results)
+	fmt.Println(out)
+	if *table != "" {
+		if err := os.WriteFile(*table, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func run(t *testing.T, m mode) result {
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{
+		// The same kubelet in both runs: hard eviction on PIDs where the
+		// node's tasks pass the pods' budget.
+		EvictionHard: map[string]string{
+			"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
+			"pid.available": "30768",
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if node.PIDBudget != podBudget {
+		t.Fatalf("pods' PID budget %d, want %d (pid_max 32768)", node.PIDBudget, podBudget)
+	}
+	if _, err := cp.CreateNode(ctx, "kwok-node", corev1.ResourceList{
+		corev1.ResourceCPU: mustQ("8"), corev1.ResourceMemory: mustQ("32Gi"), corev1.ResourcePods: mustQ("110"),
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.headroom {
+		if _, err := node.DeployShippedNodeAgent(ctx, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := os.ReadFile(controlplane.RepoDir() + "/manifests/scheduler/scheduler-config.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.StartScheduler(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		startDescheduler(ctx, t, cp)
+	}
+
+	// The storm's pods start on the real node: the node beside is cordoned
+	// until they run there.
+	cordon(ctx, t, cp, "kwok-node", true)
+	deploy(ctx, t, cp, "web", m.scheduler, webReplicas, "--threads", strconv.Itoa(webThreads))
+	waitRunning(ctx, t, cp, "app=web", webReplicas)
+	deploy(ctx, t, cp, "hog", m.scheduler, hogReplicas, "--threads", strconv.Itoa(hogThreads), "--ramp", hogRamp.String())
+	waitRunning(ctx, t, cp, "app=hog", hogReplicas)
+	cordon(ctx, t, cp, "kwok-node", false)
+
+	w := newWatcher(node)
+	w.watch(ctx, cp, *duration)
+	r := w.result(ctx, cp)
+
+	// Pod IPs: fill pods pinned to the real node, three more than it has.
+	fill(ctx, t, cp, m.scheduler, node.Name)
+	time.Sleep(30 * time.Second)
+	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=fill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		switch {
+		case p.Spec.NodeName == node.Name && p.Status.PodIP == "":
+			r.stuckNoIP++
+		case p.Spec.NodeName == "":
+			r.pendingNoIP++
+		}
+	}
+	t.Logf("%s: %+v", m.name, r)
+	return r
+}
+
+func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
+
+// loadavgTasks is the node's task total as the kubelet counts it (its
+// rlimit.curproc): the number after the slash in /proc/loadavg.
+func loadavgTasks() (int64, error) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 4 {
+		return 0, fmt.Errorf("/proc/loadavg: %q", data)
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	if !ok {
+		return 0, fmt.Errorf("/proc/loadavg: %q", data)
+	}
+	return strconv.ParseInt(total, 10, 64)
+}
+
+func readInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// watcher samples, every second, the stress pods' status lines (the
+// largest failed= count each ever printed, kept past their deletion), the
+// node's tasks (/proc/loadavg, the kubelet's curproc) and the pods'
+// cgroup, and notes every pod that disappeared or failed.
+type watcher struct {
+	node   *realnode.Node
+	mu     sync.Mutex
+	failed map[string]int64
+	seen   map[string]string // pod name → app label
+	gone   map[string]string // pod name → how it went
+	above  int
+	full   int
+}
+
+func newWatcher(node *realnode.Node) *watcher {
+	return &watcher{node: node, failed: map[string]int64{}, seen: map[string]string{}, gone: map[string]string{}}
+}
+
+var failedRE = regexp.MustCompile(`failed=(\d+)`)
+
+func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d time.Duration) {
+	deadline := time.Now().Add(d)
+	threshold := int64(podBudget * 95 / 100)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			current := map[string]bool{}
+			for _, p := range pods.Items {
+				app := p.Labels["app"]
+				if app != "web" && app != "hog" {
+					continue
+				}
+				current[p.Name] = true
+				w.seen[p.Name] = app
+				if p.Status.Phase == corev1.PodFailed && w.gone[p.Name] == "" {
+					w.gone[p.Name] = "failed: " + p.Status.Reason
+				}
+				if p.Spec.NodeName == w.node.Name && p.Status.Phase == corev1.PodRunning {
+					if last, err := w.node.StressStatus(ctx, p.Namespace, p.Name); err == nil {
+						if m := failedRE.FindStringSubmatch(last); m != nil {
+							n, _ := strconv.ParseInt(m[1], 10, 64)
+							w.failed[p.Name] = max(w.failed[p.Name], n)
+						}
+					}
+				}
+			}
+			for name := range w.seen {
+				if !current[name] && w.gone[name] == "" {
+					w.gone[name] = "deleted (evicted)"
+				}
+			}
+		}
+		if tasks, err := loadavgTasks(); err == nil && tasks > threshold {
+			w.above++
+		}
+		cur, err1 := readInt(w.node.KubepodsDir() + "/pids.current")
+		maxv, err2 := readInt(w.node.KubepodsDir() + "/pids.max")
+		if err1 == nil && err2 == nil && cur >= maxv-8 {
+			w.full++
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func (w *watcher) result(ctx context.Context, cp *controlplane.ControlPlane) result {
+	r := result{secondsAbove: w.above, secondsFull: w.full, evictedBy: map[string]int{}}
+	for _, n := range w.failed {
+		r.failedForks += n
+		if n > 0 {
+			r.podsWithFailures++
+		}
+	}
+	for name, how := range w.gone {
+		r.disrupted = append(r.disrupted, name+" ("+w.seen[name]+", "+how+")")
+		if w.seen[name] != "hog" {
+			r.innocent++
+		}
+		r.evictedBy[how]++
+	}
+	sort.Strings(r.disrupted)
+	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=hog"})
+	if err == nil {
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" && p.Spec.NodeName != w.node.Name && p.Status.Phase != corev1.PodFailed {
+				r.hogsRelocated++
+			}
+		}
+	}
+	return r
+}
+
+func deploy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, args ...string) {
+	t.Helper()
+	p, err := realnode.StressPod("", "", scheduler, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": app}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"headroom.dev/pids": "50"}},
+				Spec:       p.Spec,
+			},
+		},
+	}
+	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fill(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, scheduler, node string) {
+	t.Helper()
+	replicas := int32(fillPods)
+	labels := map[string]string{"app": "fill"}
+	grace := int64(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "fill", Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					SchedulerName:                 scheduler,
+					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+					TerminationGracePeriodSeconds: &grace,
+					Containers:                    []corev1.Container{{Name: "pause", Image: realnode.PauseImage, ImagePullPolicy: corev1.PullNever}},
+				},
+			},
+		},
+	}
+	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitRunning(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, selector string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("%d pods of %s not running: %v", n, selector, err)
+	}
+}
+
+func cordon(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string, v bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, v)
+	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startDescheduler runs headroom-descheduler as its shipped Deployment
+// does, every 10 s, with the shipped policy but minPodAge 0 (the storm's
+// pods are minutes old), under its shipped identity.
+func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := strings.Replace(string(data), "minPodAge: 10m", "minPodAge: 0s", 1)
+	if policy == string(data) {
+		t.Fatal("the shipped policy has no minPodAge: 10m to replace")
+	}
+	path := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.ShippedIdentityKubeconfig(ctx, "headroom-descheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.StartProcess("headroom-descheduler", "--policy-config-file", path, "--kubeconfig", kubeconfig,
+		"--descheduling-interval", "10s", "--secure-port", "0", "--v", "2"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func render(rs []result) string {
+	var b strings.Builder
+	row := func(name string, f func(r result) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, r := range rs {
+			fmt.Fprintf(&b, " %s |", f(r))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| |")
+	for _, m := range modes {
+		fmt.Fprintf(&b, " %s |", m.name)
+	}
+	b.WriteString("\n|---|")
+	for range modes {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	row("failed forks/clones (all stress pods)", func(r result) string { return fmt.Sprint(r.failedForks) })
+	row("pods that saw a failed fork", func(r result) string { return fmt.Sprint(r.podsWithFailures) })
+	row("pods stuck without an IP (ContainerCreating)", func(r result) string { return fmt.Sprint(r.stuckNoIP) })
+	row("pods kept Pending for want of a pod IP", func(r result) string { return fmt.Sprint(r.pendingNoIP) })
+	row("pods killed or evicted", func(r result) string { return fmt.Sprint(len(r.disrupted)) })
+	row("of them not a hog (disrupted, not the cause)", func(r result) string { return fmt.Sprint(r.innocent) })
+	row("seconds the node's tasks were above 95 % of allocatable", func(r result) string { return fmt.Sprint(r.secondsAbove) })
+	row("seconds the pods' cgroup was at its pids.max", func(r result) string { return fmt.Sprint(r.secondsFull) })
+	row("hog replicas running elsewhere at the end", func(r result) string { return fmt.Sprint(r.hogsRelocated) })
+	row("disrupted pods", func(r result) string { return strings.Join(r.disrupted, "; ") })
+	return b.String()
+}

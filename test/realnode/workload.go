@@ -1,0 +1,75 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+// ImageTag is the tag of the images block of manifests/kustomization.yaml,
+// which make images tags every image with.
+func ImageTag() (string, error) {
+	data, err := os.ReadFile(filepath.Join(controlplane.RepoDir(), "manifests", "kustomization.yaml"))
+	if err != nil {
+		return "", err
+	}
+	var k struct {
+		Images []struct {
+			Name   string `json:"name"`
+			NewTag string `json:"newTag"`
+		} `json:"images"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return "", err
+	}
+	for _, img := range k.Images {
+		if img.Name == "ghcr.io/headroom-k8s/headroom-node-agent" {
+			return img.NewTag, nil
+		}
+	}
+	return "", fmt.Errorf("manifests/kustomization.yaml: no image tag for the node agent")
+}
+
+// StressPod is a pod of the headroom-stress workload with args, bound to
+// node unless node is empty (then the scheduler named places it). It never
+// pulls: the real node imported the image.
+func StressPod(name, node, schedulerName string, args ...string) (*corev1.Pod, error) {
+	tag, err := ImageTag()
+	if err != nil {
+		return nil, err
+	}
+	grace := int64(5)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			SchedulerName:                 schedulerName,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name:            "stress",
+				Image:           "ghcr.io/headroom-k8s/headroom-stress:" + tag,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            args,
+			}},
+		},
+	}, nil
+}
+
+// StressStatus is the last status line a headroom-stress container printed
+// ("procs=… threads=… failed=… memory=…"), or an error.
+func (n *Node) StressStatus(ctx context.Context, namespace, pod string) (string, error) {
+	data, err := n.cp.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return lines[len(lines)-1], nil
+}
