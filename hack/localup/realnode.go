@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -56,26 +55,13 @@ func realNodeStorm(ctx context.Context, cp *controlplane.ControlPlane, node *rea
 	alloc := base.Allocatable()
 	perPod := (alloc*95/100-base.Used+60)/3 + 40
 	fmt.Printf("\nreal node: %d of %d allocatable PIDs used; a storm of 3 pods growing to %d threads each over 20s\n", base.Used, alloc, perPod)
-	pod, err := realnode.StressPod("", "", "headroom-scheduler", "--threads", strconv.FormatInt(perPod, 10), "--ramp", "20s")
+	storm, err := realnode.StressDeployment("storm", "headroom-scheduler", 3, 20, "--threads", strconv.FormatInt(perPod, 10), "--ramp", "20s")
 	if err != nil {
 		return err
 	}
 	// Pinned to the real node: a replacement stays Pending there rather
 	// than land on a simulated node.
-	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node.Name}
-	replicas := int32(3)
-	labels := map[string]string{"app": "storm"}
-	storm := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "storm", Namespace: metav1.NamespaceDefault},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{pidstats.AnnotationPodPIDs: "20"}},
-				Spec:       pod.Spec,
-			},
-		},
-	}
+	storm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node.Name}
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, storm, metav1.CreateOptions{}); err != nil {
 		return err
 	}

@@ -153,14 +153,7 @@ func (cp *ControlPlane) StartProcess(name string, args ...string) (*Process, err
 
 // StartProcessAs is StartProcess with a log name other than the binary's.
 func (cp *ControlPlane) StartProcessAs(logName, bin string, args ...string) (*Process, error) {
-	p, err := startProcess(cp.Dir, logName, filepath.Join(cp.BinDir, bin), cp.opts.Detached, args...)
-	if err != nil {
-		return nil, err
-	}
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	cp.processes = append(cp.processes, p)
-	return p, nil
+	return cp.StartProcessEnv(logName, bin, nil, args...)
 }
 
 // StartProcessEnv is StartProcessAs with env added to the process's

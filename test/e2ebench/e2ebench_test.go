@@ -167,24 +167,6 @@ func run(t *testing.T, m mode) result {
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
 
-// loadavgTasks is the node's task total as the kubelet counts it (its
-// rlimit.curproc): the number after the slash in /proc/loadavg.
-func loadavgTasks() (int64, error) {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 4 {
-		return 0, fmt.Errorf("/proc/loadavg: %q", data)
-	}
-	_, total, ok := strings.Cut(f[3], "/")
-	if !ok {
-		return 0, fmt.Errorf("/proc/loadavg: %q", data)
-	}
-	return strconv.ParseInt(total, 10, 64)
-}
-
 func readInt(path string) (int64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -245,7 +227,7 @@ func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d ti
 				}
 			}
 		}
-		if tasks, err := loadavgTasks(); err == nil && tasks > threshold {
+		if tasks, err := realnode.HostTasks(); err == nil && tasks > threshold {
 			w.above++
 		}
 		cur, err1 := readInt(w.node.KubepodsDir() + "/pids.current")
@@ -286,21 +268,9 @@ func (w *watcher) result(ctx context.Context, cp *controlplane.ControlPlane) res
 
 func deploy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, args ...string) {
 	t.Helper()
-	p, err := realnode.StressPod("", "", scheduler, args...)
+	d, err := realnode.StressDeployment(app, scheduler, replicas, 50, args...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	labels := map[string]string{"app": app}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: metav1.NamespaceDefault},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"headroom.dev/pids": "50"}},
-				Spec:       p.Spec,
-			},
-		},
 	}
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

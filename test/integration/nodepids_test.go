@@ -21,6 +21,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/test/controlplane"
+	"github.com/headroom-k8s/headroom/test/realnode"
 )
 
 // Profiles of manifests/samples/nodepids-scheduler-config.yaml: the default
@@ -378,7 +379,7 @@ func watchThreads(t *testing.T) func() (lo, hi int64) {
 				return
 			default:
 			}
-			if n, err := tasks(); err == nil {
+			if n, err := realnode.HostTasks(); err == nil {
 				lo, hi = min(lo, n), max(hi, n)
 			}
 			time.Sleep(time.Millisecond)
@@ -394,28 +395,11 @@ func watchThreads(t *testing.T) func() (lo, hi int64) {
 
 func readTasks(t *testing.T) int64 {
 	t.Helper()
-	n, err := tasks()
+	n, err := realnode.HostTasks()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// tasks is the total after the slash in field 4 of /proc/loadavg.
-func tasks() (int64, error) {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 4 {
-		return 0, fmt.Errorf("/proc/loadavg: %q", data)
-	}
-	_, total, ok := strings.Cut(f[3], "/")
-	if !ok {
-		return 0, fmt.Errorf("/proc/loadavg: %q", data)
-	}
-	return strconv.ParseInt(total, 10, 64)
 }
 
 func readProcInt(t *testing.T, path string) int64 {

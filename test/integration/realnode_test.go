@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -462,18 +461,9 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		t.Fatalf("the node's figures leave no room for the storm: %+v, budget %d, %d per pod", base, node.PIDBudget, perPod)
 	}
 	t.Logf("node: %d allocatable PIDs, %d used at rest; three pods of %d threads; pods' budget %d", allocatable, base.Used, perPod, node.PIDBudget)
-	replicas := int32(3)
-	labels := map[string]string{"app": "storm"}
-	deploy := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "storm", Namespace: metav1.NamespaceDefault},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{pidstats.AnnotationPodPIDs: "20"}},
-				Spec:       stressPod(t, "", "", "headroom-scheduler", "--threads", strconv.FormatInt(perPod, 10), "--ramp", "20s").Spec,
-			},
-		},
+	deploy, err := realnode.StressDeployment("storm", "headroom-scheduler", 3, 20, "--threads", strconv.FormatInt(perPod, 10), "--ramp", "20s")
+	if err != nil {
+		t.Fatal(err)
 	}
 	// All three on the real node: the node beside is cordoned until they
 	// are (the scheduler would spread them, the node beside being empty).

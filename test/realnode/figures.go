@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,4 +88,23 @@ func HostLocalAllocations() (map[string]string, error) {
 		ips[name] = strings.SplitN(string(data), "\n", 2)[0] // the container ID
 	}
 	return ips, nil
+}
+
+// HostTasks is the host's task total as the kubelet counts it (its
+// rlimit.curproc, the agent's pid-used): the number after the slash in
+// field 4 of /proc/loadavg.
+func HostTasks() (int64, error) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 4 {
+		return 0, fmt.Errorf("/proc/loadavg: %q", data)
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	if !ok {
+		return 0, fmt.Errorf("/proc/loadavg: %q", data)
+	}
+	return strconv.ParseInt(total, 10, 64)
 }

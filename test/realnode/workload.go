@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
@@ -59,6 +62,28 @@ func StressPod(name, node, schedulerName string, args ...string) (*corev1.Pod, e
 				ImagePullPolicy: corev1.PullNever,
 				Args:            args,
 			}},
+		},
+	}, nil
+}
+
+// StressDeployment is a Deployment of replicas headroom-stress pods with
+// args, labelled app=name, placed by schedulerName; each pod declares
+// declaredPIDs in headroom.dev/pids.
+func StressDeployment(name, schedulerName string, replicas int32, declaredPIDs int64, args ...string) (*appsv1.Deployment, error) {
+	pod, err := StressPod("", "", schedulerName, args...)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{pidstats.AnnotationPodPIDs: strconv.FormatInt(declaredPIDs, 10)}},
+				Spec:       pod.Spec,
+			},
 		},
 	}, nil
 }
