@@ -105,7 +105,35 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		proj.remove(pod, s.pids)
 	}
 	p.aboveThreshold = proj.aboveThreshold()
+	if !proj.pending() {
+		p.steps = prune(st, p.steps)
+	}
 	return p
+}
+
+// prune drops, earliest first, every step of a plan that reaches the
+// targets without it: a pod early in the order that frees little is not
+// evicted when a later one frees enough on its own. The order walks pods
+// as the ReplicaSet controller would delete them, not by what they free;
+// on a real node three small pods of a ReplicaSet with more replicas there
+// went before the one pod that held the PIDs. The steps kept stay in order,
+// and the plan still reaches the targets. Plans are at most
+// maxPodsToEvictPerNode long, so the quadratic walk costs nothing.
+func prune(st *pressure, steps []step) []step {
+	for i := 0; i < len(steps); {
+		proj := st.clone()
+		for j, s := range steps {
+			if j != i {
+				proj.remove(s.pod, s.pids)
+			}
+		}
+		if proj.pending() {
+			i++
+			continue
+		}
+		steps = slices.Delete(steps, i, i+1)
+	}
+	return steps
 }
 
 // consider returns the step evicting pod would be, or why it is not taken.

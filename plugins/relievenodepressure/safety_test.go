@@ -61,6 +61,8 @@ func TestGainIsWhatThePodHolds(t *testing.T) {
 	// 9700 of 10000 used. The complete list says the hog holds 2000 and the
 	// small pod 150; "idle" declares 5000 PIDs but is not listed, so it held
 	// none at the sample: evicting it, first in delete order, frees nothing.
+	// The small pod, next in the order, is planned and then pruned: the
+	// hog alone takes the node to 7700, under the target of 9000.
 	idle := testPod("idle", "n1", pids(5000), priority("9"))
 	small := testPod("small", "n1", priority("5"))
 	hog := testPod("hog", "n1")
@@ -68,7 +70,7 @@ func TestGainIsWhatThePodHolds(t *testing.T) {
 	RegisterMetrics()
 	before := nodeCount(t, ResultRelieved)
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{idle, small, hog})...)
-	if got, want := e.run(t, n1, spareNode("n2")), []string{"small", "hog"}; !equal(got, want) {
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"hog"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
 	}
 	if got := nodeCount(t, ResultRelieved) - before; got != 1 {
@@ -128,9 +130,10 @@ func TestPodsBelowTheFloorAreNeverEvictedForPIDs(t *testing.T) {
 func TestNeverTwiceForTheSamePressure(t *testing.T) {
 	hog := testPod("hog", "n1")
 	other := testPod("other", "n1", restarts(9))
-	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 1500, other: 500})
+	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 600, other: 500})
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog, other})...)
-	// other (restarts first) frees 500: 9200 > 9000; hog 1500 more.
+	// other (restarts first) frees 500: 9200 > 9000; hog 600 more (neither
+	// alone reaches the target, so neither is pruned).
 	if got, want := e.run(t, n1, spareNode("n2")), []string{"other", "hog"}; !equal(got, want) {
 		t.Fatalf("first run evicted %v, want %v", got, want)
 	}
@@ -153,6 +156,36 @@ func withOpts(p *v1.Pod, opts ...podOption) *v1.Pod {
 		o(p)
 	}
 	return p
+}
+
+// A plan that reaches the target keeps only the evictions it needs: small
+// pods early in the delete order (three replicas of one ReplicaSet rank
+// before the one replica of another) are dropped when the large pod after
+// them relieves the node on its own; the order of the kept ones stays.
+func TestPlanIsPrunedToWhatItNeeds(t *testing.T) {
+	var pods []*v1.Pod
+	usage := map[*v1.Pod]int64{}
+	for i := range 3 {
+		p := testPod("web-"+string(rune('a'+i)), "n1", ownedBy("web"))
+		pods = append(pods, p)
+		usage[p] = 150
+	}
+	hog := testPod("hog", "n1", ownedBy("hog"))
+	pods = append(pods, hog)
+	usage[hog] = 1000
+	n1 := listed(pidNode("n1", 10000, 9700), usage)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"hog"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v: the web pods free 450 together, the hog 1000 alone", got, want)
+	}
+	// Where the hog alone is not enough (9700 − 600 = 9100 > 9000), the
+	// first web pod stays in the plan, the others go.
+	usage[hog] = 600
+	n1 = listed(pidNode("n1", 10000, 9700), usage)
+	e = newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 2 || got[1] != "hog" || !strings.HasPrefix(got[0], "web-") {
+		t.Fatalf("evicted %v, want one web pod, then the hog", got)
+	}
 }
 
 func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
