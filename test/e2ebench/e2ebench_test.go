@@ -167,6 +167,15 @@ func run(t *testing.T, m mode) result {
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
 
+// hostKernel is the running kernel's release.
+func hostKernel() string {
+	data, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "Linux"
+	}
+	return "Linux " + strings.TrimSpace(string(data))
+}
+
 func readInt(path string) (int64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -360,6 +369,20 @@ func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.Contro
 
 func render(rs []result) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, `# Side by side on a real node
+
+Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storm and the
+same pod-IP exhaustion on a real node (kubelet v1.36.3, containerd, runc,
+CNI bridge + host-local; docs/real-node.md), with a kwok node beside it,
+once with each stack. The kubelet is the same in both: a budget of %d PIDs
+for pods (kubepods' pids.max), hard eviction at pid.available < 30768 (the
+node's tasks above %d), 13 pod IPs.
+
+The storm: %d "web" pods of %d threads, then %d "hog" pods growing to %d
+threads each over %s, watched for %s. Then %d pause pods pinned to the node
+by a nodeSelector, three more than its pod IPs.
+
+`, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel(), podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, hogRamp, *duration, fillPods)
 	row := func(name string, f func(r result) string) {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, r := range rs {
