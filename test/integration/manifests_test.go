@@ -243,9 +243,14 @@ profiles:
 			if err != nil {
 				return false, err
 			}
+			// The Deployment's status may still count a replica just
+			// deleted, while its replacement waits to be scheduled.
 			nodes = nil
 			for _, p := range pods.Items {
 				if p.DeletionTimestamp == nil {
+					if p.Spec.NodeName == "" {
+						return false, nil
+					}
 					nodes = append(nodes, p.Spec.NodeName)
 				}
 			}
