@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -59,16 +59,40 @@ func realNodeStorm(ctx context.Context, cp *controlplane.ControlPlane, node *rea
 	if err != nil {
 		return err
 	}
-	// Pinned to the real node: a replacement stays Pending there rather
-	// than land on a simulated node.
-	storm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node.Name}
+	// All three start on the real node: the simulated nodes are cordoned
+	// until the storm's pods are bound (the scheduler would spread them),
+	// then uncordoned, so that a replacement has somewhere to go. A pod
+	// pinned to the node would not be evicted at all: the evictor's
+	// nodeFit finds no other node for it.
+	if err := cordonOthers(ctx, cp, node.Name, true); err != nil {
+		return err
+	}
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, storm, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=storm"})
+		if err != nil {
+			return false, err
+		}
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node.Name {
+				bound++
+			}
+		}
+		return bound == 3, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the storm's pods were not all placed on %s: %w", node.Name, err)
+	}
+	if err := cordonOthers(ctx, cp, node.Name, false); err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIME\tPIDS USED (agent)\tKUBEPODS TASKS (kernel)\tSTORM PODS")
 	start := time.Now()
-	evictedSeen := false
+	above := false
 	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
@@ -84,7 +108,9 @@ func realNodeStorm(ctx context.Context, cp *controlplane.ControlPlane, node *rea
 		for _, p := range pods.Items {
 			st := string(p.Status.Phase)
 			if p.DeletionTimestamp != nil {
-				st, evictedSeen = "terminating", true
+				st = "terminating"
+			} else if p.Spec.NodeName != node.Name && p.Spec.NodeName != "" {
+				st = "replacement, " + st + " on " + p.Spec.NodeName
 			} else if p.Spec.NodeName == "" {
 				st = "Pending (unschedulable)"
 			} else if last, err := node.StressStatus(ctx, p.Namespace, p.Name); err == nil {
@@ -94,12 +120,31 @@ func realNodeStorm(ctx context.Context, cp *controlplane.ControlPlane, node *rea
 		}
 		fmt.Fprintf(w, "+%s\t%d/%d\t%s\t%s\n", time.Since(start).Round(time.Second), s.Used, alloc, strings.TrimSpace(string(tasks)), strings.Join(states, "; "))
 		w.Flush()
-		return evictedSeen && len(descheduledSoFar(cp)) > 0 && s.Used <= alloc*90/100, nil
+		above = above || s.Used > alloc*95/100
+		return above && s.Used <= alloc*90/100, nil
 	})
 	if err != nil {
 		fmt.Printf("the storm was not relieved within 3 minutes (%v): see %s/headroom-descheduler.log\n", err, cp.Dir)
 		return nil
 	}
-	fmt.Println("relieved: headroom-descheduler evicted, the kubelet stopped the pod's tasks, the agent's next sample shows the node under target")
+	fmt.Println("relieved: headroom-descheduler evicted a storm pod, the kubelet stopped its tasks, the agent's next sample shows the node under target, and headroom-scheduler placed the replacement elsewhere")
+	return nil
+}
+
+// cordonOthers cordons (or uncordons) every node but keep.
+func cordonOthers(ctx context.Context, cp *controlplane.ControlPlane, keep string, cordon bool) error {
+	nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, cordon))
+	for _, n := range nodes.Items {
+		if n.Name == keep {
+			continue
+		}
+		if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
