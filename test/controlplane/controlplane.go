@@ -169,9 +169,6 @@ func (cp *ControlPlane) StartProcessEnv(logName, bin string, env []string, args 
 	return p, nil
 }
 
-// Detached reports whether the processes outlive this one (the demo).
-func (cp *ControlPlane) Detached() bool { return cp.opts.Detached }
-
 // Restart starts p's binary again with the same arguments and log, once p
 // has ended (it stops p first if it has not), as a kubelet restarts a
 // container. The new process takes p's place in Processes.

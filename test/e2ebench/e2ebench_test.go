@@ -176,14 +176,6 @@ func hostKernel() string {
 	return "Linux " + strings.TrimSpace(string(data))
 }
 
-func readInt(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-}
-
 // watcher samples, every second, the stress pods' status lines (the
 // largest failed= count each ever printed, kept past their deletion), the
 // node's tasks (/proc/loadavg, the kubelet's curproc) and the pods'
@@ -239,8 +231,8 @@ func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d ti
 		if tasks, err := realnode.HostTasks(); err == nil && tasks > threshold {
 			w.above++
 		}
-		cur, err1 := readInt(w.node.KubepodsDir() + "/pids.current")
-		maxv, err2 := readInt(w.node.KubepodsDir() + "/pids.max")
+		cur, err1 := realnode.ReadInt(w.node.KubepodsDir() + "/pids.current")
+		maxv, err2 := realnode.ReadInt(w.node.KubepodsDir() + "/pids.max")
 		if err1 == nil && err2 == nil && cur >= maxv-8 {
 			w.full++
 		}

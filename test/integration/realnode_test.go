@@ -36,6 +36,14 @@ func deployShippedNodeAgent(ctx context.Context, t *testing.T, node *realnode.No
 	return pod
 }
 
+// everySampleArgs make the shipped agent write every 2 s whatever moved
+// (no hysteresis, a forced write every 4 s), with the node's PID
+// reservation: for tests that compare samples with the kernel's figures.
+func everySampleArgs(node *realnode.Node) []string {
+	return []string{"--reserved-pids=" + strconv.FormatInt(node.ReservedPIDs, 10),
+		"--interval=2s", "--max-interval=4s", "--hysteresis-pids=0", "--hysteresis-percent=0"}
+}
+
 // stressPod is realnode.StressPod, failing the test on error.
 func stressPod(t *testing.T, name, node, schedulerName string, args ...string) *corev1.Pod {
 	t.Helper()
@@ -89,9 +97,7 @@ func TestRealNodeFiguresAgree(t *testing.T) {
 	cp, node := realnode.StartForTest(t, controlplane.Options{}, realnode.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	deployShippedNodeAgent(ctx, t, node,
-		"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
-		"--interval=2s", "--max-interval=4s", "--hysteresis-pids=0", "--hysteresis-percent=0")
+	deployShippedNodeAgent(ctx, t, node, everySampleArgs(node)...)
 
 	const procs, threads = 20, 50
 	var pods []*corev1.Pod
@@ -506,7 +512,7 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	for i := range pods.Items {
 		podsByName[pods.Items[i].Name] = &pods.Items[i]
 	}
-	kubepodsBefore, err := readCgroupInt(filepath.Join(node.KubepodsDir(), "pids.current"))
+	kubepodsBefore, err := realnode.ReadInt(filepath.Join(node.KubepodsDir(), "pids.current"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +529,7 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	victimCgroup := node.PodCgroupDir(podsByName[victim])
 	var kubepodsAfter int64
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		kubepodsAfter, err = readCgroupInt(filepath.Join(node.KubepodsDir(), "pids.current"))
+		kubepodsAfter, err = realnode.ReadInt(filepath.Join(node.KubepodsDir(), "pids.current"))
 		_, statErr := os.Stat(victimCgroup)
 		return err == nil && kubepodsAfter <= kubepodsBefore-perPod && os.IsNotExist(statErr), nil
 	})
@@ -593,14 +599,6 @@ func setUnschedulable(ctx context.Context, t *testing.T, cp *controlplane.Contro
 	}
 }
 
-func readCgroupInt(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-}
-
 // TestRealNodeTimingRules measures on the real node the two moments the
 // estimates (pkg/pidstats, pkg/ipstats) must get right, and pins the rules
 // to what it measures:
@@ -617,9 +615,7 @@ func TestRealNodeTimingRules(t *testing.T) {
 	cp, node := realnode.StartForTest(t, controlplane.Options{}, realnode.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	deployShippedNodeAgent(ctx, t, node,
-		"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
-		"--interval=2s", "--max-interval=4s", "--hysteresis-pids=0", "--hysteresis-percent=0")
+	deployShippedNodeAgent(ctx, t, node, everySampleArgs(node)...)
 
 	const threads = 100
 	p := stressPod(t, "late", node.Name, "", "--threads", strconv.Itoa(threads))
@@ -715,7 +711,7 @@ func TestRealNodeTimingRules(t *testing.T) {
 	var lastHeld time.Time
 	heldChecks := 0
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		tasks, err := readCgroupInt(filepath.Join(cgroup, "pids.current"))
+		tasks, err := realnode.ReadInt(filepath.Join(cgroup, "pids.current"))
 		if err != nil || tasks == 0 {
 			return true, nil // the cgroup is gone, or empty
 		}

@@ -51,10 +51,8 @@ func detectCgroups() (cgroups, error) {
 		}
 		c.Hierarchies = append(c.Hierarchies, p)
 	}
-	if _, err := os.Stat(filepath.Join(cgroupMount, "pids", "pids.max")); err != nil {
-		if _, err := os.Stat(filepath.Join(cgroupMount, "pids")); err != nil {
-			return cgroups{}, fmt.Errorf("cgroup v1 without a pids hierarchy at %s/pids", cgroupMount)
-		}
+	if _, err := os.Stat(filepath.Join(cgroupMount, "pids", "cgroup.procs")); err != nil {
+		return cgroups{}, fmt.Errorf("cgroup v1 without a pids hierarchy at %s/pids", cgroupMount)
 	}
 	return c, nil
 }

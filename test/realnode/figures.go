@@ -48,7 +48,7 @@ func (n *Node) PodCgroupDir(pod *corev1.Pod) string {
 
 // PodPIDs is the kernel's count of pod's tasks: its cgroup's pids.current.
 func (n *Node) PodPIDs(pod *corev1.Pod) (int64, error) {
-	return readInt(filepath.Join(n.PodCgroupDir(pod), "pids.current"))
+	return ReadInt(filepath.Join(n.PodCgroupDir(pod), "pids.current"))
 }
 
 // PodProcesses lists the processes in pod's cgroup, the pause container's

@@ -138,7 +138,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if opts.PodSubnet == "" {
 		opts.PodSubnet = DefaultPodSubnet
 	}
-	pidMax, err := readInt("/proc/sys/kernel/pid_max")
+	pidMax, err := ReadInt("/proc/sys/kernel/pid_max")
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if err := n.startKubelet(ctx, opts); err != nil {
 		return nil, err
 	}
-	if n.PIDBudget, err = readInt(filepath.Join(n.host.Cgroups.pidsDir(n.host.CgroupName), "kubepods", "pids.max")); err != nil {
+	if n.PIDBudget, err = ReadInt(filepath.Join(n.host.Cgroups.pidsDir(n.host.CgroupName), "kubepods", "pids.max")); err != nil {
 		return nil, fmt.Errorf("the pods' PID budget: %w", err)
 	}
 	return n, nil
@@ -473,7 +473,9 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func readInt(path string) (int64, error) {
+// ReadInt reads a file holding one integer, as cgroup files and sysctls
+// do ("max" reads as -1).
+func ReadInt(path string) (int64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
