@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/pkg/controller"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // DefaultPriorityAnnotation is the pod annotation whose int32 value ranks a
@@ -48,10 +50,11 @@ func (o Order) Sort(pods []*corev1.Pod, now time.Time) {
 // error; a value that is not a base-10 int32 (surrounding whitespace included)
 // is 0 and an error naming the pod, the key and the value.
 func (o Order) Priority(pod *corev1.Pod) (int32, error) {
-	return ParsePriority(pod, o.key())
+	return ParsePriority(pod, o.Key())
 }
 
-func (o Order) key() string {
+// Key is the annotation holding the delete priority.
+func (o Order) Key() string {
 	if o.PriorityAnnotation == "" {
 		return DefaultPriorityAnnotation
 	}
@@ -78,8 +81,8 @@ func ParsePriority(pod *corev1.Pod, key string) (int32, error) {
 	if errors.Is(cause, strconv.ErrRange) {
 		what = "is out of the int32 range"
 	}
-	return 0, fmt.Errorf("pod %s/%s: annotation %s=%q %s, using 0: %w",
-		pod.Namespace, pod.Name, key, v, what, cause)
+	return 0, fmt.Errorf("pod %s/%s: annotation %s=%s %s, using 0: %w",
+		pod.Namespace, pod.Name, key, sample.Quote(v), what, cause)
 }
 
 // Ranks returns, for each pod, the number of active pods in pods (not
@@ -131,7 +134,7 @@ type sorter struct {
 }
 
 func (o Order) newSorter(pods []*corev1.Pod, now time.Time) sorter {
-	key := o.key()
+	key := o.Key()
 	priority := make([]int32, len(pods))
 	for i, pod := range pods {
 		// Errors are the caller's to report (Priority); here they count as 0.
@@ -156,4 +159,64 @@ func (s sorter) Less(i, j int) bool {
 		return s.priority[i] > s.priority[j]
 	}
 	return s.upstream.Less(i, j)
+}
+
+// SortNeutral sorts pods in place as Sort would if no pod carried the
+// priority annotation or upstream's controller.kubernetes.io/pod-deletion-cost:
+// the ReplicaSet controller's order by what no annotation on a pod can change
+// (scheduled, phase, readiness, doubled up, ready time, restarts, age). Both
+// annotations are written by whoever may edit a workload's pods, and the
+// ReplicaSet controller compares them only among one ReplicaSet's pods; an
+// order across workloads that read them would let one tenant push evictions
+// onto another's pods. Use Sort within one controller owner's pods.
+func (o Order) SortNeutral(pods []*corev1.Pod, now time.Time) {
+	if len(pods) < 2 {
+		return
+	}
+	key := o.Key()
+	bare := make([]*corev1.Pod, len(pods))
+	for i, pod := range pods {
+		bare[i] = withoutAnnotations(pod, key, corev1.PodDeletionCost)
+	}
+	s := neutralSorter{
+		sorter: sorter{
+			upstream: controller.ActivePodsWithRanks{Pods: bare, Rank: Ranks(bare), Now: metav1.NewTime(now)},
+			priority: make([]int32, len(pods)),
+		},
+		pods: pods,
+	}
+	sort.Stable(s)
+}
+
+// withoutAnnotations returns pod, or a shallow copy of it without the keys.
+func withoutAnnotations(pod *corev1.Pod, keys ...string) *corev1.Pod {
+	has := false
+	for _, k := range keys {
+		_, ok := pod.Annotations[k]
+		has = has || ok
+	}
+	if !has {
+		return pod
+	}
+	bare := *pod
+	bare.Annotations = make(map[string]string, len(pod.Annotations))
+	for k, v := range pod.Annotations {
+		bare.Annotations[k] = v
+	}
+	for _, k := range keys {
+		delete(bare.Annotations, k)
+	}
+	return &bare
+}
+
+// neutralSorter sorts the annotation-free copies and moves the pods with
+// them.
+type neutralSorter struct {
+	sorter
+	pods []*corev1.Pod
+}
+
+func (s neutralSorter) Swap(i, j int) {
+	s.sorter.Swap(i, j)
+	s.pods[i], s.pods[j] = s.pods[j], s.pods[i]
 }

@@ -2,6 +2,7 @@ package deleteorder
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"sort"
@@ -313,6 +314,45 @@ func TestGeneratorCoversRules(t *testing.T) {
 	for _, what := range []string{"doubled up", "unscheduled", "ready", "deletion cost", "bad priority", "priority", "restarts", "deleting"} {
 		if count[what] < 10 {
 			t.Errorf("generator made only %d pods that are %s", count[what], what)
+		}
+	}
+}
+
+// SortNeutral is Sort of the pods without either annotation a tenant
+// writes, and leaves the pods themselves untouched.
+func TestSortNeutralIgnoresTenantAnnotations(t *testing.T) {
+	for seed := range int64(200) {
+		g := newGenerator(seed)
+		pods := g.pods(12, []string{"", "", "9", "-2147483648", "x"})
+		before := make([]map[string]string, len(pods))
+		for i, p := range pods {
+			if p.Annotations == nil && g.r.Intn(2) == 0 {
+				p.Annotations = map[string]string{}
+			}
+			if p.Annotations != nil {
+				p.Annotations[corev1.PodDeletionCost] = pick(g.r, "-100", "0", "2147483647")
+			}
+			before[i] = maps.Clone(p.Annotations)
+		}
+		bare := make([]*corev1.Pod, len(pods))
+		for i, p := range pods {
+			c := p.DeepCopy()
+			delete(c.Annotations, DefaultPriorityAnnotation)
+			delete(c.Annotations, corev1.PodDeletionCost)
+			bare[i] = c
+		}
+		got := slices.Clone(pods)
+		Order{}.SortNeutral(got, now)
+		Sort(bare, now)
+		for i := range got {
+			if got[i].Name != bare[i].Name {
+				t.Fatalf("seed %d: SortNeutral %v, Sort without the annotations %v", seed, names(got), names(bare))
+			}
+		}
+		for i, p := range pods {
+			if !maps.Equal(p.Annotations, before[i]) {
+				t.Fatalf("seed %d: SortNeutral changed %s's annotations", seed, p.Name)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package pidstats
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,10 +107,18 @@ func FuzzPodPIDs(f *testing.F) {
 		}
 		parsed, perr := strconv.ParseInt(v, 10, 64)
 		wellFormed := present && perr == nil && parsed >= 0 && parsed <= MaxPodPIDs
+		tooMany := present && (perr == nil && parsed > MaxPodPIDs || errors.Is(perr, strconv.ErrRange) && !strings.HasPrefix(v, "-"))
+		if err != nil && len(err.Error()) > 300 {
+			t.Fatalf("error of %d bytes: the value must be cut", len(err.Error()))
+		}
 		switch {
 		case wellFormed:
 			if err != nil || got != parsed {
 				t.Fatalf("PodPIDs(%q) = %d, %v; want %d", v, got, err, parsed)
+			}
+		case tooMany:
+			if err == nil || got != MaxPodPIDs {
+				t.Fatalf("PodPIDs(%q) = %d, %v; want the maximum %d (fail closed) and an error", v, got, err, MaxPodPIDs)
 			}
 		case present:
 			if err == nil || got != max(def, 0) {

@@ -1,9 +1,11 @@
 package pidstats
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,10 +14,11 @@ import (
 )
 
 // PodPIDs returns the PIDs a pod declares in its headroom.dev/pids
-// annotation, or defaultPIDs when it has none. A malformed value — not a
-// base-10 integer, negative, or above MaxPodPIDs (more than any node has) —
-// yields defaultPIDs and an error naming the pod, the key and the value, so
-// the caller can warn (log, Event, metric) and carry on. A negative defaultPIDs
+// annotation, or defaultPIDs when it has none. A value above MaxPodPIDs
+// (more than any node has) yields MaxPodPIDs, failing closed; a malformed one
+// (not a base-10 integer, or negative) yields defaultPIDs. Either comes with
+// an error naming the pod, the key and the value (cut to sample.MaxEcho
+// bytes), so the caller can warn (log, Event, metric) and carry on. A negative defaultPIDs
 // counts as 0, so the result is never negative.
 func PodPIDs(pod *corev1.Pod, defaultPIDs int64) (int64, error) {
 	defaultPIDs = max(defaultPIDs, 0)
@@ -27,9 +30,15 @@ func PodPIDs(pod *corev1.Pod, defaultPIDs int64) (int64, error) {
 		return defaultPIDs, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > MaxPodPIDs {
-		return defaultPIDs, fmt.Errorf("pod %s/%s: annotation %s=%q is not a base-10 integer in [0, %d]; using the default of %d PIDs",
-			pod.Namespace, pod.Name, AnnotationPodPIDs, v, MaxPodPIDs, defaultPIDs)
+	switch {
+	case err == nil && n > MaxPodPIDs, errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-"):
+		// A claim of more PIDs than any node has fails closed: the pod
+		// counts for the most a pod can hold, not for the default.
+		return MaxPodPIDs, fmt.Errorf("pod %s/%s: annotation %s=%s is above the maximum of %d; counting %d PIDs",
+			pod.Namespace, pod.Name, AnnotationPodPIDs, sample.Quote(v), MaxPodPIDs, MaxPodPIDs)
+	case err != nil || n < 0:
+		return defaultPIDs, fmt.Errorf("pod %s/%s: annotation %s=%s is not a base-10 integer in [0, %d]; using the default of %d PIDs",
+			pod.Namespace, pod.Name, AnnotationPodPIDs, sample.Quote(v), MaxPodPIDs, defaultPIDs)
 	}
 	return n, nil
 }

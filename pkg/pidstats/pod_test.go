@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 type podOpt func(*corev1.Pod)
@@ -55,13 +57,15 @@ func TestPodPIDs(t *testing.T) {
 		{name: "declared", pod: mkPod("a", withPIDs("250")), def: 10, want: 250},
 		{name: "declared zero", pod: mkPod("a", withPIDs("0")), def: 10, want: 0},
 		{name: "declared max", pod: mkPod("a", withPIDs("4194304")), def: 10, want: MaxPodPIDs},
-		{name: "above 2^22", pod: mkPod("a", withPIDs("4194305")), def: 10, want: 10, wantErr: true},
-		{name: "max int64", pod: mkPod("a", withPIDs("9223372036854775807")), def: 10, want: 10, wantErr: true},
+		{name: "above 2^22 fails closed", pod: mkPod("a", withPIDs("4194305")), def: 10, want: MaxPodPIDs, wantErr: true},
+		{name: "max int64", pod: mkPod("a", withPIDs("9223372036854775807")), def: 10, want: MaxPodPIDs, wantErr: true},
 		{name: "empty", pod: mkPod("a", withPIDs("")), def: 10, want: 10, wantErr: true},
 		{name: "malformed", pod: mkPod("a", withPIDs("many")), def: 10, want: 10, wantErr: true},
 		{name: "quantity suffix", pod: mkPod("a", withPIDs("1k")), def: 10, want: 10, wantErr: true},
 		{name: "negative", pod: mkPod("a", withPIDs("-3")), def: 10, want: 10, wantErr: true},
-		{name: "overflow", pod: mkPod("a", withPIDs("9223372036854775808")), def: 10, want: 10, wantErr: true},
+		{name: "overflow", pod: mkPod("a", withPIDs("9223372036854775808")), def: 10, want: MaxPodPIDs, wantErr: true},
+		{name: "negative overflow", pod: mkPod("a", withPIDs("-9223372036854775809")), def: 10, want: 10, wantErr: true},
+		{name: "long value quoted short", pod: mkPod("a", withPIDs(strings.Repeat("9", 5000))), def: 10, want: MaxPodPIDs, wantErr: true},
 		{name: "negative default counts as 0", pod: mkPod("a"), def: -7, want: 0},
 	}
 	for _, tc := range tests {
@@ -75,7 +79,10 @@ func TestPodPIDs(t *testing.T) {
 			}
 			if err != nil {
 				v := tc.pod.Annotations[AnnotationPodPIDs]
-				for _, s := range []string{"ns/a", AnnotationPodPIDs, `"` + v + `"`} {
+				if len(err.Error()) > 300 {
+					t.Errorf("error of %d bytes: the value must be cut", len(err.Error()))
+				}
+				for _, s := range []string{"ns/a", AnnotationPodPIDs, sample.Quote(v)} {
 					if !strings.Contains(err.Error(), s) {
 						t.Errorf("error %q does not mention %s", err, s)
 					}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // AnnotationPIDPods lists the PIDs the node's biggest PID users held at the
@@ -87,14 +89,14 @@ func ParsePodList(v string) (PodList, error) {
 		}
 		uid, pids, ok := strings.Cut(entry, "=")
 		if !ok {
-			return invalid("entry %d %q is not <pod UID>=<PIDs>", k+1, entry)
+			return invalid("entry %d %s is not <pod UID>=<PIDs>", k+1, sample.Quote(entry))
 		}
 		if !IsPodUID(uid) {
-			return invalid("entry %d: %q is not a pod UID (a lowercase canonical UUID)", k+1, uid)
+			return invalid("entry %d: %s is not a pod UID (a lowercase canonical UUID)", k+1, sample.Quote(uid))
 		}
 		n, ok := parsePIDs(pids)
 		if !ok {
-			return invalid("entry %d: PIDs %q is not an integer in [0, %d] without sign or leading zeros", k+1, pids, MaxPodPIDs)
+			return invalid("entry %d: PIDs %s is not an integer in [0, %d] without sign or leading zeros", k+1, sample.Quote(pids), MaxPodPIDs)
 		}
 		if k > 0 && entries[k-1].PIDs < n {
 			return invalid("entry %d (%d PIDs) is larger than the entry before it (%d): the list must be largest first", k+1, n, entries[k-1].PIDs)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +32,7 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string {
-	return fmt.Sprintf("annotation %s=%q: %s", e.Key, e.Value, e.Reason)
+	return fmt.Sprintf("annotation %s=%s: %s", e.Key, Quote(e.Value), e.Reason)
 }
 
 // StaleError reports a well-formed sample older than the caller's limit.
@@ -203,4 +204,24 @@ func placedAfter(pod *corev1.Pod, t time.Time) bool {
 		}
 	}
 	return true
+}
+
+// MaxEcho is how many bytes of an annotation's value an error message,
+// and so a log line or an Event, quotes. Anyone who may edit a pod or a
+// Node writes these values (up to the API's 256 KiB for all of an object's
+// annotations); a message quotes enough to find the mistake, and an Event
+// note stays within the API's 1 KiB.
+const MaxEcho = 64
+
+// Quote returns v quoted as %q does, cut to its first MaxEcho bytes (on a
+// rune boundary) with the full length named when it is longer.
+func Quote(v string) string {
+	if len(v) <= MaxEcho {
+		return strconv.Quote(v)
+	}
+	cut := MaxEcho
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }

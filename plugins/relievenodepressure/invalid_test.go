@@ -22,7 +22,7 @@ func TestInvalidAnnotationsWhatTheOperatorSees(t *testing.T) {
 		name, key, value, reason, note string
 	}{
 		{"pids not a number", pidstats.AnnotationPodPIDs, "lots", ReasonMalformedPodPIDs, `annotation headroom.dev/pids="lots" is not a base-10 integer in [0, 4194304]`},
-		{"pids above 2^22", pidstats.AnnotationPodPIDs, "4194305", ReasonMalformedPodPIDs, `annotation headroom.dev/pids="4194305" is not a base-10 integer in [0, 4194304]`},
+		{"pids above 2^22 counts as the maximum", pidstats.AnnotationPodPIDs, "4194305", ReasonMalformedPodPIDs, `annotation headroom.dev/pids="4194305" is above the maximum of 4194304; counting 4194304 PIDs`},
 		{"pids negative", pidstats.AnnotationPodPIDs, "-1", ReasonMalformedPodPIDs, `annotation headroom.dev/pids="-1"`},
 		{"delete priority not a number", deleteorder.DefaultPriorityAnnotation, "high", ReasonMalformedDeletePriority, `"high"`},
 		{"delete priority out of int32", deleteorder.DefaultPriorityAnnotation, "99999999999", ReasonMalformedDeletePriority, `"99999999999"`},

@@ -25,6 +25,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
+	// EventsDroppedTotal counts the Events the plugin dropped because too
+	// many were waiting to be written.
+	EventsDroppedTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "headroom",
+		Subsystem:      "relieve_node_pressure",
+		Name:           "events_dropped_total",
+		Help:           "Events RelieveNodePressure dropped because too many were waiting to be written.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerMetrics sync.Once
 )
 
@@ -37,5 +47,5 @@ const (
 // RegisterMetrics registers the plugin's metrics with the registry the
 // descheduler serves, once.
 func RegisterMetrics() {
-	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal) })
+	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal) })
 }

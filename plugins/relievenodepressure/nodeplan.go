@@ -34,7 +34,9 @@ type NodePlan struct {
 	// evictions would be requested. Otherwise nothing is evicted, and the
 	// plugin records a NodePressureUnrelievable Warning Event on the Node.
 	Relieves bool
-	// Pods are the node's pods in eviction order.
+	// Pods are the node's pods in eviction order: the neutral order across
+	// workloads, each workload's turns taken by its pods in its own order
+	// (see evictionOrder).
 	Pods []PodPlan
 }
 
@@ -86,7 +88,7 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		after.remove(s.pod, s.pids)
 	}
 	out.After = after.keysAndValues("")
-	for _, pod := range n.order {
+	for _, pod := range n.order.effective() {
 		pp := PodPlan{Pod: pod}
 		if st.pids != nil {
 			pp.PIDs, _ = st.pids.gain(pod)
@@ -138,8 +140,8 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 			c.recorder.Eventf(node, nil, v1.EventTypeWarning, ReasonMalformedPIDPods, PluginName, "%s", err.Error())
 		}
 	}
-	n = &nodeRelief{cycle: c, node: node, order: c.sort(pods), logger: logger, tried: sets.New[types.UID]()}
-	for _, pod := range n.order {
+	n = &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
+	for _, pod := range n.order.neutral {
 		n.checkPriority(pod)
 	}
 	return n, st, n.plan(st), nil

@@ -18,22 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
-
-	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
 // maxNamedUsers is how many of a node's largest PID users the Warning Event
 // of an unrelievable node names.
 const maxNamedUsers = 5
 
-// maxEventNote is the API server's limit on an Event's note.
-const maxEventNote = 1024
-
 // nodeRelief is the relief of one node within a cycle.
 type nodeRelief struct {
 	*cycle
 	node   *v1.Node
-	order  []*v1.Pod
+	order  evictionOrder
 	logger klog.Logger
 	// tried holds the pods whose eviction was requested, successfully or
 	// not: a re-plan passes over them.
@@ -48,9 +43,12 @@ type nodeRelief struct {
 type step struct {
 	pod  *v1.Pod
 	pids int64 // PIDs it frees
-	// target is the index in room.nodes whose headroom the replacement is
-	// counted against, or -1.
-	target  int
+	// target is the index in room.nodes the replacement is counted
+	// against, for need; -1 when no room check applies.
+	target int
+	need   reservation
+	// pdbs are the PodDisruptionBudgets the eviction counts against.
+	pdbs    []types.UID
 	reasons []string
 }
 
@@ -66,25 +64,57 @@ type plan struct {
 	limit uint
 }
 
-// plan walks the order, from the projection st, over the pods not yet
-// tried, and takes every pod that may be evicted and moves a pending trigger
-// toward its target, until the node is projected at or below its targets or
-// the per-node budget is spent.
+// ledger is what a plan's steps take of other nodes' room and of
+// PodDisruptionBudgets, on top of the cycle's evictions so far.
+type ledger struct {
+	reserved    map[int]reservation
+	disruptions map[types.UID]int32
+}
+
+// ledgerOf counts steps on top of the cycle's evictions.
+func (n *nodeRelief) ledgerOf(steps []step) ledger {
+	l := ledger{reserved: map[int]reservation{}, disruptions: maps.Clone(n.disrupted)}
+	if l.disruptions == nil {
+		l.disruptions = map[types.UID]int32{}
+	}
+	for _, s := range steps {
+		l.add(s)
+	}
+	return l
+}
+
+func (l ledger) add(s step) {
+	if s.target >= 0 {
+		l.reserved[s.target] = l.reserved[s.target].plus(s.need)
+	}
+	for _, uid := range s.pdbs {
+		l.disruptions[uid]++
+	}
+}
+
+// budget is how many more evictions a plan may hold on this node, and
+// whether there is a limit at all.
+func (n *nodeRelief) budget() (uint, bool) {
+	if l := n.args.MaxPodsToEvictPerNode; l != nil {
+		return *l - min(*l, n.evicted), true
+	}
+	return 0, false
+}
+
+// plan makes the node's relief from the projection st, over the pods not
+// yet tried, in two passes (see evictionOrder). First it walks the neutral
+// order and takes every pod that may be evicted and moves a pending
+// trigger toward its target, until the node is projected at or below its
+// targets or the per-node budget is spent, and drops what the targets do
+// not need (prune): that fixes how many pods each workload gives up. Then
+// each workload's share goes to its pods in its own delete order
+// (honourOwnerOrder).
 func (n *nodeRelief) plan(st *pressure) *plan {
 	proj := st.clone()
 	p := &plan{why: map[types.UID]string{}}
-	budget, limited := uint(0), false
-	if l := n.args.MaxPodsToEvictPerNode; l != nil {
-		budget, limited = *l-min(*l, n.evicted), true
-	}
-	reserved := map[int]int64{}
-	// The plan's disruptions add to those of this cycle's evictions, which
-	// the PDBs' status may not show yet.
-	disruptions := maps.Clone(n.disrupted)
-	if disruptions == nil {
-		disruptions = map[types.UID]int32{}
-	}
-	for _, pod := range n.order {
+	budget, limited := n.budget()
+	l := n.ledgerOf(nil)
+	for _, pod := range n.order.neutral {
 		if !proj.pending() {
 			break
 		}
@@ -95,19 +125,24 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 			p.limit = *n.args.MaxPodsToEvictPerNode
 			break
 		}
-		s, why := n.consider(proj, pod, reserved, disruptions)
+		s, why := n.consider(proj, pod, l)
 		if why != "" {
 			p.why[pod.UID] = why
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
 			continue
 		}
+		l.add(s)
 		p.steps = append(p.steps, s)
 		proj.remove(pod, s.pids)
 	}
 	p.aboveThreshold = proj.aboveThreshold()
+	if p.aboveThreshold {
+		return p
+	}
 	if !proj.pending() {
 		p.steps = prune(st, p.steps)
 	}
+	n.honourOwnerOrder(st, p)
 	return p
 }
 
@@ -136,12 +171,119 @@ func prune(st *pressure, steps []step) []step {
 	return steps
 }
 
+// honourOwnerOrder hands each workload's share of the plan to its pods in
+// the workload's own delete order (delete-priority, then the ReplicaSet
+// controller's rules with pod-deletion-cost), as the ReplicaSet controller
+// would pick them on scale-down. The annotations choose which of a
+// workload's pods go, never how many, and never another workload's: the
+// other workloads' steps stay exactly as the neutral pass made them, and
+// the workload's pods stand in for its planned ones only if as many of
+// them, taken in its own order, bring the node at least as far by every
+// trigger, within the room on other nodes and the PodDisruptionBudgets.
+// Otherwise the neutral pass's pods stand, and a log line says so.
+func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
+	goal := st.clone()
+	for _, s := range p.steps {
+		goal.remove(s.pod, s.pids)
+	}
+	var owners []types.UID
+	for _, s := range p.steps {
+		if o := ownerOf(s.pod); !slices.Contains(owners, o) {
+			owners = append(owners, o)
+		}
+	}
+	for _, owner := range owners {
+		if !n.order.annotated.Has(owner) {
+			// Without annotations the workload's order is the neutral one,
+			// and the plan already took its pods by it and by what they free.
+			continue
+		}
+		var others, mine []step
+		for _, s := range p.steps {
+			if ownerOf(s.pod) == owner {
+				mine = append(mine, s)
+			} else {
+				others = append(others, s)
+			}
+		}
+		proj := st.clone()
+		for _, s := range others {
+			proj.remove(s.pod, s.pids)
+		}
+		l := n.ledgerOf(others)
+		var chosen []step
+		why := map[types.UID]string{}
+		for _, pod := range n.order.byOwner[owner] {
+			if proj.reaches(goal) {
+				break
+			}
+			if n.tried.Has(pod.UID) {
+				continue
+			}
+			if len(chosen) == len(mine) {
+				break
+			}
+			s, reason := n.consider(proj, pod, l)
+			if reason != "" {
+				why[pod.UID] = reason
+				continue
+			}
+			l.add(s)
+			chosen = append(chosen, s)
+			proj.remove(pod, s.pids)
+		}
+		if !proj.reaches(goal) {
+			n.logger.V(2).Info("A workload's own delete order does not relieve the node as far with as many of its pods; evicting the pods the neutral order chose",
+				"owner", owner, "pods", podNames(mine))
+			continue
+		}
+		for uid, reason := range why {
+			p.why[uid] = reason
+		}
+		if slices.EqualFunc(chosen, mine, func(a, b step) bool { return a.pod.UID == b.pod.UID }) {
+			continue
+		}
+		for _, s := range mine {
+			if !slices.ContainsFunc(chosen, func(c step) bool { return c.pod.UID == s.pod.UID }) {
+				p.why[s.pod.UID] = "its workload's delete-priority and pod-deletion-cost put other pods of it first"
+			}
+		}
+		// The workload's pods take the place of its first planned one.
+		at := slices.IndexFunc(p.steps, func(s step) bool { return ownerOf(s.pod) == owner })
+		rest := slices.DeleteFunc(slices.Clone(p.steps), func(s step) bool { return ownerOf(s.pod) == owner })
+		before := 0
+		for _, s := range p.steps[:at] {
+			if ownerOf(s.pod) != owner {
+				before++
+			}
+		}
+		p.steps = slices.Insert(rest, before, chosen...)
+	}
+}
+
+// reaches reports whether the projection is at or below its targets, or at
+// least as far as goal by every trigger.
+func (s *pressure) reaches(goal *pressure) bool {
+	if !s.pending() {
+		return true
+	}
+	return (s.pids == nil || s.pids.used <= goal.pids.used) && (s.oom == nil || s.oom.shortfall <= goal.oom.shortfall)
+}
+
+func podNames(steps []step) []string {
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = klog.KObj(s.pod).String()
+	}
+	return names
+}
+
 // consider returns the step evicting pod would be, or why it is not taken.
 // The cheap checks come first; the room check and the evictor's
-// pre-eviction filter (nodeFit lists nodes) last. reserved and disruptions
-// are what the plan so far has taken of other nodes' PID headroom and of
-// PodDisruptionBudgets; consider adds to them when it takes the pod.
-func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int64, disruptions map[types.UID]int32) (step, string) {
+// pre-eviction filter (nodeFit lists nodes) last. l is what the plan so far
+// takes of other nodes' room and of PodDisruptionBudgets; the caller adds
+// the step to it when it takes the pod.
+func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, string) {
 	s := step{pod: pod, target: -1}
 	switch {
 	case pod.DeletionTimestamp != nil:
@@ -187,27 +329,24 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, reserved map[int]int6
 		return s, "its PodDisruptionBudgets could not be listed"
 	}
 	for _, pdb := range pdbs {
-		if pdb.Status.DisruptionsAllowed-disruptions[pdb.UID] < 1 {
+		if pdb.Status.DisruptionsAllowed-l.disruptions[pdb.UID] < 1 {
 			return s, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
 		}
 	}
-	if n.floor != nil {
-		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
-		target, ok := n.roomFor(pod, need, reserved)
-		if !ok {
-			return s, fmt.Sprintf("no other node has room for its %d PIDs above NodePIDs' floor", need)
+	target, need, ok := n.roomFor(pod, l.reserved)
+	if !ok {
+		what := "its replacement"
+		if n.args.PIDs != nil {
+			what = fmt.Sprintf("its replacement's %d PIDs", need.pids)
 		}
-		s.target = target
+		return s, fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", what)
 	}
+	s.target, s.need = target, need
 	if !n.handle.Evictor().PreEvictionFilter(pod) {
 		return s, "the evictor's pre-eviction filter keeps it (nodeFit: no other node fits it)"
 	}
-	if s.target >= 0 {
-		need, _ := pidstats.PodPIDs(pod, *n.args.PIDs.DefaultPodPIDs)
-		reserved[s.target] += need
-	}
 	for _, pdb := range pdbs {
-		disruptions[pdb.UID]++
+		s.pdbs = append(s.pdbs, pdb.UID)
 	}
 	return s, ""
 }
@@ -247,8 +386,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			}
 			st.remove(s.pod, s.pids)
 			if s.target >= 0 {
-				need, _ := pidstats.PodPIDs(s.pod, *n.args.PIDs.DefaultPodPIDs)
-				n.room.take(s.target, need)
+				n.room.take(s.target, s.need)
 			}
 			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
 			continue
@@ -342,9 +480,6 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	note := b.String()
 	n.logger.Info("Warning: node cannot be relieved", append(st.keysAndValues(""), "reason", ReasonNodePressureUnrelievable, "note", note)...)
 	if n.recorder != nil {
-		if len(note) > maxEventNote {
-			note = strings.ToValidUTF8(note[:maxEventNote-len("…")], "") + "…"
-		}
 		n.recorder.Eventf(n.node, nil, v1.EventTypeWarning, ReasonNodePressureUnrelievable, "Relieve", "%s", note)
 	}
 }
@@ -362,8 +497,8 @@ func (n *nodeRelief) largestUsers(st *pressure) []pidUser {
 	if p == nil {
 		return nil
 	}
-	byUID := make(map[types.UID]*v1.Pod, len(n.order))
-	for _, pod := range n.order {
+	byUID := make(map[types.UID]*v1.Pod, len(n.order.neutral))
+	for _, pod := range n.order.neutral {
 		byUID[pod.UID] = pod
 	}
 	var users []pidUser
@@ -375,7 +510,7 @@ func (n *nodeRelief) largestUsers(st *pressure) []pidUser {
 	if len(users) > 0 {
 		return users
 	}
-	for _, pod := range n.order {
+	for _, pod := range n.order.neutral {
 		g, _ := p.gain(pod)
 		users = append(users, pidUser{pod, g})
 	}

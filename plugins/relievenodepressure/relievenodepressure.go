@@ -1,10 +1,8 @@
 package relievenodepressure
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/events"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
@@ -104,10 +101,7 @@ func New(ctx context.Context, args runtime.Object, handle frameworktypes.Handle)
 		flush func(klog.Logger)
 	)
 	if client := handle.ClientSet(); client != nil {
-		r, err := newRecorder(ctx, client)
-		if err != nil {
-			return nil, fmt.Errorf("starting the event recorder: %w", err)
-		}
+		r := newRecorder(ctx, client)
 		rec, flush = r, r.flush
 	}
 	p, err := newPlugin(ctx, args, handle, rec)
@@ -224,19 +218,6 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 	n.logger.V(2).Info("Relief planned", "pods", planned)
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
 	return n.carryOut(ctx, st, p)
-}
-
-// sort returns the node's pods in the order they are evicted: lower
-// spec.priority first (with lowerPriorityFirst), then the delete order.
-func (c *cycle) sort(pods []*v1.Pod) []*v1.Pod {
-	order := slices.Clone(pods)
-	c.order.Sort(order, c.now)
-	if *c.args.LowerPriorityFirst {
-		slices.SortStableFunc(order, func(a, b *v1.Pod) int {
-			return cmp.Compare(corev1helpers.PodPriority(a), corev1helpers.PodPriority(b))
-		})
-	}
-	return order
 }
 
 // assess computes the node's figures for the enabled triggers.

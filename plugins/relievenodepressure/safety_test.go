@@ -3,6 +3,7 @@ package relievenodepressure
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
@@ -276,7 +277,7 @@ func TestEvictsOnlyWhereAnotherNodeHasRoomUnderNodePIDsFloor(t *testing.T) {
 				t.Fatalf("evicted %v, want %v", got, tc.want)
 			}
 			if tc.want == nil {
-				if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "no other node has room for its 1000 PIDs above NodePIDs' floor") {
+				if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "no other node has room for its replacement's 1000 PIDs within NodePIDs' floor and this plugin's thresholds") {
 					t.Fatalf("Warning Events %q, want one naming the missing room", w)
 				}
 			}
@@ -571,4 +572,48 @@ func TestOutcomeUnknownOfTheEvictorsErrors(t *testing.T) {
 			t.Errorf("outcomeUnknown(%v): the evictor's own limit is a refusal", err)
 		}
 	}
+}
+
+// A replacement must leave its destination at or below this plugin's own
+// thresholds, not only above NodePIDs' floor, or relieving one node would
+// push another over and be relieved in turn; a policy that relieves memory
+// only gets the same check by the OOM model.
+func TestRoomKeepsDestinationsUnderTheThresholds(t *testing.T) {
+	t.Run("PIDs", func(t *testing.T) {
+		args := RelieveNodePressureArgs{PIDs: &PIDsTrigger{ThresholdPercent: ptr.To[int64](90)}}
+		pods := []*v1.Pod{testPod("a", "n1", pids(1000))}
+		n1 := pidNode("n1", 10000, 9700)
+		// 8000 + 1000 = 90 %: at the threshold. 8100 + 1000 = 91 %, above
+		// it, though 900 stay free, above NodePIDs' floor of 512.
+		for used, want := range map[int64][]string{8000: {"a"}, 8100: nil} {
+			n2 := pidNode("n2", 10000, used)
+			e := newEnv(t, setup{args: args}, objects([]*v1.Node{n1, n2}, pods)...)
+			if got := e.run(t, n1, n2); !equal(got, want) {
+				t.Errorf("destination at %d: evicted %v, want %v", used, got, want)
+			}
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		args := RelieveNodePressureArgs{OOM: &OOMTrigger{}}
+		var pods []*v1.Pod
+		for i := range 5 {
+			pods = append(pods, testPod(fmt.Sprintf("m%d", i), "n1", memoryLimit(3<<30), restarts(int32(5-i))))
+		}
+		// n1: 15Gi worst case on 10Gi, 50 %. n2 has 10Gi. With three 3Gi
+		// pods there, one 3Gi replacement makes a shortfall of 20 %, the
+		// threshold, and a second 50 %: one eviction only, which takes n1
+		// to 20 %, its threshold. With four pods there, none.
+		for held, want := range map[int][]string{3: {"m0"}, 4: nil} {
+			nodes := []*v1.Node{memoryNode("n1"), memoryNode("n2")}
+			all := slices.Clone(pods)
+			for i := range held {
+				all = append(all, testPod(fmt.Sprintf("n2-%d", i), "n2", memoryLimit(3<<30)))
+			}
+			e := newEnv(t, setup{args: args}, objects(nodes, all)...)
+			got := e.run(t, nodes...)
+			if !equal(got, want) {
+				t.Errorf("destination holding %d pods: evicted %v, want %v", held, got, want)
+			}
+		}
+	})
 }

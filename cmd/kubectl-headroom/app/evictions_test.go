@@ -88,15 +88,18 @@ func TestEvictionsListsThePlanInOrderWithReasons(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// Across workloads the order is neutral: web, five pods here, is the
+	// most doubled up and goes first, whatever the other workloads' delete
+	// priorities say; within web, young's priority 7 puts it first.
 	rows := []string{
-		`1 +default/bare +0 +400 +skip: the evictor's filter keeps it: pod does not have any ownerRefs`,
-		`2 +default/legacy +0 +400 +skip: placed by default-scheduler, not by one of schedulerNames \[headroom-scheduler\]`,
-		`3 +default/solo +0 +400 +skip: the evictor's filter keeps it: owner has 1 replicas which is less than minReplicas of 2`,
-		`4 +default/young +0 +400 +skip: the evictor's filter keeps it: pod age is not older than MinPodAge`,
-		`5 +default/web-1 +0 +400 +EVICT 1: RelieveNodePressure: node hot PIDs 99.0% used > threshold 95%`,
-		`6 +default/web-2 +0 +400 +EVICT 2: `,
-		`7 +default/web-3 +0 +400 +EVICT 3: `,
-		`8 +default/web-4 +0 +400 +skip: not needed`,
+		`1 +default/young +0 +400 +skip: the evictor's filter keeps it: pod age is not older than MinPodAge`,
+		`2 +default/web-1 +0 +400 +EVICT 1: RelieveNodePressure: node hot PIDs 99.0% used > threshold 95%`,
+		`3 +default/web-2 +0 +400 +EVICT 2: `,
+		`4 +default/web-3 +0 +400 +EVICT 3: `,
+		`5 +default/web-4 +0 +400 +skip: not needed`,
+		`6 +default/legacy +0 +400 +skip: not needed`,
+		`7 +default/solo +0 +400 +skip: not needed`,
+		`8 +default/bare +0 +400 +skip: not needed`,
 	}
 	lines := strings.Split(out, "\n")
 	start := -1
@@ -122,8 +125,9 @@ func TestEvictionsListsThePlanInOrderWithReasons(t *testing.T) {
 }
 
 func TestEvictionsWithAPolicyFile(t *testing.T) {
-	// No minReplicas, no minPodAge, no nodeFit, a per-node plan of 1: solo
-	// goes first, and it is enough to reach the threshold (not the target).
+	// No minReplicas, no minPodAge, no nodeFit, a per-node plan of 1: web
+	// gives up one pod, enough to reach the threshold (not the target), and
+	// its own delete priorities make it young.
 	policy := writeFile(t, "policy.yaml", `apiVersion: descheduler/v1alpha2
 kind: DeschedulerPolicy
 profiles:
@@ -145,8 +149,9 @@ profiles:
 	for _, want := range []string{
 		`profile "mine" of ` + policy,
 		"plan: 1 eviction(s), after which PIDsUsed 9500/10000 (95.0%)",
-		"default/solo    0         400         EVICT 1: ",
-		"default/young   0         400         skip: beyond maxPodsToEvictPerNode 1",
+		"default/young   0         400         EVICT 1: ",
+		"default/web-1   0         400         skip: its workload's delete-priority and pod-deletion-cost put other pods of it first",
+		"default/web-2   0         400         skip: beyond maxPodsToEvictPerNode 1",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
