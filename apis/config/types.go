@@ -10,6 +10,9 @@ import (
 // reads by default.
 const SchedulerName = "headroom-scheduler"
 
+// Namespace is the namespace of the shipped manifests.
+const Namespace = "headroom-system"
+
 // UnknownNodeScoreMeanOfKnown, as NodePIDsArgs.UnknownNodeScore or
 // NodeIPsArgs.UnknownNodeScore, scores a node with unknown headroom at the
 // mean score of the nodes whose headroom is known in the same cycle:

@@ -114,6 +114,26 @@ func relieveLoop(ctx context.Context, cp *controlplane.ControlPlane, dep *appsv1
 		return "", "", err
 	}
 
+	// The shipped policy relieves pressure seen in two consecutive samples:
+	// the first run that sees it waits, and the agent's next sample of the
+	// same figures lets the run after act.
+	fmt.Printf("\nwaiting for headroom-descheduler's next run to see it (every %s)…\n", interval)
+	waiting := regexp.MustCompile(`"Node above threshold; waiting for the pressure to last".*node="` + regexp.QuoteMeta(target) + `".* seen="([^"]*)"`)
+	var seen []string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*interval+30*time.Second, true, func(context.Context) (bool, error) {
+		data, _ := os.ReadFile(filepath.Join(cp.Dir, "headroom-descheduler.log"))
+		seen = waiting.FindStringSubmatch(string(data))
+		return seen != nil, nil
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("headroom-descheduler never saw %s above its threshold: %w\n%s", target, err, tail(cp, "headroom-descheduler"))
+	}
+	fmt.Printf("it saw %s above its threshold in %s, and waits for the pressure to last; the node's next sample, the same figures:\n", target, seen[1])
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	if err := sample(ctx, cp, target, stats, used, byNode[target], per, time.Now()); err != nil {
+		return "", "", err
+	}
+
 	// What the plugin will do, as kubectl headroom shows it before the run.
 	fmt.Printf("\n$ kubectl headroom evictions %s\n", target)
 	plan := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl-headroom"), "evictions", target, "--kubeconfig", cp.KubeconfigPath)

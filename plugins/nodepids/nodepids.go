@@ -124,13 +124,14 @@ type podState struct {
 func (s *podState) Clone() fwk.StateData { return s }
 
 // newPodState reads the pod's headroom.dev/pids annotation. A malformed
-// value counts as DefaultPodPIDs: the pod is scheduled, and its owner is
-// told with a log line and a Warning Event on the pod.
+// value counts as DefaultPodPIDs, one above the most a pod can hold as that
+// most (it fits nowhere): its owner is told with a log line and a Warning
+// Event on the pod.
 func (pl *NodePIDs) newPodState(ctx context.Context, pod *corev1.Pod) *podState {
 	pids, err := pidstats.PodPIDs(pod, pl.defaultPodPIDs)
 	if err != nil {
 		// Structured logging has no warning level; Info at V(0) is its warning.
-		klog.FromContext(ctx).Info("Malformed PIDs annotation on pod, using the default", "pod", klog.KObj(pod), "err", err)
+		klog.FromContext(ctx).Info("Malformed PIDs annotation on pod", "pod", klog.KObj(pod), "err", err)
 		headroommetrics.InvalidAnnotation(Name, pidstats.AnnotationPodPIDs)
 		if pl.Handle != nil && pl.Handle.EventRecorder() != nil {
 			pl.Handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, EventReasonInvalidPIDs, "Scheduling", "%s", err)

@@ -25,6 +25,8 @@ func TestDefaults(t *testing.T) {
 				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute},
 				MinPodPIDsPercent: ptr.To[int64](1), MinFreePIDs: ptr.To[int64](512), MinFreePercent: ptr.To[int64](5)},
 			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
+			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
+			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
 		},
 	}, {
@@ -34,6 +36,8 @@ func TestDefaults(t *testing.T) {
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](20), TargetPercent: ptr.To[int64](15),
 				NoLimitRequestPercent: ptr.To[int64](200), NoLimitAllocatablePermille: ptr.To[int64](100)},
 			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
+			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
+			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
 		},
 	}, {
@@ -44,6 +48,8 @@ func TestDefaults(t *testing.T) {
 				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute},
 				MinPodPIDsPercent: ptr.To[int64](1), MinFreePIDs: ptr.To[int64](512), MinFreePercent: ptr.To[int64](5)},
 			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
+			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
+			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "example.com/p",
 		},
 	}, {
@@ -54,6 +60,8 @@ func TestDefaults(t *testing.T) {
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](3), TargetPercent: ptr.To[int64](0),
 				NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0)},
 			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
+			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
+			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
 		},
 	}} {

@@ -32,6 +32,16 @@ const (
 	// DefaultTargetGap is how far below the threshold an unset target lies.
 	DefaultTargetGap int64 = 5
 
+	// DefaultPressureSamples: pressure must be seen in two consecutive
+	// samples (see RelieveNodePressureArgs.PressureSamples).
+	DefaultPressureSamples int32 = 2
+	// DefaultStateConfigMap is in the namespace of the shipped manifests.
+	DefaultStateConfigMap = config.Namespace + "/headroom-descheduler-state"
+
+	// DefaultSchedulerConfigFile is where the shipped manifests mount the
+	// headroom-scheduler's configuration in the descheduler's pod.
+	DefaultSchedulerConfigFile = "/etc/headroom/scheduler/scheduler-config.yaml"
+
 	// DefaultSchedulerName is the only scheduler whose pods are evicted by
 	// default: Headroom's, which places the replacement off the pressured
 	// node.
@@ -92,6 +102,15 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 	}
 	if args.LowerPriorityFirst == nil {
 		args.LowerPriorityFirst = ptr.To(true)
+	}
+	if args.PressureSamples == nil {
+		args.PressureSamples = ptr.To(DefaultPressureSamples)
+	}
+	if args.StateConfigMap == "" {
+		args.StateConfigMap = DefaultStateConfigMap
+	}
+	if args.SchedulerConfigFile == "" {
+		args.SchedulerConfigFile = DefaultSchedulerConfigFile
 	}
 	if args.DeletePriorityAnnotation == "" {
 		args.DeletePriorityAnnotation = deleteorder.DefaultPriorityAnnotation

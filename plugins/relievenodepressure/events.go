@@ -50,6 +50,9 @@ type recorder struct {
 
 	mu       sync.Mutex
 	inFlight int
+	// dropped counts the Events dropped since the last flush, which logs
+	// them once.
+	dropped int
 	// idle is closed while nothing is in flight.
 	idle chan struct{}
 }
@@ -127,7 +130,7 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 		r.inFlight++
 	default:
 		EventsDroppedTotal.Inc()
-		r.logger.Info("Warning: too many Events queued; dropping one", "reason", reason, "regarding", ref.Name)
+		r.dropped++
 	}
 }
 
@@ -146,8 +149,12 @@ func (r *recorder) done() {
 // written (or failed to be).
 func (r *recorder) flush(logger klog.Logger) {
 	r.mu.Lock()
-	idle := r.idle
+	idle, dropped := r.idle, r.dropped
+	r.dropped = 0
 	r.mu.Unlock()
+	if dropped > 0 {
+		logger.Info("Warning: too many Events queued; dropped some", "dropped", dropped, "queue", maxQueuedEvents)
+	}
 	timer := time.NewTimer(flushTimeout)
 	defer timer.Stop()
 	select {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -74,6 +75,10 @@ func (c *cycle) assessPIDs(node *v1.Node, pods []*v1.Pod) (*pidPressure, error) 
 	f := c.pidsOf(node, pods)
 	if f.err != nil {
 		return nil, f.err
+	}
+	if r := c.state.records[node.Name]; r.Relieved != nil && !r.Accounted && !f.stats.SampledAt.After(*r.Relieved) {
+		return nil, fmt.Errorf("awaiting a PID sample newer than the last relief at %s: the sample of %s still counts what the pods evicted then held",
+			r.Relieved.UTC().Format(time.RFC3339), f.stats.SampledAt.UTC().Format(time.RFC3339))
 	}
 	alloc := f.stats.Allocatable()
 	if alloc == 0 {
@@ -154,6 +159,21 @@ func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
 		return min(declared, smallest), err
 	}
 	return declared, err
+}
+
+// accounts reports whether the estimate stops counting pod's PIDs once
+// it has left the node, before a new sample: the sample lists it, or holds
+// none of its PIDs (a complete list, or a pod the sample cannot hold,
+// whose declared PIDs the estimate adds only while it is there). Without
+// PID figures there is nothing to account for.
+func (p *pidPressure) accounts(pod *v1.Pod) bool {
+	if p == nil {
+		return true
+	}
+	if _, ok := p.stats.Pods.Lookup(pod.UID); ok {
+		return true
+	}
+	return p.stats.Pods.Complete() || !sample.InSample(pod, p.stats.SampledAt)
 }
 
 // podListErr is why the node's headroom.dev/pid-pods was not used, or nil.

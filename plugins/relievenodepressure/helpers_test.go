@@ -188,6 +188,11 @@ func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
 	if s.evictions == nil {
 		s.evictions = evictions.NewOptions()
 	}
+	// One sample above a threshold is enough here; the debounce has tests
+	// of its own, which set pressureSamples.
+	if s.args.PressureSamples == nil {
+		s.args.PressureSamples = ptr.To[int32](1)
+	}
 	handle, podEvictor, err := frameworktesting.InitFrameworkHandle(ctx, e.client, s.evictions, s.evictorArgs, nil)
 	if err != nil {
 		t.Fatalf("framework handle: %v", err)

@@ -27,9 +27,12 @@ type NodePlan struct {
 	// Unknown tells, for each enabled trigger whose figures are unknown on
 	// the node ("PIDs", "OOM"), why: that trigger leaves the node alone.
 	Unknown map[string]string
-	// Triggered: a trigger is above its threshold; otherwise nothing is
-	// planned and Pods is empty.
+	// Triggered: a trigger is above its threshold; otherwise (or while
+	// Waiting) nothing is planned and Pods is empty.
 	Triggered bool
+	// Waiting: a trigger is above its threshold, but in fewer consecutive
+	// samples than pressureSamples; it says how many. Nothing is planned.
+	Waiting string
 	// Relieves: the plan brings the node to or below its thresholds, so its
 	// evictions would be requested. Otherwise nothing is evicted, and the
 	// plugin records a NodePressureUnrelievable Warning Event on the Node.
@@ -60,12 +63,19 @@ type PodPlan struct {
 func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *v1.Node) (*NodePlan, error) {
 	quiet := *d
 	quiet.recorder = nil
-	c := quiet.newCycle(klog.FromContext(ctx).WithValues("plugin", PluginName), nodes)
+	// The records as the next run reads them, in a copy of its own: a plan
+	// changes nothing.
+	records, err := d.loadState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	records = records.clone()
+	c := quiet.newCycle(klog.FromContext(ctx).WithValues("plugin", PluginName), nodes, records)
 	n, st, p, err := c.planNode(node)
 	if err != nil {
 		return nil, err
 	}
-	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}}
+	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}, Waiting: c.waiting[node.Name]}
 	if t := c.args.PIDs; t != nil && st.pids == nil {
 		if _, err := c.assessPIDs(node, nil); err != nil {
 			out.Unknown["PIDs"] = err.Error()
@@ -76,6 +86,9 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		if _, err := assessOOM(t, node, pods); err != nil {
 			out.Unknown["OOM"] = err.Error()
 		}
+	}
+	if out.Waiting != "" {
+		out.Triggered, out.Thresholds = true, st.thresholdsAndTargets()
 	}
 	if p == nil {
 		return out, nil
@@ -112,13 +125,14 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 	return out, nil
 }
 
-// newCycle starts a Deschedule cycle over nodes.
-func (d *RelieveNodePressure) newCycle(logger klog.Logger, nodes []*v1.Node) *cycle {
-	return &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string]()}
+// newCycle starts a Deschedule cycle over nodes with the nodes' records.
+func (d *RelieveNodePressure) newCycle(logger klog.Logger, nodes []*v1.Node, records *state) *cycle {
+	return &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string](), state: records}
 }
 
-// planNode assesses node and, when a trigger fired, plans its relief over
-// the node's pods in eviction order. p is nil when no trigger fired.
+// planNode assesses node and, when a trigger fired in enough consecutive
+// samples, plans its relief over the node's pods in eviction order. p is
+// nil when no trigger fired, or not yet in enough samples (c.waiting says).
 func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, err error) {
 	logger := c.logger.WithValues("node", klog.KObj(node))
 	// Every pod that is not Succeeded or Failed takes part: the figures count
@@ -129,7 +143,12 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 	}
 	st = c.assess(logger, node, pods)
 	if !st.triggered() {
+		c.calm(node)
 		logger.V(4).Info("Node within thresholds", st.keysAndValues("")...)
+		return nil, st, nil, nil
+	}
+	if wait := c.observe(node, st); wait != "" {
+		logger.V(2).Info("Node above threshold; waiting for the pressure to last", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "seen", wait)...)
 		return nil, st, nil, nil
 	}
 	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)

@@ -33,8 +33,10 @@ type nodeRelief struct {
 	// tried holds the pods whose eviction was requested, successfully or
 	// not: a re-plan passes over them.
 	tried sets.Set[types.UID]
-	// evicted counts this plugin's successful evictions from the node.
-	evicted uint
+	// evicted counts this plugin's successful evictions from the node;
+	// evictedPods are those pods.
+	evicted     uint
+	evictedPods []*v1.Pod
 	// warned holds the pods whose malformed annotations were reported.
 	warned sets.Set[types.UID]
 }
@@ -372,6 +374,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
 		if err == nil {
 			n.evicted++
+			n.evictedPods = append(n.evictedPods, s.pod)
 			pdbs, err := n.matchingPDBs(s.pod)
 			if err != nil {
 				// Later plans this run may then count on a disruption the
@@ -398,6 +401,9 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		)
 		switch {
 		case outcomeUnknown(err):
+			// Recorded as evicted: if it was, the next runs must not evict
+			// again for the PIDs it held.
+			n.evictedPods = append(n.evictedPods, s.pod)
 			// Planning again would take the pods after it: if the API
 			// server did evict it, that is one eviction more than the plan.
 			// The next cycle sees the pod terminating or gone (its listed

@@ -72,6 +72,10 @@ type RelieveNodePressure struct {
 	// flush waits for the recorder's Events to be written; nil in tests.
 	flush func(klog.Logger)
 	now   func() time.Time
+	// store keeps the nodes' records across runs; without a client (never
+	// in the descheduler) they live in memory only.
+	store  *stateStore
+	memory *state
 }
 
 var _ frameworktypes.DeschedulePlugin = &RelieveNodePressure{}
@@ -136,6 +140,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		recorder:   recorder,
 		now:        time.Now,
 	}
+	if client := handle.ClientSet(); client != nil {
+		ns, name, _ := parseStateConfigMap(args.StateConfigMap)
+		p.store = &stateStore{client: client, namespace: ns, name: name}
+	}
 	if args.Namespaces != nil {
 		p.include = sets.New(args.Namespaces.Include...)
 		p.exclude = sets.New(args.Namespaces.Exclude...)
@@ -147,6 +155,11 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		}
 		p.selector = sel
 	}
+	found, err := checkFloorAgrees(args.SchedulerConfigFile, args)
+	if err != nil {
+		return nil, fmt.Errorf("%s args: %w", PluginName, err)
+	}
+	p.logger.V(1).Info("Room check's floor", "check", found)
 	if t := args.PIDs; t != nil {
 		p.floor = &pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
 	}
@@ -156,6 +169,13 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		p.pdbs = pdbs.Lister()
 	}
 	return p, nil
+}
+
+// StateConfigMap is the namespace and name of the ConfigMap holding the
+// plugin's record of the nodes across runs (args.StateConfigMap).
+func (d *RelieveNodePressure) StateConfigMap() (namespace, name string) {
+	namespace, name, _ = parseStateConfigMap(d.args.StateConfigMap)
+	return namespace, name
 }
 
 // Name returns PluginName.
@@ -171,7 +191,14 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 	if d.flush != nil {
 		defer d.flush(logger)
 	}
-	c := d.newCycle(logger, nodes)
+	records, err := d.loadState(ctx)
+	if err != nil {
+		// Without its records the plugin could evict twice for one
+		// pressure or skip the debounce: it evicts nothing this run.
+		logger.Error(err, "Not relieving any node this run: the record of earlier runs could not be read")
+		return &frameworktypes.Status{Err: err}
+	}
+	c := d.newCycle(logger, nodes, records)
 	for _, node := range nodes {
 		stop, err := c.relieve(ctx, node)
 		if err != nil {
@@ -181,7 +208,28 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 			break
 		}
 	}
+	if d.store == nil {
+		d.memory = records
+		return nil
+	}
+	if err := d.store.save(ctx, records, c.now); err != nil {
+		// The evictions are made; the next run may not know of them and
+		// waits, without the record, only for what the sample shows.
+		logger.Error(err, "Could not record this run's observations and reliefs")
+		return &frameworktypes.Status{Err: err}
+	}
 	return nil
+}
+
+// loadState returns the nodes' records from earlier runs.
+func (d *RelieveNodePressure) loadState(ctx context.Context) (*state, error) {
+	if d.store == nil {
+		if d.memory == nil {
+			d.memory = &state{records: map[string]nodeRecord{}}
+		}
+		return d.memory, nil
+	}
+	return d.store.load(ctx)
 }
 
 // cycle is the state of one Deschedule call.
@@ -198,6 +246,12 @@ type cycle struct {
 	figures map[string]nodePIDs
 	// disrupted counts this cycle's evictions by PodDisruptionBudget UID.
 	disrupted map[types.UID]int32
+	// state holds the nodes' records from earlier runs; the cycle updates
+	// them.
+	state *state
+	// waiting tells, for each node above a threshold in fewer consecutive
+	// samples than pressureSamples, how many it was seen in.
+	waiting map[string]string
 }
 
 // relieve plans the relief of node and carries the plan out; stop reports
@@ -217,6 +271,7 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 	}
 	n.logger.V(2).Info("Relief planned", "pods", planned)
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
+	defer c.recordRelief(n, st)
 	return n.carryOut(ctx, st, p)
 }
 

@@ -128,29 +128,6 @@ func TestPodsBelowTheFloorAreNeverEvictedForPIDs(t *testing.T) {
 	}
 }
 
-func TestNeverTwiceForTheSamePressure(t *testing.T) {
-	hog := testPod("hog", "n1")
-	other := testPod("other", "n1", restarts(9))
-	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 600, other: 500})
-	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog, other})...)
-	// other (restarts first) frees 500: 9200 > 9000; hog 600 more (neither
-	// alone reaches the target, so neither is pruned).
-	if got, want := e.run(t, n1, spareNode("n2")), []string{"other", "hog"}; !equal(got, want) {
-		t.Fatalf("first run evicted %v, want %v", got, want)
-	}
-	// The next run, before the next sample: the evicted pods are
-	// terminating, or gone, and their listed PIDs no longer count.
-	for name, state := range map[string][]*v1.Pod{
-		"terminating": {withOpts(hog, terminatingPod), withOpts(other, terminatingPod)},
-		"gone":        nil,
-	} {
-		e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, state)...)
-		if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
-			t.Fatalf("%s: second run evicted %v, want none", name, got)
-		}
-	}
-}
-
 func withOpts(p *v1.Pod, opts ...podOption) *v1.Pod {
 	p = p.DeepCopy()
 	for _, o := range opts {
@@ -393,7 +370,7 @@ func TestEventsAreWrittenBeforeDescheduleReturns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := New(ctx, &RelieveNodePressureArgs{}, handle)
+	pl, err := New(ctx, &RelieveNodePressureArgs{PressureSamples: ptr.To[int32](1)}, handle)
 	if err != nil {
 		t.Fatal(err)
 	}

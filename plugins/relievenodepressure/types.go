@@ -46,6 +46,25 @@ type RelieveNodePressureArgs struct {
 	// unset means no limit of its own, and the evictor's limit, if any, may
 	// then cut a plan short.
 	MaxPodsToEvictPerNode *uint `json:"maxPodsToEvictPerNode,omitempty"`
+	// PressureSamples is how many consecutive samples must show a trigger
+	// above its threshold before the node is relieved (the OOM trigger's
+	// figures need no sample: each run counts as one); in [1, 10], default
+	// 2. A burst seen once (a build's fork storm, a rollout's surge) does
+	// not evict; pressure that lasts from one run to the next does.
+	PressureSamples *int32 `json:"pressureSamples,omitempty"`
+	// StateConfigMap, "namespace/name", is where the plugin keeps what it
+	// saw of each node across runs (pressure seen in earlier samples, the
+	// last relief), so that the CronJob's one-shot runs keep the debounce
+	// and never evict twice for one pressure; default
+	// headroom-system/headroom-descheduler-state.
+	StateConfigMap string `json:"stateConfigMap,omitempty"`
+	// SchedulerConfigFile is the headroom-scheduler's
+	// KubeSchedulerConfiguration, as the shipped manifests mount it: at
+	// start the plugin checks that NodePIDs' floor in the profiles of
+	// schedulerNames equals pids.minFreePIDs and pids.minFreePercent, and
+	// refuses to start otherwise, naming both. A missing file is skipped
+	// with a log line. Default /etc/headroom/scheduler/scheduler-config.yaml.
+	SchedulerConfigFile string `json:"schedulerConfigFile,omitempty"`
 }
 
 // +k8s:deepcopy-gen=true

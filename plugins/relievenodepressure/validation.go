@@ -2,6 +2,7 @@ package relievenodepressure
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,21 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 		}
 	}
 
+	if v := *args.PressureSamples; v < 1 || v > maxPressureSamples {
+		errs = append(errs, field.Invalid(field.NewPath("pressureSamples"), v, fmt.Sprintf("must be within [1, %d]", maxPressureSamples)))
+	}
+	if ns, name, ok := parseStateConfigMap(args.StateConfigMap); !ok {
+		errs = append(errs, field.Invalid(field.NewPath("stateConfigMap"), args.StateConfigMap, "must be namespace/name"))
+	} else {
+		for _, msg := range append(utilvalidation.IsDNS1123Label(ns), utilvalidation.IsDNS1123Subdomain(name)...) {
+			errs = append(errs, field.Invalid(field.NewPath("stateConfigMap"), args.StateConfigMap, msg))
+		}
+	}
+
+	if !filepath.IsAbs(args.SchedulerConfigFile) {
+		errs = append(errs, field.Invalid(field.NewPath("schedulerConfigFile"), args.SchedulerConfigFile, "must be an absolute path"))
+	}
+
 	keyPath := field.NewPath("deletePriorityAnnotation")
 	for _, msg := range utilvalidation.IsQualifiedName(strings.ToLower(args.DeletePriorityAnnotation)) {
 		errs = append(errs, field.Invalid(keyPath, args.DeletePriorityAnnotation, msg))
@@ -79,6 +95,11 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 	}
 	return fmt.Errorf("%s args: %w", PluginName, errs.ToAggregate())
 }
+
+// maxPressureSamples bounds the debounce: ten samples are minutes of
+// pressure at the node agent's pace, and the plugin's record of a node
+// holds that many times.
+const maxPressureSamples = 10
 
 // validateThresholds checks 1 ≤ threshold (≤ upper when upper > 0) and
 // 0 ≤ target < threshold.

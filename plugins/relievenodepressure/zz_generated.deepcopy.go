@@ -153,6 +153,11 @@ func (in *RelieveNodePressureArgs) DeepCopyInto(out *RelieveNodePressureArgs) {
 		*out = new(uint)
 		**out = **in
 	}
+	if in.PressureSamples != nil {
+		in, out := &in.PressureSamples, &out.PressureSamples
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

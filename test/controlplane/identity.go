@@ -21,6 +21,10 @@ import (
 // ServiceAccounts.
 const Namespace = "headroom-system"
 
+// DeschedulerStateConfigMap is RelieveNodePressure's record of the nodes,
+// shipped empty in Namespace.
+const DeschedulerStateConfigMap = "headroom-descheduler-state"
+
 // RepoDir is the root of the Headroom checkout this package is built from.
 func RepoDir() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -59,12 +63,17 @@ func (cp *ControlPlane) ApplyShippedIdentitiesOf(ctx context.Context, dir string
 	var kept []string
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
 		var meta struct {
-			Kind string `json:"kind"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
 			return fmt.Errorf("kubectl kustomize %s/: %w", dir, err)
 		}
-		if identityKinds[meta.Kind] {
+		// The descheduler's state ConfigMap comes with its rights: they
+		// allow it to update that ConfigMap, not to create it.
+		if identityKinds[meta.Kind] || meta.Kind == "ConfigMap" && meta.Metadata.Name == DeschedulerStateConfigMap {
 			kept = append(kept, doc)
 		}
 	}

@@ -299,6 +299,9 @@ func setUpPressure(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		measured[pods[i].UID] = 200
 	}
 	rnpSample(ctx, t, c, rnpNode, 9990, measured)
+	// A CronJob run saw the pressure in an earlier sample: the next cycle
+	// acts on it.
+	rnpFirstSample(ctx, t, cp, rnpNode)
 
 	out := kubectlHeadroom(ctx, t, cp, "evictions", rnpNode)
 	for _, r := range parsePlan(t, out) {

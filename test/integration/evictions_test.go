@@ -121,6 +121,7 @@ func TestKubectlHeadroomEvictionsIsTheNextRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	rnpFirstSample(ctx, t, cp, rnpNode)
 	out := kubectlHeadroom(ctx, t, cp, "evictions", rnpNode)
 	t.Logf("kubectl headroom evictions %s:\n%s", rnpNode, out)
 	plan := parsePlan(t, out)

@@ -517,6 +517,11 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The first run sees the storm in one sample and waits for it to last
+	// (the shipped pressureSamples: 2); the run after the agent's next
+	// sample relieves the node.
+	rnpWaits(t, rnpRunPolicy(t, cp, shippedPolicyForNewPods(t)))
+	waitSample(ctx, t, cp, node, time.Now(), time.Minute, "the next sample", func(pidstats.NodeStats) bool { return true })
 	log := rnpRunPolicy(t, cp, shippedPolicyForNewPods(t))
 	evicted := rnpEvicted(log)
 	if len(evicted) != 1 {

@@ -144,6 +144,7 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	rnpFirstSample(ctx, t, cp, rnpNode)
 	log := rnpRun(t, cp)
 
 	// The plugin's plan, from its log (V(2) evictions, V(4) pods passed
@@ -439,6 +440,40 @@ func rnpRun(t *testing.T, cp *controlplane.ControlPlane) string {
 	return rnpRunPolicy(t, cp, repoFile(t, "manifests/descheduler/policy.yaml"))
 }
 
+// rnpFirstSample runs the shipped descheduler once, as the CronJob does,
+// checks that it sees the node above its threshold in one sample only and
+// waits (the shipped pressureSamples: 2), then gives the node its next
+// sample of the same figures (rnpResample): the next run acts.
+func rnpFirstSample(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string) {
+	t.Helper()
+	rnpWaits(t, rnpRun(t, cp))
+	rnpResample(ctx, t, cp.Client, node)
+}
+
+// rnpWaits checks that a run's log shows it waiting for a second sample,
+// and that it evicted nothing.
+func rnpWaits(t *testing.T, log string) {
+	t.Helper()
+	if evicted := rnpEvicted(log); len(evicted) != 0 {
+		t.Fatalf("the first run evicted %v: want it to wait for a second sample\n%s", evicted, rnpPluginLines(log))
+	}
+	if !strings.Contains(log, `"Node above threshold; waiting for the pressure to last"`) || !strings.Contains(log, `seen="1 of 2 consecutive samples"`) {
+		t.Fatalf("the first run does not say it waits for a second sample:\n%s", rnpPluginLines(log))
+	}
+}
+
+// rnpResample stamps node's PID sample with a new time, a second later at
+// least: the node agent's next sample of the same figures.
+func rnpResample(ctx context.Context, t *testing.T, c kubernetes.Interface, node string) {
+	t.Helper()
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		pidstats.AnnotationSampledAt: time.Now().UTC().Format(time.RFC3339)}}})
+	if _, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rnpRunPolicy is rnpRun with the DeschedulerPolicy policy (YAML).
 func rnpRunPolicy(t *testing.T, cp *controlplane.ControlPlane, policyYAML []byte) string {
 	t.Helper()
@@ -610,6 +645,7 @@ func TestRelieveNodePressureOnceAndOffTheNode(t *testing.T) {
 	}
 	rnpSample(ctx, t, c, rnpNode, 9800, measured)
 
+	rnpFirstSample(ctx, t, cp, rnpNode)
 	log := rnpRun(t, cp)
 	evicted := rnpEvicted(log)
 	if len(evicted) != 2 || !strings.HasPrefix(evicted[0], ns+"/web-") || !strings.HasPrefix(evicted[1], ns+"/web-") {
@@ -688,6 +724,9 @@ func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
 	}
 	rnpSample(ctx, t, c, rnpNode, 9900, map[types.UID]int64{cur.UID: 3000, webPods[0].UID: 100, webPods[1].UID: 100})
 
+	// Seen in two samples, the pressure stays seen in the runs after, on
+	// the same sample: each of them finds the node unrelievable.
+	rnpFirstSample(ctx, t, cp, rnpNode)
 	for run := 1; run <= 3; run++ {
 		log := rnpRun(t, cp)
 		if evicted := rnpEvicted(log); len(evicted) != 0 {

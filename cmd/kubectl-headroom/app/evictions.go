@@ -145,11 +145,23 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 	if *plugin == nil {
 		return fmt.Errorf("%s: profile %q did not build %s", source, profile.Name, relievenodepressure.PluginName)
 	}
+	// The plugin's record of earlier runs (the debounce, the last relief)
+	// decides as much as the figures: the plan reads a copy of it.
+	stateNote := ""
+	ns, cmName := (*plugin).StateConfigMap()
+	if cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{}); err == nil {
+		if err := sandbox.Tracker().Add(cm); err != nil {
+			return err
+		}
+	} else {
+		stateNote = fmt.Sprintf("note: the descheduler's record of earlier runs, ConfigMap %s/%s, could not be read (%v): the plan assumes no pressure seen before\n", ns, cmName, err)
+	}
 	plan, err := (*plugin).Plan(ctx, nodes, nodes[i])
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "node %s (profile %q of %s)\n", name, profile.Name, source)
+	fmt.Fprint(out, stateNote)
 	if len(nodes) < 2 {
 		fmt.Fprintf(out, "note: %d ready node; the descheduler skips its cycles with fewer than 2\n", len(nodes))
 	}
@@ -172,6 +184,10 @@ func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorCh
 		return
 	}
 	fmt.Fprintf(out, "above threshold (%s)\n", keyValues(p.Thresholds))
+	if p.Waiting != "" {
+		fmt.Fprintf(out, "waiting: seen above threshold in %s; nothing is evicted until the pressure lasts (pressureSamples)\n", p.Waiting)
+		return
+	}
 	evict := 0
 	for _, pp := range p.Pods {
 		if pp.Evict {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -60,7 +61,12 @@ func evictionsCluster() *fake.Clientset {
 	prio := func(v string) map[string]string {
 		return map[string]string{"controller.alpha.kubernetes.io/delete-priority": v}
 	}
-	objs := []runtime.Object{hot, cool, test.BuildTestNamespace("default"),
+	// The descheduler's record: hot was seen above its threshold in the
+	// sample before this one, so the shipped debounce (two samples) is met.
+	seen, _ := json.Marshal(map[string]any{"seen": []time.Time{now.Add(-2 * time.Minute)}})
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "headroom-system", Name: "headroom-descheduler-state"},
+		Data: map[string]string{"hot": string(seen)}}
+	objs := []runtime.Object{hot, cool, state, test.BuildTestNamespace("default"),
 		pod("bare", "", 3*time.Hour, 0, prio("10"), nil),
 		pod("legacy", "legacy", 3*time.Hour, 0, prio("9"), func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }),
 		pod("legacy-2", "legacy", 3*time.Hour, 0, nil, func(p *corev1.Pod) { p.Spec.NodeName = "cool" }),
@@ -118,9 +124,33 @@ func TestEvictionsListsThePlanInOrderWithReasons(t *testing.T) {
 	}
 	// Only reads reached the cluster.
 	for _, a := range client.Actions() {
-		if a.GetVerb() != "list" {
+		if a.GetVerb() != "list" && a.GetVerb() != "get" {
 			t.Errorf("evictions sent %s %s/%s to the cluster", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
 		}
+	}
+}
+
+// Without an earlier sample above the threshold in the descheduler's
+// record, the next run only counts this one: the plan says so, and why.
+func TestEvictionsWaitForThePressureToLast(t *testing.T) {
+	client := evictionsCluster()
+	if err := client.CoreV1().ConfigMaps("headroom-system").Delete(context.Background(), "headroom-descheduler-state", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, client, "evictions", "hot")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`note: the descheduler's record of earlier runs, ConfigMap headroom-system/headroom-descheduler-state, could not be read`,
+		"waiting: seen above threshold in 1 of 2 consecutive samples; nothing is evicted until the pressure lasts (pressureSamples)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "EVICT") {
+		t.Errorf("a waiting plan lists evictions:\n%s", out)
 	}
 }
 

@@ -122,12 +122,18 @@ the default scheduler's kube-system/kube-scheduler.
 {{- end -}}
 
 {{- define "headroom.descheduler.policy" -}}
+{{- $pluginArgs := .Values.descheduler.pluginArgs -}}
+{{- if ne .Release.Namespace "headroom-system" -}}
+{{- /* The shipped policy names the state ConfigMap in headroom-system. */ -}}
+{{- $state := dict "RelieveNodePressure" (dict "stateConfigMap" (printf "%s/headroom-descheduler-state" .Release.Namespace)) -}}
+{{- $pluginArgs = mergeOverwrite $state (deepCopy $pluginArgs) -}}
+{{- end -}}
 {{- include "headroom.configText" (dict
   "component" "descheduler" "field" "policy"
   "config" .Values.descheduler.policy
   "default" (.Files.Get "files/descheduler-policy.yaml")
   "profile" dict
-  "pluginArgs" .Values.descheduler.pluginArgs) -}}
+  "pluginArgs" $pluginArgs) -}}
 {{- end -}}
 
 {{/*

@@ -64,8 +64,21 @@ containers:
   - name: policy
     mountPath: /policy-dir
     readOnly: true
+  {{- if .root.Values.scheduler.enabled }}
+  # The headroom-scheduler's configuration: RelieveNodePressure checks at
+  # start that its room check's floor is NodePIDs' (schedulerConfigFile).
+  - name: scheduler-config
+    mountPath: /etc/headroom/scheduler
+    readOnly: true
+  {{- end }}
 volumes:
 - name: policy
   configMap:
     name: {{ include "headroom.descheduler.policyConfigMapName" .root }}
+{{- if .root.Values.scheduler.enabled }}
+- name: scheduler-config
+  configMap:
+    name: {{ include "headroom.scheduler.configMapName" .root }}
+    optional: true
+{{- end }}
 {{- end -}}

@@ -1,0 +1,226 @@
+package relievenodepressure
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
+)
+
+// stateHorizon is how long a node's record is kept once nothing new is
+// added to it: longer than any sample is trusted (maxSampleAge, 10m by
+// default) and than the agent's longest time between writes (5m).
+const stateHorizon = time.Hour
+
+// maxStateRecords bounds the ConfigMap: a record is about 150 bytes, so
+// the ConfigMap stays far below the API's 1 MiB; the records seen least
+// recently go first.
+const maxStateRecords = 5000
+
+// nodeRecord is what the plugin remembers of a node between runs, so that
+// a one-shot run (the CronJob) keeps the safeguards of a long-running one.
+type nodeRecord struct {
+	// Seen are the times of the consecutive samples, newest last, in which
+	// a trigger was above its threshold: a PID sample's time, or the run's
+	// time for the OOM trigger, whose figures are declarations and need no
+	// sample. At most pressureSamples long.
+	Seen []time.Time `json:"seen,omitempty"`
+	// Relieved is when the plugin last evicted pods from the node.
+	Relieved *time.Time `json:"relieved,omitempty"`
+	// Accounted: every pod evicted then was in the node's pid-pods list,
+	// so the shared estimate subtracts them once they leave, before a new
+	// sample. Otherwise the PID trigger waits for a sample newer than
+	// Relieved: the sample still counts what the evicted pods held.
+	Accounted bool `json:"accounted,omitempty"`
+}
+
+func (r nodeRecord) last() time.Time {
+	var t time.Time
+	if n := len(r.Seen); n > 0 {
+		t = r.Seen[n-1]
+	}
+	if r.Relieved != nil && r.Relieved.After(t) {
+		t = *r.Relieved
+	}
+	return t
+}
+
+// state is every node's record, as read at the start of a cycle.
+type state struct {
+	records map[string]nodeRecord
+	// exists: the ConfigMap was found (updated, not created, on save).
+	exists          bool
+	resourceVersion string
+	changed         bool
+}
+
+// stateStore keeps the records in a ConfigMap, one key per node, each a
+// small JSON object, so that an operator can read them
+// (kubectl get configmap -o yaml).
+type stateStore struct {
+	client          clientset.Interface
+	namespace, name string
+	// saved is what this process last wrote.
+	saved *state
+}
+
+// load reads the records. A missing ConfigMap is what this process last
+// wrote, if anything: in dry-run mode the client is a sandbox made afresh
+// for every cycle, and an operator may have deleted it.
+func (s *stateStore) load(ctx context.Context) (*state, error) {
+	st := &state{records: map[string]nodeRecord{}}
+	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if s.saved != nil {
+			st = s.saved.clone()
+			st.exists, st.resourceVersion, st.changed = false, "", true
+		}
+		return st, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", s.namespace, s.name, err)
+	}
+	st.exists, st.resourceVersion = true, cm.ResourceVersion
+	for node, raw := range cm.Data {
+		var r nodeRecord
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			// A record someone broke is dropped: the node starts afresh,
+			// which delays its relief (the debounce) rather than hastens it.
+			st.changed = true
+			continue
+		}
+		st.records[node] = r
+	}
+	return st, nil
+}
+
+// save writes the records back if they changed, after dropping those not
+// touched within stateHorizon and, beyond maxStateRecords, the oldest.
+func (s *stateStore) save(ctx context.Context, st *state, now time.Time) error {
+	for node, r := range st.records {
+		if now.Sub(r.last()) > stateHorizon {
+			delete(st.records, node)
+			st.changed = true
+		}
+	}
+	if len(st.records) > maxStateRecords {
+		nodes := make([]string, 0, len(st.records))
+		for node := range st.records {
+			nodes = append(nodes, node)
+		}
+		slices.SortFunc(nodes, func(a, b string) int { return st.records[a].last().Compare(st.records[b].last()) })
+		for _, node := range nodes[:len(nodes)-maxStateRecords] {
+			delete(st.records, node)
+		}
+		st.changed = true
+	}
+	if !st.changed {
+		return nil
+	}
+	cm := &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.name, ResourceVersion: st.resourceVersion,
+			Labels: map[string]string{"app.kubernetes.io/name": "headroom-descheduler", "app.kubernetes.io/part-of": "headroom"}},
+		Data: make(map[string]string, len(st.records)),
+	}
+	for node, r := range st.records {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		cm.Data[node] = string(raw)
+	}
+	var err error
+	if st.exists {
+		_, err = s.client.CoreV1().ConfigMaps(s.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	} else {
+		_, err = s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("writing ConfigMap %s/%s: %w", s.namespace, s.name, err)
+	}
+	s.saved = st.clone()
+	return nil
+}
+
+// parseStateConfigMap splits "namespace/name".
+func parseStateConfigMap(ref string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(ref, "/")
+	return namespace, name, ok && namespace != "" && name != ""
+}
+
+// clone copies the records, for a plan that must change nothing.
+func (st *state) clone() *state {
+	c := *st
+	c.records = make(map[string]nodeRecord, len(st.records))
+	for node, r := range st.records {
+		r.Seen = slices.Clone(r.Seen)
+		c.records[node] = r
+	}
+	return &c
+}
+
+// observe adds this cycle's sample of a node above a threshold to its
+// record and returns, while the node has been seen so in fewer consecutive
+// samples than pressureSamples, how many ("1 of 2"); "" once it has.
+// A sample already recorded (the agent has not written since the last
+// run) does not count again.
+func (c *cycle) observe(node *v1.Node, st *pressure) string {
+	at := c.now
+	if st.pids.triggered() {
+		at = st.pids.stats.SampledAt
+	}
+	r := c.state.records[node.Name]
+	if n := len(r.Seen); n == 0 || at.After(r.Seen[n-1]) {
+		r.Seen = append(r.Seen, at)
+		if over := len(r.Seen) - int(*c.args.PressureSamples); over > 0 {
+			r.Seen = slices.Delete(r.Seen, 0, over)
+		}
+		c.state.records[node.Name] = r
+		c.state.changed = true
+	}
+	if len(r.Seen) >= int(*c.args.PressureSamples) {
+		return ""
+	}
+	wait := fmt.Sprintf("%d of %d consecutive samples", len(r.Seen), *c.args.PressureSamples)
+	if c.waiting == nil {
+		c.waiting = map[string]string{}
+	}
+	c.waiting[node.Name] = wait
+	return wait
+}
+
+// calm forgets the pressure seen on a node that is now within its
+// thresholds, or whose figures are unknown: the samples are no longer
+// consecutive.
+func (c *cycle) calm(node *v1.Node) {
+	if r, ok := c.state.records[node.Name]; ok && len(r.Seen) > 0 {
+		r.Seen = nil
+		c.state.records[node.Name] = r
+		c.state.changed = true
+	}
+}
+
+// recordRelief records that pods were evicted from the node this cycle:
+// the pressure seen so far is spent, and the PID trigger waits for a newer
+// sample unless the sample accounts for every evicted pod.
+func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
+	if len(n.evictedPods) == 0 {
+		return
+	}
+	at := c.now
+	r := nodeRecord{Relieved: &at, Accounted: true}
+	for _, pod := range n.evictedPods {
+		if !st.pids.accounts(pod) {
+			r.Accounted = false
+		}
+	}
+	c.state.records[n.node.Name] = r
+	c.state.changed = true
+}
