@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,13 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
@@ -158,4 +167,104 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestNodeAgentAnnotationRights writes Node annotations as the shipped node
+// agent's pod would (the shipped identity, a token bound to its pod on
+// node-a): the admission policy lets it write every headroom.dev/ key of
+// nodeagent.AnnotationCaps at its cap, and refuses a key not in the list
+// and a value one byte longer (or as many characters, in more bytes).
+func TestNodeAgentAnnotationRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cp.ApplyShippedIdentities(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := cp.CreateNode(ctx, n, resources("4", "16Gi", "110"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := agentPod(ctx, t, cp.Client, "node-a")
+	agent := kubernetes.NewForConfigOrDie(restConfig(t, serviceAccountKubeconfig(ctx, t, cp, controlplane.Namespace, "headroom-node-agent", pod)))
+	waitPolicyActive(ctx, t, agent, "node-b")
+
+	patch := func(annotations map[string]any) error {
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = agent.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	}
+	refused := func(t *testing.T, err error, want string) {
+		t.Helper()
+		if err == nil || !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want a refusal saying %q", err, want)
+		}
+	}
+	var keys []string
+	for k := range nodeagent.AnnotationCaps {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	t.Run("every key at its cap", func(t *testing.T) {
+		all := map[string]any{}
+		for _, k := range keys {
+			all[k] = strings.Repeat("9", nodeagent.AnnotationCaps[k])
+		}
+		if err := patch(all); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		node, err := cp.Client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if got := len(node.Annotations[k]); got != nodeagent.AnnotationCaps[k] {
+				t.Errorf("%s holds %d bytes, want %d", k, got, nodeagent.AnnotationCaps[k])
+			}
+		}
+		// Each key alone, at its cap, with another value.
+		for _, k := range keys {
+			if err := patch(map[string]any{k: strings.Repeat("1", nodeagent.AnnotationCaps[k])}); err != nil {
+				t.Errorf("%s at its cap of %d bytes refused: %v", k, nodeagent.AnnotationCaps[k], err)
+			}
+		}
+	})
+	t.Run("one byte over the cap", func(t *testing.T) {
+		for _, k := range keys {
+			err := patch(map[string]any{k: strings.Repeat("1", nodeagent.AnnotationCaps[k]+1)})
+			refused(t, err, fmt.Sprintf("%s has %d bytes, at most %d", k, nodeagent.AnnotationCaps[k]+1, nodeagent.AnnotationCaps[k]))
+		}
+	})
+	t.Run("as many characters, more bytes", func(t *testing.T) {
+		k := pidstats.AnnotationPIDPods
+		refused(t, patch(map[string]any{k: strings.Repeat("é", nodeagent.AnnotationCaps[k])}), k+" has ")
+	})
+	t.Run("unknown key", func(t *testing.T) {
+		refused(t, patch(map[string]any{"headroom.dev/foo": "1"}),
+			"may only write the headroom.dev/ annotations it publishes, not headroom.dev/foo")
+		// Along with a key it may write: the whole patch is refused.
+		refused(t, patch(map[string]any{pidstats.AnnotationUsed: "7", "headroom.dev/pid-used-extra": "7"}), "headroom.dev/pid-used-extra")
+	})
+	t.Run("removals", func(t *testing.T) {
+		// The agent withdraws pid-pods when it cannot measure every pod.
+		if err := patch(map[string]any{pidstats.AnnotationPIDPods: nil}); err != nil {
+			t.Errorf("removing %s refused: %v", pidstats.AnnotationPIDPods, err)
+		}
+		// Another headroom.dev/ key someone else wrote stays: the agent may
+		// neither remove it nor change it, and writes its own beside it.
+		if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"headroom.dev/note":"set by an admin"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, patch(map[string]any{"headroom.dev/note": nil}), "not headroom.dev/note")
+		refused(t, patch(map[string]any{"headroom.dev/note": "x"}), "not headroom.dev/note")
+		if err := patch(map[string]any{pidstats.AnnotationUsed: "8"}); err != nil {
+			t.Errorf("writing %s beside headroom.dev/note refused: %v", pidstats.AnnotationUsed, err)
+		}
+	})
 }
