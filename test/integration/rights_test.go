@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -98,6 +100,10 @@ func TestShippedRights(t *testing.T) {
 		{"headroom-scheduler", "default", []string{"create", "pods", "--subresource=binding"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/headroom-scheduler"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/other"}, false},
+		{"headroom-scheduler", "kube-system", []string{"update", "leases/kube-scheduler"}, false},
+		{"headroom-scheduler", "kube-system", []string{"get", "leases/kube-scheduler"}, false},
+		{"headroom-scheduler", "kube-system", []string{"create", "leases"}, false},
+		{"headroom-scheduler", "default", []string{"create", "leases"}, false},
 		{"headroom-scheduler", "default", []string{"delete", "pods"}, true}, // preemption: kube-scheduler's own role
 		{"headroom-scheduler", "default", []string{"patch", "nodes"}, false},
 		// Deployment mode (the overlay is applied above): its own Lease only.
@@ -267,4 +273,97 @@ func TestNodeAgentAnnotationRights(t *testing.T) {
 			t.Errorf("writing %s beside headroom.dev/note refused: %v", pidstats.AnnotationUsed, err)
 		}
 	})
+}
+
+// TestSchedulerLeaseRights: the shipped headroom-scheduler identity holds
+// its own Lease, headroom-system/headroom-scheduler (create, get, update, as
+// leader election does), and cannot touch the default scheduler's,
+// kube-system/kube-scheduler, nor create Leases outside its namespace.
+func TestSchedulerLeaseRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sched := kubernetes.NewForConfigOrDie(restConfig(t, shippedIdentity(ctx, t, cp, "headroom-scheduler")))
+	lease := func(ns, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("headroom-scheduler-test")}}
+	}
+
+	// Its own Lease.
+	own := sched.CoordinationV1().Leases(controlplane.Namespace)
+	if _, err := own.Create(ctx, lease(controlplane.Namespace, "headroom-scheduler"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating its own Lease: %v", err)
+	}
+	got, err := own.Get(ctx, "headroom-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting its own Lease: %v", err)
+	}
+	got.Spec.LeaseTransitions = ptr.To[int32](1)
+	if _, err := own.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating its own Lease: %v", err)
+	}
+
+	// The default scheduler's Lease, as kube-scheduler would hold it.
+	if _, err := cp.Client.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := cp.Client.CoordinationV1().Leases("kube-system").Create(ctx, lease("kube-system", "kube-scheduler"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: err = %v, want forbidden", what, err)
+		}
+	}
+	ks := sched.CoordinationV1().Leases("kube-system")
+	_, err = ks.Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	forbidden("get kube-system/kube-scheduler", err)
+	theirs.Spec.HolderIdentity = ptr.To("headroom-scheduler")
+	_, err = ks.Update(ctx, theirs, metav1.UpdateOptions{})
+	forbidden("update kube-system/kube-scheduler", err)
+	_, err = ks.Patch(ctx, "kube-scheduler", types.MergePatchType, []byte(`{"spec":{"holderIdentity":"headroom-scheduler"}}`), metav1.PatchOptions{})
+	forbidden("patch kube-system/kube-scheduler", err)
+	_, err = ks.Create(ctx, lease("kube-system", "headroom-scheduler"), metav1.CreateOptions{})
+	forbidden("create a Lease in kube-system", err)
+	_, err = sched.CoordinationV1().Leases("default").Create(ctx, lease("default", "x"), metav1.CreateOptions{})
+	forbidden("create a Lease in default", err)
+	_, err = own.Get(ctx, "other", metav1.GetOptions{})
+	forbidden("get another Lease of its namespace", err)
+}
+
+// TestShippedSchedulerRunsOnItsRights runs headroom-scheduler with the
+// shipped config, leader election included, under the shipped identity:
+// its ClusterRole, which leaves kube-scheduler's Lease rights out, is enough
+// to take its own Lease, sync every informer of the default plugins and
+// bind a pod, and the API server forbids it nothing on the way.
+func TestShippedSchedulerRunsOnItsRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cp.CreateNode(ctx, "node-a", resources("4", "16Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cp.StartSchedulerWith(ctx, controlplane.SchedulerOptions{LeaderElection: true}, repoFile(t, shippedSchedulerConfig), "--v=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := newPod("placed", "headroom-scheduler", nil, nil, nil)
+	if _, err := cp.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(ctx, t, cp.Client, pod.Namespace, pod.Name)
+	if holder := leaseHolder(ctx, cp); holder == "" {
+		t.Error("headroom-system/headroom-scheduler has no holder")
+	}
+	// Events of the binding are written asynchronously.
+	time.Sleep(2 * time.Second)
+	log := p.Log(1 << 22)
+	if !strings.Contains(log, acquiredLease) {
+		t.Errorf("the scheduler never logged %s", acquiredLease)
+	}
+	if lines := grepLines(log, "forbidden"); lines != "" {
+		t.Errorf("the API server refused the scheduler:\n%s", lines)
+	}
 }
