@@ -445,7 +445,8 @@ func (a *Agent) nextDue(sampledAt time.Time) time.Time {
 
 // patch writes every fresh sample's annotations in one JSON merge patch,
 // which leaves the Node's other annotations alone; keys a sample withdraws
-// are set to null, which removes them.
+// are set to null, which removes them. A key or value the admission policy
+// would refuse (CheckAnnotation) fails the write before it is sent.
 func (a *Agent) patch(ctx context.Context, fresh []Sample) error {
 	annotations := map[string]*string{}
 	for _, s := range fresh {
@@ -454,10 +455,16 @@ func (a *Agent) patch(ctx context.Context, fresh []Sample) error {
 		}
 		if w, ok := s.(Withdrawer); ok {
 			for _, k := range w.Withdrawn() {
+				if err := CheckAnnotation(k, ""); err != nil {
+					return err
+				}
 				annotations[k] = nil
 			}
 		}
 		for k, v := range s.Annotations() {
+			if err := CheckAnnotation(k, v); err != nil {
+				return err
+			}
 			annotations[k] = &v
 		}
 	}

@@ -49,7 +49,7 @@ func NewOptions(nodeName string) *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Node whose annotations to write (default $NODE_NAME)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; in-cluster configuration when empty")
-	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "where the host's /proc is mounted")
+	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "where the host's /proc is: the container's own in the host's PID namespace (hostPID), or a copy mounted elsewhere")
 	fs.StringVar(&o.CgroupRoot, "cgroup-root", o.CgroupRoot,
 		"where the host's cgroup filesystem is mounted (cgroup v1 with its pids hierarchy, or v2; kubelet cgroup driver cgroupfs or systemd)")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir,

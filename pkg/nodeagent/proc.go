@@ -26,8 +26,9 @@ type ProcSample struct {
 }
 
 // ReadProc reads the three files the kubelet's pidlimit package reads, below
-// procRoot instead of the fixed /proc, so that a container can read the
-// host's /proc mounted elsewhere (e.g. /host/proc).
+// procRoot instead of the fixed /proc. The shipped DaemonSet reads its own
+// /proc, the host's in the host's PID namespace; a container can also read
+// the host's /proc mounted elsewhere (e.g. /host/proc).
 //
 // It is stricter than the kubelet in two places, on purpose: the kubelet
 // takes whichever of pid_max and threads-max it can read, and falls back to

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -326,7 +327,7 @@ scheduler:
     NodePIDs: {minFreePIDs: 1024}
 nodeAgent:
   kubeletConfig: {enabled: true}
-  admissionPolicy: {enabled: false}
+  admissionPolicy: {enabled: false, allowNodeWriteWithoutPolicy: true}
 `)},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -544,7 +545,7 @@ func TestChartComponentsOff(t *testing.T) {
 		{"scheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-scheduler") }},
 		{"descheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-descheduler") }},
 		{"nodeAgent.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-node-agent") }},
-		{"nodeAgent.admissionPolicy.enabled=false", func(k string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }},
+		{"nodeAgent.admissionPolicy.enabled=false,nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=true", func(k string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }},
 		{"scheduler.podDisruptionBudget.enabled=false", func(k string) bool { return strings.HasPrefix(k, "PodDisruptionBudget") }},
 		{"criticalPodsQuota.enabled=false", func(k string) bool { return strings.HasPrefix(k, "ResourceQuota") }},
 	} {
@@ -1040,6 +1041,100 @@ func TestChartPlacement(t *testing.T) {
 				}
 				if ctr.Args[len(ctr.Args)-1] != "--"+c+"-flag=1" {
 					t.Errorf("%s args %q do not end with the extra argument", key, ctr.Args)
+				}
+			}
+		})
+	}
+}
+
+// TestChartNodeWriteNeedsPolicy: the node agent's "patch nodes", which
+// RBAC grants for every Node at once, renders only with the admission
+// policy that confines it to its own Node's headroom.dev/ annotations, or
+// with nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy set; without
+// either the render fails saying what to set.
+func TestChartNodeWriteNeedsPolicy(t *testing.T) {
+	const role = "ClusterRole headroom-node-agent"
+	const policy = "ValidatingAdmissionPolicy headroom-node-agent"
+	patchesNodes := func(objs map[string]object) bool {
+		r := decodeTyped[*rbacv1.ClusterRole](t, objs, role)
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "nodes") && slices.Contains(rule.Verbs, "patch") {
+				return true
+			}
+		}
+		return false
+	}
+
+	t.Run("defaults: the right with the policy", func(t *testing.T) {
+		objs := renderChart(t)
+		if _, ok := objs[policy]; !ok || !patchesNodes(objs) {
+			t.Errorf("the default render has the policy: %v; patch nodes: %v", ok, patchesNodes(objs))
+		}
+	})
+	t.Run("policy off: refused", func(t *testing.T) {
+		for _, flags := range [][]string{
+			{"--set", "nodeAgent.admissionPolicy.enabled=false"},
+			{"--set", "nodeAgent.admissionPolicy.enabled=false,nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=false"},
+		} {
+			out, err := renderChartText(t, flags...)
+			if err == nil {
+				t.Fatalf("%q rendered:\n%s", flags, out)
+			}
+			for _, want := range []string{"nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=true", "patch Nodes"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q: the error does not say %q: %v", flags, want, err)
+				}
+			}
+		}
+	})
+	t.Run("policy off, explicitly allowed", func(t *testing.T) {
+		objs := renderChart(t, "--set", "nodeAgent.admissionPolicy.enabled=false,nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=true")
+		if _, ok := objs[policy]; ok {
+			t.Error("the policy is rendered with nodeAgent.admissionPolicy.enabled=false")
+		}
+		if !patchesNodes(objs) {
+			t.Error("the agent's ClusterRole does not grant patch nodes")
+		}
+	})
+	t.Run("policy off, no agent", func(t *testing.T) {
+		objs := renderChart(t, "--set", "nodeAgent.admissionPolicy.enabled=false,nodeAgent.enabled=false")
+		if _, ok := objs[role]; ok {
+			t.Errorf("%s rendered without the node agent", role)
+		}
+	})
+}
+
+// TestNodeAgentMountsNoProc: the node agent reads pid_max, threads-max and
+// loadavg in its container's own /proc, which the DaemonSet's hostPID makes
+// the host's (TestRealNodeFiguresAgree checks the figures on a real node):
+// neither the kustomize tree nor the chart mounts the host's /proc, or any
+// path under it, and the agent runs with the host's PID namespace.
+func TestNodeAgentMountsNoProc(t *testing.T) {
+	const key = "DaemonSet " + chartNS + "/headroom-node-agent"
+	for name, objs := range map[string]map[string]object{
+		"kubectl kustomize manifests/":  renderKustomize(t),
+		"helm template":                 renderChart(t),
+		"helm template, kubelet config": renderChart(t, "--set", "nodeAgent.kubeletConfig.enabled=true"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ds := decodeTyped[*appsv1.DaemonSet](t, objs, key)
+			spec := ds.Spec.Template.Spec
+			if !spec.HostPID {
+				t.Error("the DaemonSet does not run in the host's PID namespace: its /proc would not be the host's")
+			}
+			for _, v := range spec.Volumes {
+				if v.HostPath == nil {
+					continue
+				}
+				if p := path.Clean(v.HostPath.Path); p == "/proc" || strings.HasPrefix(p, "/proc/") {
+					t.Errorf("volume %s mounts the host's %s", v.Name, v.HostPath.Path)
+				}
+			}
+			for _, c := range spec.Containers {
+				for _, a := range c.Args {
+					if strings.HasPrefix(a, "--proc-root") {
+						t.Errorf("container %s runs with %s: the agent reads its own /proc", c.Name, a)
+					}
 				}
 			}
 		})

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,15 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
@@ -89,6 +100,10 @@ func TestShippedRights(t *testing.T) {
 		{"headroom-scheduler", "default", []string{"create", "pods", "--subresource=binding"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/headroom-scheduler"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/other"}, false},
+		{"headroom-scheduler", "kube-system", []string{"update", "leases/kube-scheduler"}, false},
+		{"headroom-scheduler", "kube-system", []string{"get", "leases/kube-scheduler"}, false},
+		{"headroom-scheduler", "kube-system", []string{"create", "leases"}, false},
+		{"headroom-scheduler", "default", []string{"create", "leases"}, false},
 		{"headroom-scheduler", "default", []string{"delete", "pods"}, true}, // preemption: kube-scheduler's own role
 		{"headroom-scheduler", "default", []string{"patch", "nodes"}, false},
 		// Deployment mode (the overlay is applied above): its own Lease only.
@@ -158,4 +173,197 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestNodeAgentAnnotationRights writes Node annotations as the shipped node
+// agent's pod would (the shipped identity, a token bound to its pod on
+// node-a): the admission policy lets it write every headroom.dev/ key of
+// nodeagent.AnnotationCaps at its cap, and refuses a key not in the list
+// and a value one byte longer (or as many characters, in more bytes).
+func TestNodeAgentAnnotationRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cp.ApplyShippedIdentities(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := cp.CreateNode(ctx, n, resources("4", "16Gi", "110"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := agentPod(ctx, t, cp.Client, "node-a")
+	agent := kubernetes.NewForConfigOrDie(restConfig(t, serviceAccountKubeconfig(ctx, t, cp, controlplane.Namespace, "headroom-node-agent", pod)))
+	waitPolicyActive(ctx, t, agent, "node-b")
+
+	patch := func(annotations map[string]any) error {
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = agent.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	}
+	refused := func(t *testing.T, err error, want string) {
+		t.Helper()
+		if err == nil || !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want a refusal saying %q", err, want)
+		}
+	}
+	var keys []string
+	for k := range nodeagent.AnnotationCaps {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	t.Run("every key at its cap", func(t *testing.T) {
+		all := map[string]any{}
+		for _, k := range keys {
+			all[k] = strings.Repeat("9", nodeagent.AnnotationCaps[k])
+		}
+		if err := patch(all); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		node, err := cp.Client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if got := len(node.Annotations[k]); got != nodeagent.AnnotationCaps[k] {
+				t.Errorf("%s holds %d bytes, want %d", k, got, nodeagent.AnnotationCaps[k])
+			}
+		}
+		// Each key alone, at its cap, with another value.
+		for _, k := range keys {
+			if err := patch(map[string]any{k: strings.Repeat("1", nodeagent.AnnotationCaps[k])}); err != nil {
+				t.Errorf("%s at its cap of %d bytes refused: %v", k, nodeagent.AnnotationCaps[k], err)
+			}
+		}
+	})
+	t.Run("one byte over the cap", func(t *testing.T) {
+		for _, k := range keys {
+			err := patch(map[string]any{k: strings.Repeat("1", nodeagent.AnnotationCaps[k]+1)})
+			refused(t, err, fmt.Sprintf("%s has %d bytes, at most %d", k, nodeagent.AnnotationCaps[k]+1, nodeagent.AnnotationCaps[k]))
+		}
+	})
+	t.Run("as many characters, more bytes", func(t *testing.T) {
+		k := pidstats.AnnotationPIDPods
+		refused(t, patch(map[string]any{k: strings.Repeat("é", nodeagent.AnnotationCaps[k])}), k+" has ")
+	})
+	t.Run("unknown key", func(t *testing.T) {
+		refused(t, patch(map[string]any{"headroom.dev/foo": "1"}),
+			"may only write the headroom.dev/ annotations it publishes, not headroom.dev/foo")
+		// Along with a key it may write: the whole patch is refused.
+		refused(t, patch(map[string]any{pidstats.AnnotationUsed: "7", "headroom.dev/pid-used-extra": "7"}), "headroom.dev/pid-used-extra")
+	})
+	t.Run("removals", func(t *testing.T) {
+		// The agent withdraws pid-pods when it cannot measure every pod.
+		if err := patch(map[string]any{pidstats.AnnotationPIDPods: nil}); err != nil {
+			t.Errorf("removing %s refused: %v", pidstats.AnnotationPIDPods, err)
+		}
+		// Another headroom.dev/ key someone else wrote stays: the agent may
+		// neither remove it nor change it, and writes its own beside it.
+		if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"headroom.dev/note":"set by an admin"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, patch(map[string]any{"headroom.dev/note": nil}), "not headroom.dev/note")
+		refused(t, patch(map[string]any{"headroom.dev/note": "x"}), "not headroom.dev/note")
+		if err := patch(map[string]any{pidstats.AnnotationUsed: "8"}); err != nil {
+			t.Errorf("writing %s beside headroom.dev/note refused: %v", pidstats.AnnotationUsed, err)
+		}
+	})
+}
+
+// TestSchedulerLeaseRights: the shipped headroom-scheduler identity holds
+// its own Lease, headroom-system/headroom-scheduler (create, get, update, as
+// leader election does), and cannot touch the default scheduler's,
+// kube-system/kube-scheduler, nor create Leases outside its namespace.
+func TestSchedulerLeaseRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sched := kubernetes.NewForConfigOrDie(restConfig(t, shippedIdentity(ctx, t, cp, "headroom-scheduler")))
+	lease := func(ns, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("headroom-scheduler-test")}}
+	}
+
+	// Its own Lease.
+	own := sched.CoordinationV1().Leases(controlplane.Namespace)
+	if _, err := own.Create(ctx, lease(controlplane.Namespace, "headroom-scheduler"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating its own Lease: %v", err)
+	}
+	got, err := own.Get(ctx, "headroom-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting its own Lease: %v", err)
+	}
+	got.Spec.LeaseTransitions = ptr.To[int32](1)
+	if _, err := own.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating its own Lease: %v", err)
+	}
+
+	// The default scheduler's Lease, as kube-scheduler would hold it.
+	if _, err := cp.Client.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := cp.Client.CoordinationV1().Leases("kube-system").Create(ctx, lease("kube-system", "kube-scheduler"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: err = %v, want forbidden", what, err)
+		}
+	}
+	ks := sched.CoordinationV1().Leases("kube-system")
+	_, err = ks.Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	forbidden("get kube-system/kube-scheduler", err)
+	theirs.Spec.HolderIdentity = ptr.To("headroom-scheduler")
+	_, err = ks.Update(ctx, theirs, metav1.UpdateOptions{})
+	forbidden("update kube-system/kube-scheduler", err)
+	_, err = ks.Patch(ctx, "kube-scheduler", types.MergePatchType, []byte(`{"spec":{"holderIdentity":"headroom-scheduler"}}`), metav1.PatchOptions{})
+	forbidden("patch kube-system/kube-scheduler", err)
+	_, err = ks.Create(ctx, lease("kube-system", "headroom-scheduler"), metav1.CreateOptions{})
+	forbidden("create a Lease in kube-system", err)
+	_, err = sched.CoordinationV1().Leases("default").Create(ctx, lease("default", "x"), metav1.CreateOptions{})
+	forbidden("create a Lease in default", err)
+	_, err = own.Get(ctx, "other", metav1.GetOptions{})
+	forbidden("get another Lease of its namespace", err)
+}
+
+// TestShippedSchedulerRunsOnItsRights runs headroom-scheduler with the
+// shipped config, leader election included, under the shipped identity:
+// its ClusterRole, which leaves kube-scheduler's Lease rights out, is enough
+// to take its own Lease, sync every informer of the default plugins and
+// bind a pod, and the API server forbids it nothing on the way.
+func TestShippedSchedulerRunsOnItsRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cp.CreateNode(ctx, "node-a", resources("4", "16Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cp.StartSchedulerWith(ctx, controlplane.SchedulerOptions{LeaderElection: true}, repoFile(t, shippedSchedulerConfig), "--v=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := newPod("placed", "headroom-scheduler", nil, nil, nil)
+	if _, err := cp.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(ctx, t, cp.Client, pod.Namespace, pod.Name)
+	if holder := leaseHolder(ctx, cp); holder == "" {
+		t.Error("headroom-system/headroom-scheduler has no holder")
+	}
+	// Events of the binding are written asynchronously.
+	time.Sleep(2 * time.Second)
+	log := p.Log(1 << 22)
+	if !strings.Contains(log, acquiredLease) {
+		t.Errorf("the scheduler never logged %s", acquiredLease)
+	}
+	if lines := grepLines(log, "forbidden"); lines != "" {
+		t.Errorf("the API server refused the scheduler:\n%s", lines)
+	}
 }
