@@ -37,4 +37,9 @@
 // on the input order.
 //
 // Pods that none of the rules tell apart keep their relative input order.
+//
+// Rule 0 and rule 4 read annotations whoever may edit a workload's pods
+// writes; the ReplicaSet controller compares them only among one
+// ReplicaSet's pods. SortNeutral is the order without both, for ordering
+// pods of different workloads.
 package deleteorder
