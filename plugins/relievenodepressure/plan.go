@@ -228,6 +228,7 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 			s, reason := n.consider(proj, pod, l)
 			if reason != "" {
 				why[pod.UID] = reason
+				n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", reason)
 				continue
 			}
 			l.add(s)

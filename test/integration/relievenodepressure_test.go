@@ -62,10 +62,11 @@ const (
 // used (99 % > the policy's threshold of 95 %), each pod declaring 400 (the
 // node has no headroom.dev/pid-pods list, so declarations count). Reaching
 // the target of 90 % takes three evictions; the plan is made first. The
-// pods, in the order the ReplicaSet controller would delete them, with
-// delete priority first:
+// Deployment's pods, in the order the ReplicaSet controller would delete
+// them, with delete priority first (annotations order a workload's own pods
+// only: the bare pod, a workload of its own, goes last whatever its delete
+// priority, and is never reached):
 //
-//	bare       no owner, delete-priority 10  the evictor's filter keeps it
 //	prio       delete-priority 5             evicted 1st (9500)
 //	pending    Pending, declares 0 PIDs      passed over: below the floor
 //	notready   Running, not Ready            evicted 2nd (9100)
@@ -73,6 +74,7 @@ const (
 //	fresh      Ready for 2 minutes           evicted 3rd (8700 ≤ 9000: done)
 //	restarts   Ready for 2h, 7 restarts      kept
 //	malformed  Ready for 2h, priority "urgent" (counts as 0)  kept, Warning Event
+//	bare       no owner, delete-priority 10  kept
 func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -166,10 +168,13 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 			evicted = append(evicted, s.role)
 		}
 	}
-	// The whole plan is made before the first eviction: the pods it passes
-	// over come first in the log, then the evictions.
+	// The whole plan is made before the first eviction: the pods its two
+	// passes pass over come first in the log, then the evictions. The
+	// neutral pass (no annotation counts) passes over pending and plans
+	// three web pods; web's own order then picks which three, passing over
+	// pending again and guarded (its deletion cost puts it early there).
 	wantWalk := []step{
-		{"bare", "the evictor's filter keeps it (DefaultEvictor: e.g. DaemonSet, bare, system-critical or local-storage pod, minReplicas, minPodAge)"},
+		{"pending", "frees 0 PIDs, below the floor of 100 (minPodPIDsPercent 1% of 10000)"},
 		{"pending", "frees 0 PIDs, below the floor of 100 (minPodPIDsPercent 1% of 10000)"},
 		{"guarded", "PodDisruptionBudget default/guarded allows no disruption"},
 		{"prio", "Evicted pod to relieve node"},
@@ -588,9 +593,9 @@ func rnpRunning(ctx context.Context, t *testing.T, c kubernetes.Interface, pods 
 // TestRelieveNodePressureOnceAndOffTheNode runs the shipped policy twice on
 // a node short of PIDs, before the node agent samples again:
 //
-//   - legacy (2 pods, default-scheduler, delete-priority 10) lead the order
-//     and hold 1500 PIDs each, but their replacements could land right back:
-//     they stay;
+//   - legacy (5 pods, default-scheduler, delete-priority 10) lead the
+//     neutral order (the most doubled up on the node) and hold 1000 PIDs
+//     each, but their replacements could land right back: they stay;
 //   - web (4 pods placed by headroom-scheduler, 600 PIDs each) behind them:
 //     two go, 9800 → 8600 ≤ 9000;
 //   - the ReplicaSet's replacements are placed by headroom-scheduler on the
@@ -622,11 +627,11 @@ func TestRelieveNodePressureOnceAndOffTheNode(t *testing.T) {
 			t.Fatalf("web pod %s on %q by %q", p.Name, p.Spec.NodeName, p.Spec.SchedulerName)
 		}
 	}
-	legacy := rnpWorkload("legacy", 2, rnpNode, "", map[string]string{rnpDeletePriority: "10"})
+	legacy := rnpWorkload("legacy", 5, rnpNode, "", map[string]string{rnpDeletePriority: "10"})
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	legacyPods := rnpPodsOf(ctx, t, c, "legacy", 2)
+	legacyPods := rnpPodsOf(ctx, t, c, "legacy", 5)
 	rnpRunning(ctx, t, c, webPods)
 	rnpRunning(ctx, t, c, legacyPods)
 	for _, name := range []string{"spare-1", "spare-2"} {
@@ -638,7 +643,7 @@ func TestRelieveNodePressureOnceAndOffTheNode(t *testing.T) {
 	// The sample after all of them ran: 9800 used, the list complete.
 	measured := map[types.UID]int64{}
 	for _, p := range legacyPods {
-		measured[p.UID] = 1500
+		measured[p.UID] = 1000
 	}
 	for _, p := range webPods {
 		measured[p.UID] = 600
@@ -799,6 +804,10 @@ func TestRelieveNodePressureDeploymentMode(t *testing.T) {
 	if strings.Contains(string(out), "cronjob") {
 		t.Errorf("the overlay keeps the CronJob:\n%s", out)
 	}
+
+	// A run before saw the pressure in the sample before this one: the
+	// Deployment's first cycle (every 5m) acts on it.
+	rnpFirstSample(ctx, t, cp, rnpNode)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

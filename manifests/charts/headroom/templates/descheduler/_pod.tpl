@@ -64,21 +64,22 @@ containers:
   - name: policy
     mountPath: /policy-dir
     readOnly: true
-  {{- if .root.Values.scheduler.enabled }}
   # The headroom-scheduler's configuration: RelieveNodePressure checks at
   # start that its room check's floor is NodePIDs' (schedulerConfigFile).
+  # Optional: without the scheduler the check is skipped, logged.
   - name: scheduler-config
     mountPath: /etc/headroom/scheduler
     readOnly: true
-  {{- end }}
 volumes:
 - name: policy
   configMap:
     name: {{ include "headroom.descheduler.policyConfigMapName" .root }}
-{{- if .root.Values.scheduler.enabled }}
 - name: scheduler-config
   configMap:
+    {{- if .root.Values.scheduler.enabled }}
     name: {{ include "headroom.scheduler.configMapName" .root }}
+    {{- else }}
+    name: headroom-scheduler-config
+    {{- end }}
     optional: true
-{{- end }}
 {{- end -}}
