@@ -81,13 +81,16 @@ func TestInvalidAnnotationsWhatTheOperatorSees(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every node's PID headroom is unknown here, so every pod binds: even
+	// the two that count as the most a pod can hold (failing closed) pass
+	// a node whose headroom NodePIDs cannot judge.
 	pods := []struct {
 		name, value, note string
 	}{
-		{"pids-above-2-22", "4194305", `annotation headroom.dev/pids="4194305" is not a base-10 integer in [0, 4194304]; using the default of 100 PIDs`},
+		{"pids-above-2-22", "4194305", `annotation headroom.dev/pids="4194305" is above the maximum of 4194304; counting 4194304 PIDs`},
 		{"pids-negative", "-5", `annotation headroom.dev/pids="-5" is not a base-10 integer in [0, 4194304]`},
 		{"pids-quantity", "1k", `annotation headroom.dev/pids="1k" is not a base-10 integer in [0, 4194304]`},
-		{"pids-overflow", "99999999999999999999", `annotation headroom.dev/pids="99999999999999999999" is not a base-10 integer in [0, 4194304]`},
+		{"pids-overflow", "99999999999999999999", `annotation headroom.dev/pids="99999999999999999999" is above the maximum of 4194304; counting 4194304 PIDs`},
 	}
 	for _, p := range pods {
 		pod := newPod(p.name, "headroom-scheduler", map[string]string{pidstats.AnnotationPodPIDs: p.value}, nil, nil)
