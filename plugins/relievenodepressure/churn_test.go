@@ -2,12 +2,15 @@ package relievenodepressure
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
@@ -133,5 +136,67 @@ func TestPressureMustLast(t *testing.T) {
 	}
 	if p.Waiting != "1 of 2 consecutive samples" || len(p.Pods) != 0 {
 		t.Fatalf("Plan: waiting %q with %d pods, want 1 of 2 consecutive samples and none", p.Waiting, len(p.Pods))
+	}
+}
+
+// The record is bounded: a node's record goes an hour after it last
+// changed (twice maxSampleAge where that is longer); a relief is kept
+// where samples never go stale; beyond maxStateRecords the oldest go.
+func TestRecordIsBounded(t *testing.T) {
+	client := fake.NewClientset()
+	store := &stateStore{client: client, namespace: "headroom-system", name: "state"}
+	at := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	fill := func() *state {
+		st := &state{records: map[string]nodeRecord{
+			"fresh":        {Seen: []time.Time{now.Add(-time.Minute)}},
+			"old":          {Seen: []time.Time{now.Add(-2 * time.Hour)}},
+			"old-relief":   {Relieved: at(2 * time.Hour)},
+			"fresh-relief": {Relieved: at(time.Minute)},
+		}, changed: true}
+		return st
+	}
+	for _, tc := range []struct {
+		horizon time.Duration
+		want    []string
+	}{
+		{stateHorizon, []string{"fresh", "fresh-relief"}},
+		{3 * time.Hour, []string{"fresh", "fresh-relief", "old", "old-relief"}},
+		{0, []string{"fresh", "fresh-relief", "old-relief"}},
+	} {
+		st := fill()
+		if err := store.save(context.Background(), st, now, tc.horizon); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for node := range got.records {
+			names = append(names, node)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("horizon %v: kept %v, want %v", tc.horizon, names, tc.want)
+		}
+		_ = client.CoreV1().ConfigMaps("headroom-system").Delete(context.Background(), "state", metav1.DeleteOptions{})
+		store.saved = nil
+	}
+	st := &state{records: map[string]nodeRecord{}, changed: true}
+	for i := range maxStateRecords + 10 {
+		st.records[fmt.Sprintf("n%05d", i)] = nodeRecord{Seen: []time.Time{now.Add(-time.Duration(i) * time.Millisecond)}}
+	}
+	if err := store.save(context.Background(), st, now, stateHorizon); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps("headroom-system").Get(context.Background(), "state", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.Data) != maxStateRecords || cm.Data["n00000"] == "" || cm.Data[fmt.Sprintf("n%05d", maxStateRecords+9)] != "" {
+		t.Errorf("kept %d records, want the newest %d", len(cm.Data), maxStateRecords)
+	}
+	if size := cm.Size(); size > 1<<20 {
+		t.Errorf("ConfigMap of %d bytes: above the API's 1 MiB", size)
 	}
 }

@@ -212,13 +212,25 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 		d.memory = records
 		return nil
 	}
-	if err := d.store.save(ctx, records, c.now); err != nil {
+	if err := d.store.save(ctx, records, c.now, d.stateHorizon()); err != nil {
 		// The evictions are made; the next run may not know of them and
 		// waits, without the record, only for what the sample shows.
 		logger.Error(err, "Could not record this run's observations and reliefs")
 		return &frameworktypes.Status{Err: err}
 	}
 	return nil
+}
+
+// stateHorizon is how long the records are kept: stateHorizon, or twice
+// maxSampleAge where that is longer; 0 where samples never go stale.
+func (d *RelieveNodePressure) stateHorizon() time.Duration {
+	if t := d.args.PIDs; t != nil {
+		if t.MaxSampleAge.Duration == 0 {
+			return 0
+		}
+		return max(stateHorizon, 2*t.MaxSampleAge.Duration)
+	}
+	return stateHorizon
 }
 
 // loadState returns the nodes' records from earlier runs.

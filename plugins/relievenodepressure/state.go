@@ -15,8 +15,11 @@ import (
 )
 
 // stateHorizon is how long a node's record is kept once nothing new is
-// added to it: longer than any sample is trusted (maxSampleAge, 10m by
-// default) and than the agent's longest time between writes (5m).
+// added to it: longer than a sample is trusted by default (maxSampleAge,
+// 10m) and than the agent's longest time between writes (5m). A longer
+// maxSampleAge keeps records twice as long as it; without one (0: samples
+// never go stale) a relief is remembered until maxStateRecords pushes it
+// out, since the sample it waits to see replaced may never be.
 const stateHorizon = time.Hour
 
 // maxStateRecords bounds the ConfigMap: a record is about 150 bytes, so
@@ -102,10 +105,14 @@ func (s *stateStore) load(ctx context.Context) (*state, error) {
 }
 
 // save writes the records back if they changed, after dropping those not
-// touched within stateHorizon and, beyond maxStateRecords, the oldest.
-func (s *stateStore) save(ctx context.Context, st *state, now time.Time) error {
+// touched within horizon (0: keep reliefs, see stateHorizon) and, beyond
+// maxStateRecords, the oldest.
+func (s *stateStore) save(ctx context.Context, st *state, now time.Time, horizon time.Duration) error {
 	for node, r := range st.records {
-		if now.Sub(r.last()) > stateHorizon {
+		if horizon == 0 && r.Relieved != nil {
+			continue
+		}
+		if now.Sub(r.last()) > max(horizon, stateHorizon) {
 			delete(st.records, node)
 			st.changed = true
 		}
