@@ -74,6 +74,9 @@ type UnsupportedError struct {
 	// IPAMType is the type of the network's first IPAM section, "" when no
 	// plugin of the network has one.
 	IPAMType string
+	// Plugin is the type of the network's first plugin (e.g. cilium-cni,
+	// whose agent allocates the addresses).
+	Plugin string
 }
 
 func (e *UnsupportedError) Error() string {
@@ -143,16 +146,20 @@ func loadFile(file string) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CNI network configuration %s: %w", file, err)
 	}
+	var first string
+	if len(list.Plugins) > 0 {
+		first = list.Plugins[0].Network.Type
+	}
 	for _, p := range list.Plugins {
 		if p.Network.IPAM.Type == "" {
 			continue
 		}
 		if p.Network.IPAM.Type != HostLocal {
-			return nil, &UnsupportedError{File: file, Network: list.Name, IPAMType: p.Network.IPAM.Type}
+			return nil, &UnsupportedError{File: file, Network: list.Name, IPAMType: p.Network.IPAM.Type, Plugin: first}
 		}
 		return hostLocal(file, list, p)
 	}
-	return nil, &UnsupportedError{File: file, Network: list.Name}
+	return nil, &UnsupportedError{File: file, Network: list.Name, Plugin: first}
 }
 
 // hostLocal loads the plugin's IPAM section the way host-local does when
