@@ -302,6 +302,20 @@ func (n *Network) Allocations() ([]Allocation, error) {
 	return allocs, nil
 }
 
+// Stat returns ip's allocation as it is now, or ErrReleased when it is
+// gone.
+func (n *Network) Stat(ip net.IP) (Allocation, error) {
+	file := filepath.Join(n.StateDir, ip.String())
+	info, err := os.Stat(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Allocation{}, fmt.Errorf("%s: %w", file, ErrReleased)
+	}
+	if err != nil {
+		return Allocation{}, fmt.Errorf("reading host-local state: %w", err)
+	}
+	return Allocation{IP: ip, ModTime: info.ModTime()}, nil
+}
+
 // maxStateFile bounds what Owner reads of a state file: host-local writes
 // a container ID (64 hex digits for containerd and CRI-O), CRLF and an
 // interface name (at most 15 bytes on Linux).

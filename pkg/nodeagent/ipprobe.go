@@ -213,12 +213,12 @@ func (p *IPProbe) leakKnown(ctx context.Context, n *cniipam.Network, count int64
 	keys := slices.Sorted(maps.Keys(leaks))
 	var named []string
 	for _, k := range keys[:min(len(keys), maxLeaksInEvent)] {
-		named = append(named, fmt.Sprintf("%s (container %.12s)", k, leaks[k].containerID))
+		named = append(named, fmt.Sprintf("%s (allocated %s)", k, leaks[k].ModTime.UTC().Format(time.RFC3339)))
 	}
 	if len(keys) > maxLeaksInEvent {
 		named = append(named, fmt.Sprintf("and %d more", len(keys)-maxLeaksInEvent))
 	}
-	msg := fmt.Sprintf("%d pod IPs of network %s are allocated to no pod sandbox of this node: %s", count, n.Name, strings.Join(named, ", "))
+	msg := fmt.Sprintf("%d pod IPs of network %s are allocated to no pod sandbox of this node; leaked addresses: %s", count, n.Name, strings.Join(named, ", "))
 	klog.FromContext(ctx).Info("Leaked pod IPs", "network", n.Name, "count", count, "addresses", named)
 	if p.Event != nil {
 		p.Event(ctx, corev1.EventTypeWarning, "LeakedPodIPs", msg)

@@ -31,28 +31,44 @@ const (
 	DefaultReclaimLeakedIPsAfter = 10 * time.Minute
 )
 
-// SandboxLister lists the IDs of the pod sandboxes the container runtime
-// knows, in every state: a NOTREADY sandbox still owns its addresses until
-// the runtime removes it (its CNI DEL may have failed and be retried).
+// Sandbox is a pod sandbox the container runtime lists: its ID (the
+// container ID the runtime gave the CNI plugins) and the addresses it
+// reports for the pod network.
+type Sandbox struct {
+	ID  string
+	IPs []string
+}
+
+// SandboxLister lists the pod sandboxes the container runtime knows, in
+// every state: a NOTREADY sandbox still owns its addresses until the
+// runtime tears its network down.
 type SandboxLister interface {
-	ListSandboxIDs(ctx context.Context) (map[string]bool, error)
+	ListSandboxes(ctx context.Context) ([]Sandbox, error)
 }
 
 // CRISandboxLister asks a CRI runtime (containerd, CRI-O) as `crictl pods`
-// does: ListPodSandbox with no filter. It connects on first use and again
+// and `crictl inspectp` do: ListPodSandbox with no filter, and
+// PodSandboxStatus for each sandbox's addresses. A sandbox's addresses do
+// not change while it lives, so each is asked once and remembered until
+// the sandbox is no longer listed. It connects on first use and again
 // after a failure, so an agent started before the runtime catches up.
 type CRISandboxLister struct {
 	Endpoint string
 	Timeout  time.Duration
 
-	mu sync.Mutex
-	rs interface {
-		ListPodSandbox(ctx context.Context, filter *criapi.PodSandboxFilter) ([]*criapi.PodSandbox, error)
-	}
+	mu  sync.Mutex
+	rs  criRuntime
+	ips map[string][]string // by sandbox ID
 }
 
-// ListSandboxIDs implements SandboxLister.
-func (c *CRISandboxLister) ListSandboxIDs(ctx context.Context) (map[string]bool, error) {
+// criRuntime is the part of cri-client's RuntimeService used here.
+type criRuntime interface {
+	ListPodSandbox(ctx context.Context, filter *criapi.PodSandboxFilter) ([]*criapi.PodSandbox, error)
+	PodSandboxStatus(ctx context.Context, id string, verbose bool) (*criapi.PodSandboxStatusResponse, error)
+}
+
+// ListSandboxes implements SandboxLister.
+func (c *CRISandboxLister) ListSandboxes(ctx context.Context) ([]Sandbox, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rs == nil {
@@ -62,108 +78,132 @@ func (c *CRISandboxLister) ListSandboxIDs(ctx context.Context) (map[string]bool,
 		}
 		c.rs = rs
 	}
-	sandboxes, err := c.rs.ListPodSandbox(ctx, &criapi.PodSandboxFilter{})
+	listed, err := c.rs.ListPodSandbox(ctx, &criapi.PodSandboxFilter{})
 	if err != nil {
 		c.rs = nil // reconnect next time
 		return nil, fmt.Errorf("listing pod sandboxes at %s: %w", c.Endpoint, err)
 	}
-	ids := make(map[string]bool, len(sandboxes))
-	for _, s := range sandboxes {
-		ids[s.GetId()] = true
+	known := make(map[string][]string, len(listed))
+	out := make([]Sandbox, 0, len(listed))
+	for _, sb := range listed {
+		ips, ok := c.ips[sb.GetId()]
+		if !ok {
+			st, err := c.rs.PodSandboxStatus(ctx, sb.GetId(), false)
+			if err != nil {
+				return nil, fmt.Errorf("asking the container runtime at %s for sandbox %s: %w", c.Endpoint, sb.GetId(), err)
+			}
+			if n := st.GetStatus().GetNetwork(); n != nil {
+				if n.GetIp() != "" {
+					ips = append(ips, n.GetIp())
+				}
+				for _, a := range n.GetAdditionalIps() {
+					ips = append(ips, a.GetIp())
+				}
+			}
+		}
+		known[sb.GetId()] = ips
+		out = append(out, Sandbox{ID: sb.GetId(), IPs: ips})
 	}
-	return ids, nil
+	c.ips = known // forget sandboxes no longer listed
+	return out, nil
 }
 
 // LeakFinder tells which host-local allocations are leaked: older than
-// Grace, and owned by a container ID that is no pod sandbox of the node.
-// With Reclaim, it releases an allocation that has been leaked for
-// ReclaimAfter, once the runtime confirms again that its sandbox is gone.
+// Grace, and of an address no pod sandbox of the node reports. With
+// Reclaim, it releases an allocation that has been leaked for
+// ReclaimAfter, once the runtime, asked again right before, lists neither
+// the sandbox named in the allocation nor any sandbox with its address.
 type LeakFinder struct {
 	Sandboxes    SandboxLister
 	Grace        time.Duration
 	Reclaim      bool
 	ReclaimAfter time.Duration
-	// Released is called after each release (metrics); may be nil.
-	Released func(n int)
 
-	// since is when each leaked allocation (by address and owner) was first
-	// seen leaked; bounded by the allocations of the state directory.
-	since map[leakKey]time.Time
+	// since is when each leaked allocation was first seen leaked; bounded
+	// by the allocations of the state directory.
+	since map[allocID]time.Time
 }
-
-type leakKey struct{ ip, containerID string }
 
 // leak is one leaked allocation.
 type leak struct {
-	ip                  net.IP
-	containerID, ifName string
+	cniipam.Allocation
+}
+
+// allocID identifies an allocation across samples: its address and the
+// time host-local wrote it (a new allocation of the address is another).
+type allocID struct {
+	ip string
+	at int64
+}
+
+func (l leak) id() allocID { return allocID{l.IP.String(), l.ModTime.UnixNano()} }
+
+// owned is the set of addresses the sandboxes report, canonical.
+func owned(sandboxes []Sandbox) map[string]bool {
+	ips := map[string]bool{}
+	for _, sb := range sandboxes {
+		for _, s := range sb.IPs {
+			if a := net.ParseIP(s); a != nil {
+				ips[a.String()] = true
+			}
+		}
+	}
+	return ips
 }
 
 // find returns the leaked allocations among allocs (listed before this
-// call), by address. Allocations younger than Grace are not asked about.
-// The sandbox list is taken after the allocations were listed, and every
-// candidate's state file is read again after it: an allocation released
-// meanwhile (its sandbox removed normally) is not reported.
+// call), by address. Allocations younger than Grace are not asked about:
+// the runtime lists a sandbox only after its CNI ADD. The sandboxes are
+// listed after the allocations, and every candidate's state file is looked
+// at again after that: an allocation released meanwhile (its sandbox
+// removed normally) or made anew is not reported.
 func (f *LeakFinder) find(ctx context.Context, n *cniipam.Network, allocs []cniipam.Allocation, now time.Time) (map[string]leak, error) {
-	type candidate struct {
-		leak
-		modTime time.Time
-	}
-	var candidates []candidate
+	var candidates []cniipam.Allocation
 	for _, a := range allocs {
-		if now.Sub(a.ModTime) < f.Grace {
-			continue
+		if now.Sub(a.ModTime) >= f.Grace {
+			candidates = append(candidates, a)
 		}
-		id, ifName, err := n.Owner(a.IP)
-		if errors.Is(err, cniipam.ErrReleased) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		candidates = append(candidates, candidate{leak{a.IP, id, ifName}, a.ModTime})
 	}
+	leaks := map[string]leak{}
 	if len(candidates) == 0 {
-		return map[string]leak{}, nil
+		return leaks, nil
 	}
-	live, err := f.Sandboxes.ListSandboxIDs(ctx)
+	sandboxes, err := f.Sandboxes.ListSandboxes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	leaks := map[string]leak{}
+	ips := owned(sandboxes)
 	for _, c := range candidates {
-		if live[c.containerID] {
+		if ips[c.IP.String()] {
 			continue
 		}
-		// Still the same allocation? A file released and reserved again
-		// since the listing belongs to a new container.
-		id, _, err := n.Owner(c.ip)
-		if errors.Is(err, cniipam.ErrReleased) || (err == nil && id != c.containerID) {
+		still, err := n.Stat(c.IP)
+		if errors.Is(err, cniipam.ErrReleased) || (err == nil && !still.ModTime.Equal(c.ModTime)) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		leaks[c.ip.String()] = c.leak
+		leaks[c.IP.String()] = leak{c}
 	}
 	return leaks, nil
 }
 
 // reclaim releases, with host-local's own code, every allocation of leaks
-// seen leaked for at least ReclaimAfter whose sandbox the runtime, asked
-// again right before, still does not list. It returns how many containers'
-// allocations it released, and drops them from leaks; each release is
-// logged.
+// seen leaked for at least ReclaimAfter: it reads the container ID the
+// allocation names, asks the runtime again, and releases the container's
+// addresses when no listed sandbox has that ID or the address. It returns
+// how many containers' allocations it released, and drops their addresses
+// from leaks; each release is logged.
 func (f *LeakFinder) reclaim(ctx context.Context, n *cniipam.Network, leaks map[string]leak, now time.Time) (int, error) {
-	seen := map[leakKey]time.Time{}
+	seen := map[allocID]time.Time{}
 	var due []leak
 	for _, l := range leaks {
-		k := leakKey{l.ip.String(), l.containerID}
-		since, ok := f.since[k]
+		since, ok := f.since[l.id()]
 		if !ok {
 			since = now
 		}
-		seen[k] = since
+		seen[l.id()] = since
 		if f.Reclaim && now.Sub(since) >= f.ReclaimAfter {
 			due = append(due, l)
 		}
@@ -172,37 +212,50 @@ func (f *LeakFinder) reclaim(ctx context.Context, n *cniipam.Network, leaks map[
 	if len(due) == 0 {
 		return 0, nil
 	}
-	live, err := f.Sandboxes.ListSandboxIDs(ctx)
+	sandboxes, err := f.Sandboxes.ListSandboxes(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("confirming leaked pod IPs before release: %w", err)
 	}
+	ips := owned(sandboxes)
+	ids := map[string]bool{}
+	for _, sb := range sandboxes {
+		ids[sb.ID] = true
+	}
 	logger := klog.FromContext(ctx)
-	released := map[string]bool{}
+	released := 0
 	var errs []error
 	for _, l := range due {
-		if live[l.containerID] {
+		ip := l.IP.String()
+		if _, ok := leaks[ip]; !ok {
+			continue // released with another address of its container
+		}
+		id, ifName, err := n.Owner(l.IP)
+		if errors.Is(err, cniipam.ErrReleased) {
+			delete(leaks, ip)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading whom %s was allocated to: %w", ip, err))
+			continue
+		}
+		if ids[id] || ips[ip] {
 			// Listed after all: its leak, if it is one, starts again.
-			delete(f.since, leakKey{l.ip.String(), l.containerID})
+			delete(f.since, l.id())
 			continue
 		}
-		if released[l.containerID+"\x00"+l.ifName] {
+		if err := n.Release(id, ifName); err != nil {
+			errs = append(errs, fmt.Errorf("releasing the pod IPs of container %s: %w", id, err))
 			continue
 		}
-		if err := n.Release(l.containerID, l.ifName); err != nil {
-			errs = append(errs, fmt.Errorf("releasing the pod IPs of container %s: %w", l.containerID, err))
-			continue
-		}
-		released[l.containerID+"\x00"+l.ifName] = true
-		for ip, other := range leaks {
-			if other.containerID == l.containerID && other.ifName == l.ifName {
-				delete(leaks, ip)
+		released++
+		logger.Info("Released leaked pod IPs as host-local's DEL would", "network", n.Name, "containerID", id,
+			"interface", ifName, "address", ip, "allocatedAt", l.ModTime, "leakedSince", f.since[l.id()])
+		// host-local released every address of the container.
+		for other, ol := range leaks {
+			if _, err := n.Stat(ol.IP); errors.Is(err, cniipam.ErrReleased) {
+				delete(leaks, other)
 			}
 		}
-		logger.Info("Released leaked pod IPs as host-local's DEL would", "network", n.Name, "containerID", l.containerID,
-			"interface", l.ifName, "address", l.ip.String(), "leakedSince", seen[leakKey{l.ip.String(), l.containerID}])
 	}
-	if f.Released != nil && len(released) > 0 {
-		f.Released(len(released))
-	}
-	return len(released), errors.Join(errs...)
+	return released, errors.Join(errs...)
 }

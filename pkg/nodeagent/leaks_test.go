@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/testutil"
@@ -26,13 +29,16 @@ import (
 )
 
 // fakeRuntime is a container runtime's CRI service as far as the leak
-// finder asks it: Version (the client's handshake) and ListPodSandbox.
+// finder asks it: Version (the client's handshake), ListPodSandbox and
+// PodSandboxStatus.
 type fakeRuntime struct {
 	criapi.UnimplementedRuntimeServiceServer
 
 	mu        sync.Mutex
 	sandboxes map[string]criapi.PodSandboxState
+	ips       map[string][]string // what each sandbox reports, listed or not
 	lists     int
+	statuses  int
 	// onList runs before a listing is answered, with the listing's number
 	// (from 1); it may change sandboxes, as a runtime does meanwhile.
 	onList func(n int)
@@ -62,6 +68,26 @@ func (f *fakeRuntime) ListPodSandbox(_ context.Context, r *criapi.ListPodSandbox
 	return resp, nil
 }
 
+func (f *fakeRuntime) PodSandboxStatus(_ context.Context, r *criapi.PodSandboxStatusRequest) (*criapi.PodSandboxStatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses++
+	st, ok := f.sandboxes[r.GetPodSandboxId()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "sandbox %s not found", r.GetPodSandboxId())
+	}
+	net := &criapi.PodSandboxNetworkStatus{}
+	for i, ip := range f.ips[r.GetPodSandboxId()] {
+		if i == 0 {
+			net.Ip = ip
+		} else {
+			net.AdditionalIps = append(net.AdditionalIps, &criapi.PodIP{Ip: ip})
+		}
+	}
+	return &criapi.PodSandboxStatusResponse{Status: &criapi.PodSandboxStatus{Id: r.GetPodSandboxId(), State: st, Network: net, CreatedAt: 1,
+		Metadata: &criapi.PodSandboxMetadata{Name: r.GetPodSandboxId(), Uid: r.GetPodSandboxId(), Namespace: "default"}}}, nil
+}
+
 func (f *fakeRuntime) set(id string, st criapi.PodSandboxState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -89,7 +115,7 @@ func startFakeRuntime(t *testing.T) (*fakeRuntime, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeRuntime{sandboxes: map[string]criapi.PodSandboxState{}}
+	f := &fakeRuntime{sandboxes: map[string]criapi.PodSandboxState{}, ips: map[string][]string{}}
 	srv := grpc.NewServer()
 	criapi.RegisterRuntimeServiceServer(srv, f)
 	go func() { _ = srv.Serve(ln) }()
@@ -132,9 +158,19 @@ func newLeakTest(t *testing.T, reclaim bool) *leakTest {
 // lists in state st (nil: not listed).
 func (lt *leakTest) add(id string, st *criapi.PodSandboxState) {
 	lt.t.Helper()
-	if _, err := lt.net.Add(lt.ctx, id); err != nil {
+	res, err := lt.net.Add(lt.ctx, id)
+	if err != nil {
 		lt.t.Fatalf("ADD %s: %v", id, err)
 	}
+	r, err := types100.NewResultFromResult(res)
+	if err != nil {
+		lt.t.Fatal(err)
+	}
+	lt.runtime.mu.Lock()
+	for _, ip := range r.IPs {
+		lt.runtime.ips[id] = append(lt.runtime.ips[id], ip.Address.IP.String())
+	}
+	lt.runtime.mu.Unlock()
 	if st != nil {
 		lt.runtime.set(id, *st)
 	}
@@ -243,7 +279,7 @@ func TestIPProbeLeaks(t *testing.T) {
 	lt.runtime.setHook(nil)
 	lt.want(later, 3, 1)
 	if len(lt.events) != 1 || !strings.HasPrefix(lt.events[0], "Warning LeakedPodIPs: 1 pod IPs of network headroom-pods") ||
-		!strings.Contains(lt.events[0], "(container sandbox-gone)") {
+		!strings.Contains(lt.events[0], "leaked addresses: 10.88.0.5 (allocated ") {
 		t.Fatalf("events: %q, want one Warning naming the leaked address", lt.events)
 	}
 	// A new allocation without a sandbox yet is not leaked within the grace,
@@ -262,6 +298,12 @@ func TestIPProbeLeaks(t *testing.T) {
 	lt.want(time.Now().Add(time.Hour), 4, 1)
 	if _, err := os.Stat(filepath.Join(lt.net.StateDir, "10.88.0.5")); err != nil {
 		t.Fatalf("the leaked allocation is gone without reclaiming: %v", err)
+	}
+	// Each sandbox's addresses were asked once, not on every sample.
+	lt.runtime.mu.Lock()
+	defer lt.runtime.mu.Unlock()
+	if lt.runtime.statuses != 3 {
+		t.Fatalf("%d PodSandboxStatus calls for 3 sandboxes listed over 7 samples", lt.runtime.statuses)
 	}
 }
 
@@ -373,9 +415,12 @@ func TestTickWritesLeakedAndEvent(t *testing.T) {
 	h := newHarness(t, cfg, nil)
 	h.clock.SetTime(time.Now())
 	for _, id := range []string{"live", "gone"} {
-		if _, err := n.Add(h.ctx, id); err != nil {
+		res, err := n.Add(h.ctx, id)
+		if err != nil {
 			t.Fatal(err)
 		}
+		r, _ := types100.NewResultFromResult(res)
+		rt.ips[id] = []string{r.IPs[0].Address.IP.String()}
 	}
 	rt.set("live", ready)
 	if err := h.r.Tick(h.ctx); err != nil {
