@@ -236,6 +236,11 @@ func checkFiguresAgree(ctx context.Context, t *testing.T, cp *controlplane.Contr
 	if ips.Capacity != 13 || ips.Used != int64(len(files)) {
 		return fmt.Errorf("ip-capacity %d ip-used %d, want 13 (a /28) and the %d allocations", ips.Capacity, ips.Used, len(files))
 	}
+	// Every allocation belongs to a running pod: none leaked, as the
+	// runtime's sandboxes show.
+	if !ips.LeakedKnown || ips.Leaked != 0 {
+		return fmt.Errorf("ip-leaked %d (known %v), want 0: every allocation is a running pod's", ips.Leaked, ips.LeakedKnown)
+	}
 	t.Logf("node: pid-capacity %d = rlimit.maxpid; pid-used %d, rlimit.curproc %d; ip %d/%d = host-local's files %v",
 		s.Capacity, s.Used, *rl.NumOfRunningProcesses, ips.Used, ips.Capacity, files)
 	return nil
