@@ -7,9 +7,10 @@
 // gives it: the pool of individual addresses (spec.ipam.pool and
 // spec.ipam.ipv6-pool, written by the operator in the crd, azure and
 // alibabacloud modes), or else its pod CIDRs (spec.ipam.podCIDRs, the
-// cluster-pool and kubernetes modes), less the first and last address of
-// each, as Cilium's own host-scope allocator (pkg/ipam/service/ipallocator)
-// counts them. The addresses in use are those of status.ipam.used and
+// cluster-pool and kubernetes modes): the first of each family, the one
+// Cilium's agent allocates from, less its first and last address, as
+// Cilium's own host-scope allocator (pkg/ipam/service/ipallocator) counts
+// them. The addresses in use are those of status.ipam.used and
 // status.ipam.ipv6-used that lie in them. Every Cilium node holds at least
 // its router's address (cilium_host), so a CiliumNode with addresses to
 // hand out but nothing in use is one whose agent does not report its
@@ -25,6 +26,7 @@ import (
 	"math"
 	"math/big"
 	"net/netip"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -159,25 +161,21 @@ func FromJSON(b []byte) (Usage, error) {
 			}
 			prefixes = append(prefixes, p.Masked())
 		}
+		// Cilium's agent allocates from the node's allocation CIDR of each
+		// family: the first pod CIDR of that family (its host-scope
+		// allocator, one per family).
 		for _, v6 := range []bool{false, true} {
-			f := FamilyUsage{IPv6: v6}
-			capacity := new(big.Int)
-			has := false
-			for _, p := range prefixes {
-				if p.Addr().Is6() == v6 {
-					has = true
-					capacity.Add(capacity, hostScopeSize(p))
-				}
-			}
-			if !has {
+			i := slices.IndexFunc(prefixes, func(p netip.Prefix) bool { return p.Addr().Is6() == v6 })
+			if i < 0 {
 				continue
 			}
-			f.Capacity = math.MaxInt64
-			if capacity.IsInt64() {
-				f.Capacity = capacity.Int64()
+			p := prefixes[i]
+			f := FamilyUsage{IPv6: v6, Capacity: math.MaxInt64}
+			if size := hostScopeSize(p); size.IsInt64() {
+				f.Capacity = size.Int64()
 			}
 			for a := range used {
-				if a.Is6() == v6 && inHostScope(prefixes, a) {
+				if inHostScope(p, a) {
 					f.Used++
 				}
 			}
@@ -225,22 +223,15 @@ func hostScopeSize(p netip.Prefix) *big.Int {
 }
 
 // inHostScope reports whether a is one of the addresses the host-scope
-// allocator hands out of one of prefixes.
-func inHostScope(prefixes []netip.Prefix, a netip.Addr) bool {
-	for _, p := range prefixes {
-		if !p.Contains(a) {
-			continue
-		}
-		if hostScopeSize(p).Cmp(big.NewInt(2)) <= 0 {
-			return true
-		}
-		first := p.Addr()
-		if a == first || a == lastAddr(p) {
-			continue
-		}
+// allocator hands out of p.
+func inHostScope(p netip.Prefix, a netip.Addr) bool {
+	if !p.Contains(a) {
+		return false
+	}
+	if hostScopeSize(p).Cmp(big.NewInt(2)) <= 0 {
 		return true
 	}
-	return false
+	return a != p.Addr() && a != lastAddr(p)
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {
