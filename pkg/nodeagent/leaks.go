@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,12 +62,44 @@ type CRISandboxLister struct {
 	mu  sync.Mutex
 	rs  criRuntime
 	ips map[string][]string // by sandbox ID
+	// After a failed connection, the next attempt waits until retryAt:
+	// cri-client (v0.36) does not close the gRPC connection of a failed
+	// handshake, so each attempt costs a connection for good.
+	retryAt time.Time
+	lastErr error
 }
+
+// criRetryDelay spaces out connection attempts to a runtime that did not
+// answer the handshake.
+const criRetryDelay = time.Minute
 
 // criRuntime is the part of cri-client's RuntimeService used here.
 type criRuntime interface {
 	ListPodSandbox(ctx context.Context, filter *criapi.PodSandboxFilter) ([]*criapi.PodSandbox, error)
 	PodSandboxStatus(ctx context.Context, id string, verbose bool) (*criapi.PodSandboxStatusResponse, error)
+	Close(ctx context.Context) error
+}
+
+// connect makes c.rs, unless there is no socket at the endpoint (a node
+// whose runtime listens elsewhere: no connection is made then) or the last
+// failed attempt is less than criRetryDelay ago.
+func (c *CRISandboxLister) connect(ctx context.Context) error {
+	if path, ok := strings.CutPrefix(c.Endpoint, "unix://"); ok {
+		if fi, err := os.Stat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+			return fmt.Errorf("no container runtime socket at %s (--container-runtime-endpoint)", path)
+		}
+	}
+	if now := time.Now(); now.Before(c.retryAt) {
+		return c.lastErr
+	}
+	rs, err := remote.NewRemoteRuntimeService(ctx, c.Endpoint, c.Timeout, nil, false)
+	if err != nil {
+		c.retryAt = time.Now().Add(criRetryDelay)
+		c.lastErr = fmt.Errorf("connecting to the container runtime at %s (next attempt in %s): %w", c.Endpoint, criRetryDelay, err)
+		return c.lastErr
+	}
+	c.rs = rs
+	return nil
 }
 
 // ListSandboxes implements SandboxLister.
@@ -72,14 +107,13 @@ func (c *CRISandboxLister) ListSandboxes(ctx context.Context) ([]Sandbox, error)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rs == nil {
-		rs, err := remote.NewRemoteRuntimeService(ctx, c.Endpoint, c.Timeout, nil, false)
-		if err != nil {
-			return nil, fmt.Errorf("connecting to the container runtime at %s: %w", c.Endpoint, err)
+		if err := c.connect(ctx); err != nil {
+			return nil, err
 		}
-		c.rs = rs
 	}
 	listed, err := c.rs.ListPodSandbox(ctx, &criapi.PodSandboxFilter{})
 	if err != nil {
+		_ = c.rs.Close(ctx)
 		c.rs = nil // reconnect next time
 		return nil, fmt.Errorf("listing pod sandboxes at %s: %w", c.Endpoint, err)
 	}

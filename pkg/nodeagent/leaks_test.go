@@ -466,3 +466,39 @@ func mustLoad(t *testing.T, confDir string) *cniipam.Network {
 	}
 	return n
 }
+
+// A node without a socket at the endpoint makes no connection at all; a
+// socket that does not answer the CRI handshake is tried again only after
+// criRetryDelay, since every failed attempt costs a connection.
+func TestCRISandboxListerFailures(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	missing := &CRISandboxLister{Endpoint: "unix://" + filepath.Join(t.TempDir(), "none.sock"), Timeout: time.Second}
+	if _, err := missing.ListSandboxes(ctx); err == nil || !strings.Contains(err.Error(), "no container runtime socket at") {
+		t.Fatalf("missing socket: %v", err)
+	}
+	sock := filepath.Join(t.TempDir(), "mute.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close() // no gRPC here
+		}
+	}()
+	mute := &CRISandboxLister{Endpoint: "unix://" + sock, Timeout: time.Second}
+	_, err1 := mute.ListSandboxes(ctx)
+	_, err2 := mute.ListSandboxes(ctx)
+	if err1 == nil || !strings.Contains(err1.Error(), "next attempt in 1m0s") || err2 != err1 {
+		t.Fatalf("mute runtime: %v, then %v; want the first attempt's error again, without a second attempt", err1, err2)
+	}
+	mute.retryAt = time.Now() // a minute later
+	if _, err3 := mute.ListSandboxes(ctx); err3 == nil || err3 == err1 {
+		t.Fatalf("after the delay: %v, want a new attempt", err3)
+	}
+}
