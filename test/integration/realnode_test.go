@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -846,6 +847,17 @@ func TestRealNodeLeakedIPs(t *testing.T) {
 	if _, err := os.Stat(leakedFile); err != nil {
 		t.Fatalf("the shipped agent (no --reclaim-leaked-ips) touched the leaked allocation: %v", err)
 	}
+	// People see it where they look: kubectl describe node and
+	// kubectl headroom nodes.
+	describe, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath, "describe", "node", node.Name).CombinedOutput()
+	if err != nil || !strings.Contains(string(describe), "LeakedPodIPs") || !strings.Contains(string(describe), "headroom.dev/ip-leaked: 1") {
+		t.Fatalf("kubectl describe node (%v) shows no LeakedPodIPs Event or ip-leaked annotation:\n%s", err, describe)
+	}
+	nodesTable, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl-headroom"), "--kubeconfig", cp.KubeconfigPath, "nodes").CombinedOutput()
+	if err != nil || !strings.Contains(string(nodesTable), "POD-IPS-LEAKED") {
+		t.Fatalf("kubectl headroom nodes: %v\n%s", err, nodesTable)
+	}
+	t.Logf("kubectl headroom nodes:\n%s", nodesTable)
 
 	// Reclaiming, as cmd/node-agent/README.md says to turn it on.
 	reclaim := append(slices.Clone(fast), "--reclaim-leaked-ips", "--reclaim-leaked-ips-after=3s")
