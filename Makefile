@@ -23,13 +23,15 @@ RACE_PKGS := ./pkg/... ./plugins/...
 test: tools images ## every unit and integration test (the CI command)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
+	cd test/cilium && go test $(GO_TEST_FLAGS) ./...
 
 unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local; the image tests need make images: they run in make test)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/ -e /test/ -e /hack/images)
 
-integration: tools build ## integration tests against a real control plane
+integration: tools build ## integration tests against a real control plane (test/cilium: a module of its own, Cilium's CRD and types)
 	go test $(GO_TEST_FLAGS) -v ./test/...
+	cd test/cilium && go test $(GO_TEST_FLAGS) -v ./...
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh

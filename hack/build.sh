@@ -26,7 +26,10 @@ build() {
       build_stress "$dir/$out"
       continue
     fi
-    go build -trimpath -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
+    # grpcnotrace: the node agent's CRI client (gRPC) would otherwise link
+    # golang.org/x/net/trace, whose html/template keeps every method of
+    # every type alive: 49.9 MB instead of 30.9 MB (stripped).
+    go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
   done
 }
 

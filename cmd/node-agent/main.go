@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -61,7 +62,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	agent, err := nodeagent.New(client, cfg)
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	agent, err := nodeagent.New(client, cfg, nodeagent.WithDynamicClient(dyn))
 	if err != nil {
 		return err
 	}
@@ -70,6 +75,8 @@ func run() error {
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
 	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "cgroupRoot", cfg.CgroupRoot, "cniConfDir", cfg.CNIConfDir,
+		"containerRuntimeEndpoint", cfg.ContainerRuntimeEndpoint, "ipLeakGrace", cfg.IPLeakGrace,
+		"reclaimLeakedIPs", cfg.ReclaimLeakedIPs, "reclaimLeakedIPsAfter", cfg.ReclaimLeakedIPsAfter,
 		"reservedPIDs", cfg.ReservedPIDs, "interval", cfg.Interval, "maxInterval", cfg.MaxInterval,
 		"hysteresisPIDs", cfg.Hysteresis.PIDs, "hysteresisPercent", cfg.Hysteresis.Percent, "once", opts.Once)
 	if opts.Once {

@@ -12,11 +12,16 @@
 // writes. Any other IPAM (calico-ipam, a cloud provider's, one built at run
 // time by a delegating plugin such as flannel) is reported as an
 // *UnsupportedError: its headroom is unknown, not zero.
+//
+// Each allocation's owner (the container ID host-local wrote into its state
+// file) can be read, and a leaked one released exactly as host-local's DEL
+// does, with host-local's own store and lock (Network.Release).
 package cniipam
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"math/big"
@@ -24,9 +29,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
+	"unicode"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/disk"
 )
 
 // DefaultConfDir is where container runtimes look for CNI network
@@ -65,6 +74,9 @@ type UnsupportedError struct {
 	// IPAMType is the type of the network's first IPAM section, "" when no
 	// plugin of the network has one.
 	IPAMType string
+	// Plugin is the type of the network's first plugin (e.g. cilium-cni,
+	// whose agent allocates the addresses).
+	Plugin string
 }
 
 func (e *UnsupportedError) Error() string {
@@ -90,8 +102,11 @@ type Network struct {
 	// Plugin is the type of the plugin that carries the IPAM section.
 	Plugin string
 	// StateDir is where host-local records the network's allocations:
-	// <dataDir>/<Name>.
+	// <DataDir>/<Name>.
 	StateDir string
+	// DataDir is host-local's dataDir: the configuration's, or
+	// DefaultDataDir.
+	DataDir string
 	// RangeSets are the network's range sets, canonicalised by host-local:
 	// every add takes one address from each.
 	RangeSets []allocator.RangeSet
@@ -131,16 +146,20 @@ func loadFile(file string) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CNI network configuration %s: %w", file, err)
 	}
+	var first string
+	if len(list.Plugins) > 0 {
+		first = list.Plugins[0].Network.Type
+	}
 	for _, p := range list.Plugins {
 		if p.Network.IPAM.Type == "" {
 			continue
 		}
 		if p.Network.IPAM.Type != HostLocal {
-			return nil, &UnsupportedError{File: file, Network: list.Name, IPAMType: p.Network.IPAM.Type}
+			return nil, &UnsupportedError{File: file, Network: list.Name, IPAMType: p.Network.IPAM.Type, Plugin: first}
 		}
 		return hostLocal(file, list, p)
 	}
-	return nil, &UnsupportedError{File: file, Network: list.Name}
+	return nil, &UnsupportedError{File: file, Network: list.Name, Plugin: first}
 }
 
 // hostLocal loads the plugin's IPAM section the way host-local does when
@@ -164,6 +183,7 @@ func hostLocal(file string, list *libcni.NetworkConfigList, p *libcni.PluginConf
 		Name:      list.Name,
 		Plugin:    p.Network.Type,
 		StateDir:  filepath.Join(dataDir, list.Name),
+		DataDir:   dataDir,
 		RangeSets: ipam.Ranges,
 	}, nil
 }
@@ -183,6 +203,8 @@ type RangeSetUsage struct {
 	// Used is the number of those addresses allocated: state files, leaked
 	// ones included.
 	Used int64
+	// Leaked is, of Used, the allocations Count was told are leaked.
+	Leaked int64
 }
 
 // Free is Capacity − Used.
@@ -196,6 +218,8 @@ type Usage struct {
 	// stack) this is the family with the fewest free.
 	Capacity int64
 	Used     int64
+	// Leaked is that set's Leaked.
+	Leaked int64
 	// RangeSets are all of the network's range sets, in configuration order.
 	RangeSets []RangeSetUsage
 }
@@ -206,25 +230,150 @@ type Usage struct {
 // last_reserved_ip.* files) and addresses outside the range sets (left from
 // an earlier configuration) do not count.
 func (n *Network) Usage() (Usage, error) {
-	allocated, err := allocations(n.StateDir)
+	allocs, err := n.Allocations()
 	if err != nil {
 		return Usage{}, err
 	}
+	return n.Count(allocs, nil), nil
+}
+
+// Count is the usage of the range sets by allocs (from Allocations), with
+// the allocations for which leaked returns true counted as leaked as well
+// as used; a nil leaked counts none.
+func (n *Network) Count(allocs []Allocation, leaked func(Allocation) bool) Usage {
 	u := Usage{RangeSets: make([]RangeSetUsage, 0, len(n.RangeSets))}
 	for i := range n.RangeSets {
 		rs := &n.RangeSets[i]
 		r := RangeSetUsage{RangeSet: rs.String(), IPv6: (*rs)[0].RangeStart.To4() == nil, Capacity: capacity(*rs)}
-		for _, addr := range allocated {
-			if rng, err := rs.RangeFor(addr); err == nil && !addr.Equal(rng.Gateway) {
+		for _, a := range allocs {
+			if rng, err := rs.RangeFor(a.IP); err == nil && !a.IP.Equal(rng.Gateway) {
 				r.Used++
+				if leaked != nil && leaked(a) {
+					r.Leaked++
+				}
 			}
 		}
 		if len(u.RangeSets) == 0 || r.Free() < u.Capacity-u.Used {
-			u.Capacity, u.Used = r.Capacity, r.Used
+			u.Capacity, u.Used, u.Leaked = r.Capacity, r.Used, r.Leaked
 		}
 		u.RangeSets = append(u.RangeSets, r)
 	}
-	return u, nil
+	return u
+}
+
+// Allocation is one address host-local recorded: a file <StateDir>/<IP>.
+type Allocation struct {
+	IP net.IP
+	// ModTime is the file's modification time: when host-local reserved
+	// the address (it writes the file once, on ADD).
+	ModTime time.Time
+}
+
+// Allocations lists the addresses recorded in StateDir, in file name
+// order. Only the directory is read (listing and stat), not the files,
+// which host-local makes readable by root alone. A missing state directory
+// has none.
+func (n *Network) Allocations() ([]Allocation, error) {
+	entries, err := os.ReadDir(n.StateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading host-local state: %w", err)
+	}
+	var allocs []Allocation
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		addr := net.ParseIP(e.Name())
+		if addr == nil {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // released since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading host-local state: %w", err)
+		}
+		allocs = append(allocs, Allocation{IP: addr, ModTime: info.ModTime()})
+	}
+	return allocs, nil
+}
+
+// Stat returns ip's allocation as it is now, or ErrReleased when it is
+// gone.
+func (n *Network) Stat(ip net.IP) (Allocation, error) {
+	file := filepath.Join(n.StateDir, ip.String())
+	info, err := os.Stat(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Allocation{}, fmt.Errorf("%s: %w", file, ErrReleased)
+	}
+	if err != nil {
+		return Allocation{}, fmt.Errorf("reading host-local state: %w", err)
+	}
+	return Allocation{IP: ip, ModTime: info.ModTime()}, nil
+}
+
+// maxStateFile bounds what Owner reads of a state file: host-local writes
+// a container ID (64 hex digits for containerd and CRI-O), CRLF and an
+// interface name (at most 15 bytes on Linux).
+const maxStateFile = 1 << 10
+
+// ErrReleased means an allocation's state file is gone: the address was
+// released since it was listed.
+var ErrReleased = errors.New("allocation released")
+
+// Owner reads whom host-local allocated ip to: the container ID and
+// interface name the state file holds (host-local writes
+// "<container ID>\r\n<interface>"; before CNI plugins v0.8 only the ID, then
+// ifName is empty). A missing file is ErrReleased; a file too large or
+// without a container ID is an error naming it.
+func (n *Network) Owner(ip net.IP) (containerID, ifName string, err error) {
+	file := filepath.Join(n.StateDir, ip.String())
+	f, err := os.Open(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("%s: %w", file, ErrReleased)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("reading host-local state: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, maxStateFile+1)
+	k, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", "", fmt.Errorf("reading host-local state %s: %w", file, err)
+	}
+	if k > maxStateFile {
+		return "", "", fmt.Errorf("host-local state %s is larger than %d bytes: not an allocation", file, maxStateFile)
+	}
+	containerID, ifName, _ = strings.Cut(string(buf[:k]), disk.LineBreak)
+	containerID, ifName = strings.TrimSpace(containerID), strings.TrimSpace(ifName)
+	if containerID == "" || strings.ContainsFunc(containerID+ifName, unicode.IsSpace) {
+		return "", "", fmt.Errorf("host-local state %s names no container: %q", file, buf[:min(k, 80)])
+	}
+	return containerID, ifName, nil
+}
+
+// Release frees the addresses allocated to containerID on ifName exactly
+// as host-local's DEL does, with its own code: under the network's lock,
+// every range set releases what the container holds (a state file written
+// by an older host-local, holding the ID alone, included). Its state
+// directory must be writable.
+func (n *Network) Release(containerID, ifName string) error {
+	store, err := disk.New(n.Name, n.DataDir)
+	if err != nil {
+		return fmt.Errorf("opening host-local state of network %s: %w", n.Name, err)
+	}
+	defer store.Close()
+	var errs []error
+	for i := range n.RangeSets {
+		if err := allocator.NewIPAllocator(&n.RangeSets[i], store, i).Release(containerID, ifName); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Read is Load followed by Usage: the figures of the network the runtime
@@ -236,27 +385,6 @@ func Read(confDir string) (*Network, Usage, error) {
 	}
 	u, err := n.Usage()
 	return n, u, err
-}
-
-// allocations lists the addresses host-local recorded in dir.
-func allocations(dir string) ([]net.IP, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading host-local state: %w", err)
-	}
-	var ips []net.IP
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		if addr := net.ParseIP(e.Name()); addr != nil {
-			ips = append(ips, addr)
-		}
-	}
-	return ips, nil
 }
 
 // capacity counts the addresses host-local's iterator yields from the set:

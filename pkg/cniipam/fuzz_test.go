@@ -1,6 +1,7 @@
 package cniipam
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,12 @@ func FuzzRead(f *testing.F) {
 		}
 		if filepath.Base(stateFile) == stateFile && stateFile != "" && stateFile != "." && stateFile != ".." {
 			if err := os.MkdirAll(n.StateDir, 0o755); err == nil {
-				_ = os.WriteFile(filepath.Join(n.StateDir, stateFile), []byte("c\neth0"), 0o644)
+				_ = os.WriteFile(filepath.Join(n.StateDir, stateFile), []byte("c\r\neth0"), 0o644)
+			}
+		}
+		if ip := net.ParseIP(stateFile); ip != nil {
+			if id, _, err := n.Owner(ip); err == nil && id != "c" {
+				t.Fatalf("Owner(%s) = %q, want c", ip, id)
 			}
 		}
 		u, err := n.Usage()

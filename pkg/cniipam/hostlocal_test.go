@@ -2,12 +2,14 @@ package cniipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
@@ -129,5 +131,102 @@ func freeAddresses(t *testing.T, stateDir, first, last string) []string {
 		if a.String() == last {
 			return free
 		}
+	}
+}
+
+// TestRealHostLocalOwnersAndRelease reads whom the real host-local
+// allocated each address to, counts a predicate's leaks in the figures, and
+// releases one container's addresses with host-local's own DEL code: the
+// state files are gone, the addresses are handed out again, a later real
+// DEL of the same container is a no-op and other containers keep theirs.
+func TestRealHostLocalOwnersAndRelease(t *testing.T) {
+	confDir, stateDir, rt := hostLocalNetwork(t, `[[{"subnet": "10.88.0.0/28"}], [{"subnet": "fd00:88::/124"}]]`)
+	ctx := context.Background()
+	before := time.Now().Add(-time.Second)
+	owners := map[string]string{}
+	for _, id := range []string{"keep-1", "leak-2", "keep-3"} {
+		res, err := rt.Add(ctx, id)
+		if err != nil {
+			t.Fatalf("ADD %s: %v", id, err)
+		}
+		r, _ := types100.NewResultFromResult(res)
+		for _, ip := range r.IPs {
+			owners[ip.Address.IP.String()] = id
+		}
+	}
+	n, err := Load(confDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs, err := n.Allocations()
+	if err != nil || len(allocs) != 6 {
+		t.Fatalf("Allocations: %v, %v; want 6 (3 containers, 2 families)", allocs, err)
+	}
+	for _, a := range allocs {
+		if a.ModTime.Before(before) || a.ModTime.After(time.Now()) {
+			t.Errorf("%s: modification time %s is not the time of the ADD", a.IP, a.ModTime)
+		}
+		id, ifName, err := n.Owner(a.IP)
+		if err != nil || id != owners[a.IP.String()] || ifName != "eth0" {
+			t.Errorf("Owner(%s) = %q, %q, %v; want %q, eth0", a.IP, id, ifName, err, owners[a.IP.String()])
+		}
+	}
+	leaked := func(a Allocation) bool { id, _, _ := n.Owner(a.IP); return id == "leak-2" }
+	if u := n.Count(allocs, leaked); u.Capacity != 13 || u.Used != 3 || u.Leaked != 1 || u.RangeSets[1].Leaked != 1 {
+		t.Fatalf("Count with one leaked container: %+v", u)
+	}
+
+	if err := n.Release("leak-2", "eth0"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for ip, id := range owners {
+		_, err := os.Stat(filepath.Join(stateDir, ip))
+		if gone := os.IsNotExist(err); gone != (id == "leak-2") {
+			t.Errorf("after Release: %s of %s gone=%v (%v)", ip, id, gone, err)
+		}
+		if id == "leak-2" {
+			if _, _, err := n.Owner(net.ParseIP(ip)); !errors.Is(err, ErrReleased) {
+				t.Errorf("Owner of released %s: %v, want ErrReleased", ip, err)
+			}
+		}
+	}
+	if u := readUsage(t, confDir); u.Used != 2 {
+		t.Fatalf("after Release: %+v, want 2 used", u)
+	}
+	if err := n.Release("no-such-container", "eth0"); err != nil {
+		t.Fatalf("Release of an unknown container: %v", err)
+	}
+	if err := rt.Del(ctx, "leak-2"); err != nil {
+		t.Fatalf("real DEL after Release: %v", err)
+	}
+	if u := readUsage(t, confDir); u.Used != 2 {
+		t.Fatalf("after a second DEL: %+v, want 2 used", u)
+	}
+	// The released addresses are handed out again.
+	for i := 4; i <= 14; i++ {
+		if _, err := rt.Add(ctx, fmt.Sprintf("c%d", i)); err != nil {
+			t.Fatalf("ADD %d after Release: %v", i, err)
+		}
+	}
+	if u := readUsage(t, confDir); u.Used != 13 || u.Capacity != 13 {
+		t.Fatalf("full: %+v", u)
+	}
+}
+
+// TestOwnerBadFiles: a state file that is not host-local's is an error
+// naming it, never a guess.
+func TestOwnerBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	n := &Network{Name: "n", StateDir: filepath.Join(dir, "n"), DataDir: dir}
+	writeFile(t, n.StateDir, "10.0.0.2", "  \r\neth0")
+	writeFile(t, n.StateDir, "10.0.0.3", strings.Repeat("a", 2000))
+	writeFile(t, n.StateDir, "10.0.0.4", "old-format-id\n")
+	for ip, want := range map[string]string{"10.0.0.2": "names no container", "10.0.0.3": "larger than 1024 bytes", "10.0.0.5": "allocation released"} {
+		if _, _, err := n.Owner(net.ParseIP(ip)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Owner(%s): %v, want %q", ip, err, want)
+		}
+	}
+	if id, ifName, err := n.Owner(net.ParseIP("10.0.0.4")); id != "old-format-id" || ifName != "" || err != nil {
+		t.Errorf("Owner of an old-format file: %q, %q, %v", id, ifName, err)
 	}
 }

@@ -4,7 +4,8 @@
 // A node's pod-IP headroom travels as three Node annotations: how many pod
 // IPs the node's CNI IPAM can hand out, how many it had handed out when
 // sampled (leaked allocations included: they block new pods the same way),
-// and when. On a node whose IPAM hands out several addresses per pod (dual
+// and when. A fourth, optional one says how many of those in use were
+// leaked: allocated to no live pod sandbox. On a node whose IPAM hands out several addresses per pod (dual
 // stack: one per family), the figures are those of the family with the
 // fewest free addresses.
 //
@@ -42,6 +43,10 @@ const (
 	AnnotationUsed = "headroom.dev/ip-used"
 	// AnnotationSampledAt is the RFC 3339 time of the sample.
 	AnnotationSampledAt = "headroom.dev/ip-sampled-at"
+	// AnnotationLeaked is, of the used pod IPs, how many were allocated to
+	// no live pod sandbox of the node when sampled. It is optional: absent
+	// where the IPAM cannot tell.
+	AnnotationLeaked = "headroom.dev/ip-leaked"
 )
 
 // MaxCount bounds both figures: 2^24, the size of an IPv4 /8. No node runs
@@ -76,6 +81,18 @@ type NodeStats struct {
 	Capacity  int64
 	Used      int64
 	SampledAt time.Time
+	// Leaked is, of Used, the allocations that belong to no live pod
+	// sandbox; meaningful only when LeakedKnown. They count in Used: a
+	// leaked address blocks a new pod as a live one does.
+	Leaked      int64
+	LeakedKnown bool
+}
+
+// WithLeaked returns s with leaked allocations known, clamped to
+// [0, s.Used], so the result passes Validate when s does.
+func (s NodeStats) WithLeaked(leaked int64) NodeStats {
+	s.Leaked, s.LeakedKnown = min(max(leaked, 0), max(s.Used, 0)), true
+	return s
 }
 
 // NewNodeStats is the sample a writer publishes for an IPAM pool of
@@ -116,17 +133,29 @@ func (s NodeStats) Validate() error {
 		return &sample.InvalidError{Key: AnnotationUsed, Value: strconv.FormatInt(s.Used, 10),
 			Reason: fmt.Sprintf("exceeds %s %d", AnnotationCapacity, s.Capacity)}
 	}
+	if s.LeakedKnown && (s.Leaked < 0 || s.Leaked > s.Used) {
+		return &sample.InvalidError{Key: AnnotationLeaked, Value: strconv.FormatInt(s.Leaked, 10),
+			Reason: fmt.Sprintf("not within [0, %s %d]", AnnotationUsed, s.Used)}
+	}
+	if !s.LeakedKnown && s.Leaked != 0 {
+		return &sample.InvalidError{Key: AnnotationLeaked, Value: strconv.FormatInt(s.Leaked, 10), Reason: "set but not known"}
+	}
 	return nil
 }
 
-// Annotations encodes s as the three node annotations, the inverse of
-// ParseNode (the time at second resolution, in UTC).
+// Annotations encodes s as the node annotations, the inverse of ParseNode
+// (the time at second resolution, in UTC): the three figures, and
+// AnnotationLeaked when LeakedKnown.
 func (s NodeStats) Annotations() map[string]string {
-	return map[string]string{
+	a := map[string]string{
 		AnnotationCapacity:  strconv.FormatInt(s.Capacity, 10),
 		AnnotationUsed:      strconv.FormatInt(s.Used, 10),
 		AnnotationSampledAt: sample.FormatTime(s.SampledAt),
 	}
+	if s.LeakedKnown {
+		a[AnnotationLeaked] = strconv.FormatInt(s.Leaked, 10)
+	}
+	return a
 }
 
 // CheckAge returns a *sample.StaleError when maxAge > 0 and s was sampled
@@ -140,9 +169,10 @@ func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
 //
 //   - none of the three present: ErrNoStats;
 //   - some but not all present, a figure that is not a base-10 integer in
-//     [0, MaxCount], used above capacity, a time that is not RFC 3339 or lies
-//     more than sample.ClockSkewAllowance after now: a *sample.InvalidError
-//     naming the annotation, and zero NodeStats;
+//     [0, MaxCount], used above capacity, leaked (optional) above used, a
+//     time that is not RFC 3339 or lies more than
+//     sample.ClockSkewAllowance after now: a *sample.InvalidError naming
+//     the annotation, and zero NodeStats;
 //   - maxAge > 0 and the sample older than maxAge: the parsed NodeStats and
 //     a *sample.StaleError;
 //   - otherwise the stats and nil.
@@ -152,6 +182,10 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 		return NodeStats{}, err
 	}
 	if !present {
+		if v, ok := annotations[AnnotationLeaked]; ok {
+			return NodeStats{}, &sample.InvalidError{Key: AnnotationLeaked, Value: v,
+				Reason: "present without " + AnnotationCapacity + ", " + AnnotationUsed + " and " + AnnotationSampledAt}
+		}
 		return NodeStats{}, ErrNoStats
 	}
 	var s NodeStats
@@ -164,6 +198,16 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 	if s.Used > s.Capacity {
 		return NodeStats{}, &sample.InvalidError{Key: AnnotationUsed, Value: annotations[AnnotationUsed],
 			Reason: fmt.Sprintf("exceeds %s %d", AnnotationCapacity, s.Capacity)}
+	}
+	if v, ok := annotations[AnnotationLeaked]; ok {
+		if s.Leaked, err = sample.ParseCount(AnnotationLeaked, v, MaxCount); err != nil {
+			return NodeStats{}, err
+		}
+		if s.Leaked > s.Used {
+			return NodeStats{}, &sample.InvalidError{Key: AnnotationLeaked, Value: v,
+				Reason: fmt.Sprintf("exceeds %s %d", AnnotationUsed, s.Used)}
+		}
+		s.LeakedKnown = true
 	}
 	if s.SampledAt, err = sample.ParseTime(AnnotationSampledAt, annotations[AnnotationSampledAt], now); err != nil {
 		return NodeStats{}, err

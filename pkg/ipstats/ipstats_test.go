@@ -26,6 +26,14 @@ func annotations(capacity, used, at string) map[string]string {
 	return a
 }
 
+func withLeaked(a map[string]string, leaked string) map[string]string {
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationLeaked] = leaked
+	return a
+}
+
 func TestParseNode(t *testing.T) {
 	at := "2026-05-01T11:59:00Z"
 	tests := []struct {
@@ -51,6 +59,17 @@ func TestParseNode(t *testing.T) {
 		{name: "not a number", a: annotations("13/28", "1", at), invalidKey: AnnotationCapacity, reasonPrefix: "not a base-10 integer"},
 		{name: "not a time", a: annotations("13", "1", "yesterday"), invalidKey: AnnotationSampledAt, reasonPrefix: "not an RFC 3339 time"},
 		{name: "future", a: annotations("13", "1", "2026-05-01T12:05:00Z"), invalidKey: AnnotationSampledAt, reasonPrefix: "more than 1m0s in the future"},
+		{name: "leaked", a: withLeaked(annotations("13", "4", at), "2"),
+			want: NodeStats{Capacity: 13, Used: 4, Leaked: 2, LeakedKnown: true, SampledAt: now.Add(-time.Minute)}},
+		{name: "none leaked", a: withLeaked(annotations("13", "4", at), "0"),
+			want: NodeStats{Capacity: 13, Used: 4, LeakedKnown: true, SampledAt: now.Add(-time.Minute)}},
+		{name: "all leaked", a: withLeaked(annotations("13", "13", at), "13"),
+			want: NodeStats{Capacity: 13, Used: 13, Leaked: 13, LeakedKnown: true, SampledAt: now.Add(-time.Minute)}},
+		{name: "leaked above used", a: withLeaked(annotations("13", "4", at), "5"), invalidKey: AnnotationLeaked, reasonPrefix: "exceeds headroom.dev/ip-used 4"},
+		{name: "leaked negative", a: withLeaked(annotations("13", "4", at), "-1"), invalidKey: AnnotationLeaked, reasonPrefix: "must not be negative"},
+		{name: "leaked not a number", a: withLeaked(annotations("13", "4", at), "two"), invalidKey: AnnotationLeaked, reasonPrefix: "not a base-10 integer"},
+		{name: "leaked above the bound", a: withLeaked(annotations("16777216", "16777216", at), "16777217"), invalidKey: AnnotationLeaked, reasonPrefix: "above the limit"},
+		{name: "leaked alone", a: withLeaked(nil, "1"), invalidKey: AnnotationLeaked, reasonPrefix: "present without"},
 		{name: "stale", a: annotations("13", "1", at), maxAge: 30 * time.Second, stale: true,
 			want: NodeStats{Capacity: 13, Used: 1, SampledAt: now.Add(-time.Minute)}},
 	}
@@ -191,18 +210,22 @@ const fuzzAbsent = "\x00absent"
 
 func FuzzParseNode(f *testing.F) {
 	at := now.Add(-time.Minute).Format(time.RFC3339)
-	f.Add("13", "4", at, int64(0))
-	f.Add("13", "14", at, int64(0))
-	f.Add("16777216", "16777216", at, int64(time.Minute))
-	f.Add("16777217", "0", at, int64(0))
-	f.Add("9223372036854775808", "1", at, int64(0))
-	f.Add(fuzzAbsent, "1", at, int64(0))
-	f.Add(fuzzAbsent, fuzzAbsent, fuzzAbsent, int64(0))
-	f.Add("+7", "-0", "9999-12-31T23:59:59Z", int64(-1))
-	f.Add("13", "1", "2026-05-01T12:00:60Z", int64(1))
-	f.Fuzz(func(t *testing.T, capacity, used, sampledAt string, maxAge int64) {
+	f.Add("13", "4", at, fuzzAbsent, int64(0))
+	f.Add("13", "4", at, "4", int64(0))
+	f.Add("13", "4", at, "5", int64(0))
+	f.Add("13", "4", at, "-0", int64(0))
+	f.Add(fuzzAbsent, fuzzAbsent, fuzzAbsent, "1", int64(0))
+	f.Add("13", "14", at, fuzzAbsent, int64(0))
+	f.Add("16777216", "16777216", at, "16777216", int64(time.Minute))
+	f.Add("16777217", "0", at, fuzzAbsent, int64(0))
+	f.Add("9223372036854775808", "1", at, "9223372036854775808", int64(0))
+	f.Add(fuzzAbsent, "1", at, fuzzAbsent, int64(0))
+	f.Add(fuzzAbsent, fuzzAbsent, fuzzAbsent, fuzzAbsent, int64(0))
+	f.Add("+7", "-0", "9999-12-31T23:59:59Z", "+0", int64(-1))
+	f.Add("13", "1", "2026-05-01T12:00:60Z", fuzzAbsent, int64(1))
+	f.Fuzz(func(t *testing.T, capacity, used, sampledAt, leaked string, maxAge int64) {
 		a := map[string]string{}
-		for k, v := range map[string]string{AnnotationCapacity: capacity, AnnotationUsed: used, AnnotationSampledAt: sampledAt} {
+		for k, v := range map[string]string{AnnotationCapacity: capacity, AnnotationUsed: used, AnnotationSampledAt: sampledAt, AnnotationLeaked: leaked} {
 			if v != fuzzAbsent {
 				a[k] = v
 			}
@@ -225,6 +248,9 @@ func FuzzParseNode(f *testing.F) {
 		if s.Free() < 0 || s.Free() > s.Capacity {
 			t.Fatalf("free %d out of range for %+v", s.Free(), s)
 		}
+		if _, has := a[AnnotationLeaked]; s.LeakedKnown != has || s.Leaked < 0 || s.Leaked > s.Used {
+			t.Fatalf("leaked %d (known %v) out of range for %+v from %q", s.Leaked, s.LeakedKnown, s, leaked)
+		}
 		if s.SampledAt.After(now.Add(sample.ClockSkewAllowance)) {
 			t.Fatalf("accepted a sample from the future: %s", s.SampledAt)
 		}
@@ -232,19 +258,24 @@ func FuzzParseNode(f *testing.F) {
 			return
 		}
 		back, err := ParseNode(s.Annotations(), now, 0)
-		if err != nil || back.Capacity != s.Capacity || back.Used != s.Used || !back.SampledAt.Equal(s.SampledAt.Truncate(time.Second)) {
+		if err != nil || back.Capacity != s.Capacity || back.Used != s.Used || back.Leaked != s.Leaked || back.LeakedKnown != s.LeakedKnown ||
+			!back.SampledAt.Equal(s.SampledAt.Truncate(time.Second)) {
 			t.Fatalf("round trip of %+v: %+v, %v", s, back, err)
 		}
 	})
 }
 
 func FuzzNewNodeStats(f *testing.F) {
-	f.Add(int64(13), int64(4))
-	f.Add(int64(math.MaxInt64), int64(math.MinInt64))
-	f.Fuzz(func(t *testing.T, capacity, used int64) {
+	f.Add(int64(13), int64(4), int64(2))
+	f.Add(int64(13), int64(4), int64(5))
+	f.Add(int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64))
+	f.Fuzz(func(t *testing.T, capacity, used, leaked int64) {
 		s := NewNodeStats(capacity, used, now)
 		if err := s.Validate(); err != nil {
 			t.Fatalf("NewNodeStats(%d, %d) = %+v: %v", capacity, used, s, err)
+		}
+		if l := s.WithLeaked(leaked); l.Validate() != nil || !l.LeakedKnown || (leaked >= 0 && leaked <= s.Used && l.Leaked != leaked) {
+			t.Fatalf("%+v.WithLeaked(%d) = %+v: %v", s, leaked, l, l.Validate())
 		}
 		if capacity >= 0 && used >= 0 && capacity <= MaxCount && used <= capacity && (s.Capacity != capacity || s.Used != used) {
 			t.Fatalf("NewNodeStats changed in-range figures: %+v", s)

@@ -12,14 +12,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 )
 
@@ -58,9 +61,18 @@ type Config struct {
 	CgroupRoot string
 	// CNIConfDir is where the container runtime's CNI network
 	// configuration is (IPProbe).
-	CNIConfDir   string
-	ReservedPIDs int64
-	Interval     time.Duration
+	CNIConfDir string
+	// ContainerRuntimeEndpoint is the CRI endpoint asked for the node's pod
+	// sandboxes, to tell leaked host-local allocations; empty for none.
+	ContainerRuntimeEndpoint string
+	// IPLeakGrace is how old an allocation must be to count as leaked.
+	IPLeakGrace time.Duration
+	// ReclaimLeakedIPs releases an allocation leaked for
+	// ReclaimLeakedIPsAfter, as host-local's DEL would.
+	ReclaimLeakedIPs      bool
+	ReclaimLeakedIPsAfter time.Duration
+	ReservedPIDs          int64
+	Interval              time.Duration
 	Hysteresis
 	// IPHysteresisPercent is the pod-IP probe's hysteresis, in percent of
 	// the pool.
@@ -85,12 +97,16 @@ func DefaultConfig() Config {
 		CgroupRoot:          DefaultCgroupRoot,
 		CNIConfDir:          cniipam.DefaultConfDir,
 		IPHysteresisPercent: DefaultIPHysteresisPercent,
-		Interval:            DefaultInterval,
-		Hysteresis:          Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
-		MaxInterval:         DefaultMaxInterval,
-		MaxIntervalJitter:   DefaultMaxIntervalJitter,
-		Backoff:             DefaultBackoff(),
-		RequestTimeout:      DefaultRequestTimeout,
+
+		ContainerRuntimeEndpoint: DefaultContainerRuntimeEndpoint,
+		IPLeakGrace:              DefaultIPLeakGrace,
+		ReclaimLeakedIPsAfter:    DefaultReclaimLeakedIPsAfter,
+		Interval:                 DefaultInterval,
+		Hysteresis:               Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
+		MaxInterval:              DefaultMaxInterval,
+		MaxIntervalJitter:        DefaultMaxIntervalJitter,
+		Backoff:                  DefaultBackoff(),
+		RequestTimeout:           DefaultRequestTimeout,
 	}
 }
 
@@ -105,6 +121,12 @@ func (c Config) Validate() error {
 		return errors.New("cgroup root is empty")
 	case c.CNIConfDir == "":
 		return errors.New("CNI configuration directory is empty")
+	case c.IPLeakGrace <= 0:
+		return fmt.Errorf("pod-IP leak grace %s must be positive: an allocation is made before its sandbox is listed", c.IPLeakGrace)
+	case c.ReclaimLeakedIPs && c.ContainerRuntimeEndpoint == "":
+		return errors.New("reclaiming leaked pod IPs needs a container runtime endpoint to ask")
+	case c.ReclaimLeakedIPsAfter <= 0:
+		return fmt.Errorf("reclaim-leaked-ips-after %s must be positive", c.ReclaimLeakedIPsAfter)
 	case c.ReservedPIDs < 0:
 		return fmt.Errorf("reserved PIDs %d is negative", c.ReservedPIDs)
 	case c.Interval <= 0:
@@ -138,6 +160,9 @@ type Agent struct {
 	rand    func() float64
 	probes  []Probe
 	metrics *Metrics
+	dynamic dynamic.Interface
+	// sandboxes replaces the CRI client in tests.
+	sandboxes SandboxLister
 
 	written []Sample  // per probe: the last sample the API server accepted
 	dueAt   time.Time // when a write is due regardless of change
@@ -172,6 +197,13 @@ func WithProbes(p ...Probe) Option { return func(a *Agent) { a.probes = p } }
 // WithMetrics records into m instead of a private set of metrics.
 func WithMetrics(m *Metrics) Option { return func(a *Agent) { a.metrics = m } }
 
+// WithDynamicClient lets the pod-IP probe read the node's CiliumNode.
+func WithDynamicClient(c dynamic.Interface) Option { return func(a *Agent) { a.dynamic = c } }
+
+// WithSandboxLister replaces the CRI client that lists the node's pod
+// sandboxes.
+func WithSandboxLister(l SandboxLister) Option { return func(a *Agent) { a.sandboxes = l } }
+
 // New returns an Agent for cfg, which must be valid, with the node PID
 // probe, the per-pod PID probe and the pod-IP probe.
 func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error) {
@@ -189,15 +221,15 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 	for _, o := range opts {
 		o(a)
 	}
+	if a.metrics == nil {
+		a.metrics = NewMetrics()
+	}
 	if a.probes == nil {
 		a.probes = []Probe{
 			&PIDProbe{ProcRoot: cfg.ProcRoot, Reserved: cfg.ReservedPIDs, Hysteresis: cfg.Hysteresis, MaxAge: cfg.MaxInterval, Read: a.read},
 			&PodPIDsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisPIDs: cfg.Hysteresis.PIDs},
-			&IPProbe{ConfDir: cfg.CNIConfDir, HysteresisPercent: cfg.IPHysteresisPercent, MaxAge: cfg.MaxInterval},
+			a.ipProbe(),
 		}
-	}
-	if a.metrics == nil {
-		a.metrics = NewMetrics()
 	}
 	a.started = a.clock.Now()
 	a.metrics.setClock(a.clock)
@@ -477,4 +509,55 @@ func (a *Agent) patch(ctx context.Context, fresh []Sample) error {
 	_, err = a.client.CoreV1().Nodes().Patch(reqCtx, a.cfg.NodeName, types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: FieldManager})
 	return err
+}
+
+// ipProbe is the pod-IP probe for the agent's configuration.
+func (a *Agent) ipProbe() *IPProbe {
+	p := &IPProbe{ConfDir: a.cfg.CNIConfDir, HysteresisPercent: a.cfg.IPHysteresisPercent, MaxAge: a.cfg.MaxInterval,
+		Metrics: a.metrics, Event: a.nodeEvent}
+	lister := a.sandboxes
+	if lister == nil && a.cfg.ContainerRuntimeEndpoint != "" {
+		lister = &CRISandboxLister{Endpoint: a.cfg.ContainerRuntimeEndpoint, Timeout: a.cfg.RequestTimeout}
+	}
+	if lister != nil {
+		p.Leaks = &LeakFinder{Sandboxes: lister, Grace: a.cfg.IPLeakGrace,
+			Reclaim: a.cfg.ReclaimLeakedIPs, ReclaimAfter: a.cfg.ReclaimLeakedIPsAfter}
+	}
+	if a.dynamic != nil {
+		p.CiliumNode = func(ctx context.Context) (map[string]any, error) {
+			reqCtx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+			defer cancel()
+			u, err := a.dynamic.Resource(ciliumipam.CiliumNodes).Get(reqCtx, a.cfg.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return u.Object, nil
+		}
+	}
+	return p
+}
+
+// EventNamespace holds the Events the agent records on its Node: a Node is
+// cluster-scoped, and the API server takes such Events only in "default",
+// where the kubelet records its own.
+const EventNamespace = metav1.NamespaceDefault
+
+// nodeEvent records an Event on the agent's Node, as the kubelet records
+// its own (the Node's name as its UID). A failure is logged, not retried:
+// the log line and the metric carry the same news.
+func (a *Agent) nodeEvent(ctx context.Context, eventType, reason, message string) {
+	now := metav1.NewTime(a.clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: a.cfg.NodeName + ".", Namespace: EventNamespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: a.cfg.NodeName,
+			UID: types.UID(a.cfg.NodeName)},
+		Type: eventType, Reason: reason, Message: message,
+		Source:         corev1.EventSource{Component: FieldManager, Host: a.cfg.NodeName},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	reqCtx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := a.client.CoreV1().Events(EventNamespace).Create(reqCtx, ev, metav1.CreateOptions{}); err != nil {
+		klog.FromContext(ctx).Error(err, "Recording an Event on the node failed", "node", a.cfg.NodeName, "reason", reason)
+	}
 }

@@ -71,7 +71,7 @@ func testConfig() Config {
 	return cfg
 }
 
-func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
+func newHarness(t *testing.T, cfg Config, node *corev1.Node, opts ...Option) *harness {
 	t.Helper()
 	if node == nil {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, Annotations: map[string]string{"keep": "me"}}}
@@ -102,7 +102,7 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node) *harness {
 		h.patchErrs = h.patchErrs[1:]
 		return true, nil, err
 	})
-	r, err := New(h.client, cfg, WithClock(h.clock), WithProcReader(h.proc.read), WithRand(func() float64 { return 0.5 }))
+	r, err := New(h.client, cfg, append([]Option{WithClock(h.clock), WithProcReader(h.proc.read), WithRand(func() float64 { return 0.5 })}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,25 +2,39 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 
+	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 )
 
 // IPProbe publishes the pod-IP capacity and use of the node's CNI network
-// (ipstats.NodeStats' three annotations), read by pkg/cniipam from the
-// network configuration the container runtime uses and host-local's state.
+// (ipstats.NodeStats' annotations). The network is the first configuration
+// of ConfDir (pkg/cniipam): with host-local IPAM, the figures are read from
+// host-local's state, and, given Leaks, the allocations that belong to no
+// pod sandbox are counted (and, opted in, released); with Cilium's CNI
+// plugin, they are read from the node's CiliumNode (pkg/ciliumipam).
 //
-// A network whose IPAM cannot be read (not host-local), or no network
-// configuration at all, publishes nothing: the node's pod-IP headroom is
-// unknown, not zero. That is logged once per distinct reason, not on every
-// tick. Any other failure (an invalid configuration, unreadable state) is
-// the probe's error: its annotations are left alone and age.
+// A network whose IPAM cannot be read (another IPAM, a Cilium mode that does
+// not publish its allocations), or no network configuration at all,
+// publishes nothing: the node's pod-IP headroom is unknown, not zero. That
+// is logged once per distinct reason, not on every tick; so is a leak count
+// that cannot be told (no runtime to ask), which publishes the figures
+// without ip-leaked. Any other failure (an invalid configuration,
+// unreadable state) is the probe's error: its annotations are left alone
+// and age.
 type IPProbe struct {
 	ConfDir string
 	// HysteresisPercent (of capacity) sets when a change of use is worth a
@@ -28,11 +42,21 @@ type IPProbe struct {
 	HysteresisPercent float64
 	// MaxAge is how old an adopted sample may be (the max interval).
 	MaxAge time.Duration
-	// Read reads the network and its use; cniipam.Read unless a test
-	// replaces it.
-	Read func(confDir string) (*cniipam.Network, cniipam.Usage, error)
+	// Leaks finds (and may release) leaked host-local allocations; nil
+	// publishes no leak count.
+	Leaks *LeakFinder
+	// CiliumNode returns the unstructured content of the node's CiliumNode;
+	// nil when the agent cannot read it.
+	CiliumNode func(ctx context.Context) (map[string]any, error)
+	// Event records an Event on the Node; may be nil.
+	Event func(ctx context.Context, eventType, reason, message string)
+	// Metrics records the leak count and releases; may be nil.
+	Metrics *Metrics
 
-	unknownLogged string // the reason last logged for publishing nothing
+	unknownLogged     string // the reason last logged for publishing nothing
+	leakUnknownLogged string // the reason last logged for publishing no leak count
+	leakedPublished   bool   // a leak count may be on the node: withdraw it when unknown
+	eventedLeaked     int64  // the leak count of the last Event
 }
 
 // IPProbeName is the IPProbe's name in logs and metrics.
@@ -41,33 +65,164 @@ const IPProbeName = "ips"
 // Name implements Probe.
 func (p *IPProbe) Name() string { return IPProbeName }
 
+// maxLeaksInEvent bounds the addresses an Event names.
+const maxLeaksInEvent = 5
+
 // Sample implements Probe.
 func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
-	read := p.Read
-	if read == nil {
-		read = cniipam.Read
+	logger := klog.FromContext(ctx)
+	network, err := cniipam.Load(p.ConfDir)
+	var unsupported *cniipam.UnsupportedError
+	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
+		return p.sampleCilium(ctx, now)
 	}
-	network, u, err := read(p.ConfDir)
 	if cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {
-		if msg := err.Error(); msg != p.unknownLogged {
-			klog.FromContext(ctx).Info("Pod-IP headroom is unknown on this node; publishing no pod-IP figures", "reason", msg)
-			p.unknownLogged = msg
-		}
+		p.unknown(ctx, err.Error())
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if p.unknownLogged != "" {
-		klog.FromContext(ctx).Info("Pod-IP figures readable again", "network", network.Name, "file", network.File)
-		p.unknownLogged = ""
+	allocs, err := network.Allocations()
+	if err != nil {
+		return nil, err
 	}
+	p.known(ctx, "network", network.Name, "file", network.File)
+	leaks, leakErr := p.findLeaks(ctx, network, allocs, now)
+	if leakErr == nil && p.Leaks.Reclaim && len(leaks) > 0 {
+		n, err := p.Leaks.reclaim(ctx, network, leaks, now)
+		if p.Metrics != nil && n > 0 {
+			p.Metrics.podIPsReleased.Add(float64(n))
+		}
+		if err != nil {
+			logger.Error(err, "Releasing leaked pod IPs failed", "network", network.Name)
+		}
+		if n > 0 {
+			// Count what is left: released addresses are gone from the state.
+			if allocs, err = network.Allocations(); err != nil {
+				return nil, err
+			}
+		}
+	} else if leakErr == nil && p.Leaks != nil {
+		_, _ = p.Leaks.reclaim(ctx, network, leaks, now) // tracks since when, releases nothing
+	}
+	u := network.Count(allocs, func(a cniipam.Allocation) bool { _, ok := leaks[a.IP.String()]; return ok })
 	// NewNodeStats clamps an IPv6 pool to ipstats.MaxCount, far above any
 	// node's pod count.
 	s := ipstats.NewNodeStats(u.Capacity, u.Used, now)
-	klog.FromContext(ctx).V(5).Info("Read CNI IPAM state", "network", network.Name, "stateDir", network.StateDir,
-		"capacity", s.Capacity, "used", s.Used, "rangeSets", u.RangeSets)
-	return ipSample{stats: s, hysteresisPercent: p.HysteresisPercent}, nil
+	if leakErr == nil {
+		s = s.WithLeaked(u.Leaked)
+		p.leakKnown(ctx, network, s.Leaked, leaks)
+	} else {
+		p.leakUnknown(ctx, leakErr)
+	}
+	logger.V(5).Info("Read CNI IPAM state", "network", network.Name, "stateDir", network.StateDir,
+		"capacity", s.Capacity, "used", s.Used, "leaked", s.Leaked, "leakedKnown", s.LeakedKnown, "rangeSets", u.RangeSets)
+	return p.sample(s), nil
+}
+
+// findLeaks returns the leaked allocations by address, or why they cannot
+// be told.
+func (p *IPProbe) findLeaks(ctx context.Context, n *cniipam.Network, allocs []cniipam.Allocation, now time.Time) (map[string]leak, error) {
+	if p.Leaks == nil {
+		return nil, errors.New("no container runtime to ask (--container-runtime-endpoint is empty)")
+	}
+	return p.Leaks.find(ctx, n, allocs, now)
+}
+
+func (p *IPProbe) sample(s ipstats.NodeStats) ipSample {
+	if s.LeakedKnown {
+		p.leakedPublished = true
+	}
+	return ipSample{stats: s, hysteresisPercent: p.HysteresisPercent, withdrawLeaked: !s.LeakedKnown && p.leakedPublished}
+}
+
+// sampleCilium reads the figures of the node's CiliumNode.
+func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, error) {
+	obj, err := p.CiliumNode(ctx)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		p.unknown(ctx, fmt.Sprintf("the network's plugin is %s but the node has no CiliumNode: %v", ciliumipam.CNIType, err))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the node's CiliumNode: %w", err)
+	}
+	u, err := ciliumipam.FromObject(obj)
+	if errors.Is(err, ciliumipam.ErrUnsupported) {
+		p.unknown(ctx, err.Error())
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.known(ctx, "ipam", "cilium", "mode", u.Mode)
+	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
+	s := ipstats.NewNodeStats(u.Capacity, u.Used, now)
+	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
+	return p.sample(s), nil
+}
+
+func (p *IPProbe) unknown(ctx context.Context, reason string) {
+	if reason != p.unknownLogged {
+		klog.FromContext(ctx).Info("Pod-IP headroom is unknown on this node; publishing no pod-IP figures", "reason", reason)
+		p.unknownLogged = reason
+	}
+	p.setLeakedMetric(math.NaN())
+}
+
+func (p *IPProbe) known(ctx context.Context, kv ...any) {
+	if p.unknownLogged != "" {
+		klog.FromContext(ctx).Info("Pod-IP figures readable again", kv...)
+		p.unknownLogged = ""
+	}
+}
+
+func (p *IPProbe) leakUnknown(ctx context.Context, err error) {
+	if msg := err.Error(); msg != p.leakUnknownLogged {
+		klog.FromContext(ctx).Info("Leaked pod IPs cannot be told on this node; publishing no "+ipstats.AnnotationLeaked, "reason", msg)
+		p.leakUnknownLogged = msg
+	}
+	p.setLeakedMetric(math.NaN())
+}
+
+func (p *IPProbe) setLeakedMetric(v float64) {
+	if p.Metrics != nil {
+		p.Metrics.podIPsLeaked.Set(v)
+	}
+}
+
+// leakKnown logs the return of the leak count, sets its metric and records
+// an Event on the Node when the count changed since the last one.
+func (p *IPProbe) leakKnown(ctx context.Context, n *cniipam.Network, count int64, leaks map[string]leak) {
+	if p.leakUnknownLogged != "" {
+		klog.FromContext(ctx).Info("Leaked pod IPs can be told again", "network", n.Name)
+		p.leakUnknownLogged = ""
+	}
+	p.setLeakedMetric(float64(count))
+	if count == p.eventedLeaked {
+		return
+	}
+	p.eventedLeaked = count
+	if count == 0 {
+		klog.FromContext(ctx).Info("No leaked pod IPs left", "network", n.Name)
+		if p.Event != nil {
+			p.Event(ctx, corev1.EventTypeNormal, "LeakedPodIPsGone", fmt.Sprintf("No pod IPs of network %s are leaked any more", n.Name))
+		}
+		return
+	}
+	keys := slices.Sorted(maps.Keys(leaks))
+	var named []string
+	for _, k := range keys[:min(len(keys), maxLeaksInEvent)] {
+		named = append(named, fmt.Sprintf("%s (allocated %s)", k, leaks[k].ModTime.UTC().Format(time.RFC3339)))
+	}
+	if len(keys) > maxLeaksInEvent {
+		named = append(named, fmt.Sprintf("and %d more", len(keys)-maxLeaksInEvent))
+	}
+	msg := fmt.Sprintf("%d pod IPs of network %s are allocated to no pod sandbox of this node; leaked addresses: %s", count, n.Name, strings.Join(named, ", "))
+	klog.FromContext(ctx).Info("Leaked pod IPs", "network", n.Name, "count", count, "addresses", named)
+	if p.Event != nil {
+		p.Event(ctx, corev1.EventTypeWarning, "LeakedPodIPs", msg)
+	}
 }
 
 // Adopt implements Probe: the node's pod-IP annotations are adopted when
@@ -77,17 +232,35 @@ func (p *IPProbe) Adopt(annotations map[string]string, now time.Time) (Sample, e
 	if err != nil {
 		return nil, err
 	}
+	if s.LeakedKnown {
+		p.leakedPublished = true
+		p.eventedLeaked = s.Leaked // the count an earlier run reported
+	}
 	return ipSample{stats: s, hysteresisPercent: p.HysteresisPercent}, nil
 }
 
 type ipSample struct {
 	stats             ipstats.NodeStats
 	hysteresisPercent float64
+	// withdrawLeaked removes an earlier leak count the sample cannot
+	// confirm.
+	withdrawLeaked bool
 }
 
 func (s ipSample) Annotations() map[string]string { return s.stats.Annotations() }
-func (s ipSample) SampledAt() time.Time           { return s.stats.SampledAt }
+
+// Withdrawn implements Withdrawer.
+func (s ipSample) Withdrawn() []string {
+	if s.withdrawLeaked {
+		return []string{ipstats.AnnotationLeaked}
+	}
+	return nil
+}
+func (s ipSample) SampledAt() time.Time { return s.stats.SampledAt }
 func (s ipSample) String() string {
+	if s.stats.LeakedKnown {
+		return fmt.Sprintf("capacity=%d used=%d leaked=%d", s.stats.Capacity, s.stats.Used, s.stats.Leaked)
+	}
 	return fmt.Sprintf("capacity=%d used=%d", s.stats.Capacity, s.stats.Used)
 }
 
@@ -117,6 +290,8 @@ func (s ipSample) Changed(last Sample) (bool, string) {
 		return true, "no pod-IP sample written"
 	case s.stats.Capacity != l.stats.Capacity:
 		return true, fmt.Sprintf("pod-IP capacity changed from %d to %d", l.stats.Capacity, s.stats.Capacity)
+	case s.stats.LeakedKnown != l.stats.LeakedKnown || s.stats.Leaked != l.stats.Leaked:
+		return true, fmt.Sprintf("leaked pod IPs changed from %s to %s", leakedString(l.stats), leakedString(s.stats))
 	case s.stats.Used == l.stats.Used:
 		return false, ""
 	}
@@ -130,4 +305,11 @@ func (s ipSample) Changed(last Sample) (bool, string) {
 		return true, fmt.Sprintf("pod IPs used moved by %d near exhaustion (%d free, hysteresis %d)", delta, s.stats.Free(), th)
 	}
 	return false, ""
+}
+
+func leakedString(s ipstats.NodeStats) string {
+	if !s.LeakedKnown {
+		return "unknown"
+	}
+	return fmt.Sprint(s.Leaked)
 }

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -232,5 +235,55 @@ func TestIPProbeAdopt(t *testing.T) {
 		if s, err := p.Adopt(a, t0); err == nil {
 			t.Errorf("%s: adopted %v", name, s)
 		}
+	}
+}
+
+// On a Cilium network (the first configuration's plugin is cilium-cni),
+// the figures come from the node's CiliumNode; a node without one, or a
+// mode that does not list its addresses in use, publishes nothing (logged
+// once); a failed read is the probe's error.
+func TestIPProbeCilium(t *testing.T) {
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), []byte(`{"cniVersion": "0.3.1", "name": "cilium",
+		"plugins": [{"type": "cilium-cni", "enable-debug": false}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	var obj map[string]any
+	var readErr error
+	p := &IPProbe{ConfDir: confDir, CiliumNode: func(context.Context) (map[string]any, error) { return obj, readErr }}
+	obj = map[string]any{
+		"spec":   map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.0.1.0/28"}}},
+		"status": map[string]any{"ipam": map[string]any{"used": map[string]any{"10.0.1.1": map[string]any{"owner": "router"}, "10.0.1.2": map[string]any{}}}},
+	}
+	s, err := p.Sample(ctx, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.(ipSample).stats; st.Capacity != 14 || st.Used != 2 || st.LeakedKnown {
+		t.Fatalf("sample %+v, want 2 of 14 used and no leak count", st)
+	}
+	obj = map[string]any{"spec": map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.0.1.0/28"}}}}
+	readErrs := []error{nil, nil, apierrors.NewNotFound(schema.GroupResource{Group: "cilium.io", Resource: "ciliumnodes"}, "n")}
+	for _, e := range readErrs {
+		readErr = e
+		if s, err := p.Sample(ctx, t0); s != nil || err != nil {
+			t.Fatalf("Sample = %v, %v; want nothing and no error", s, err)
+		}
+	}
+	buf := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	if n := strings.Count(buf, "Pod-IP headroom is unknown"); n != 2 || !strings.Contains(buf, "status.ipam.used lists none") ||
+		!strings.Contains(buf, "no CiliumNode") {
+		t.Fatalf("logged %d times, want once per reason:\n%s", n, buf)
+	}
+	readErr = errors.New("connection refused")
+	if _, err := p.Sample(ctx, t0); err == nil || !strings.Contains(err.Error(), "reading the node's CiliumNode: connection refused") {
+		t.Fatalf("Sample with a failing read: %v", err)
+	}
+	// Without a way to read CiliumNodes, the network is one more unknown IPAM.
+	p.CiliumNode = nil
+	if s, err := p.Sample(ctx, t0); s != nil || err != nil {
+		t.Fatalf("Sample = %v, %v", s, err)
 	}
 }

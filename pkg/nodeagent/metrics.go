@@ -19,6 +19,10 @@ type Metrics struct {
 	probeErrors   *metrics.CounterVec
 	writes        *metrics.Counter
 	writeFailures *metrics.Counter
+	// podIPsLeaked is the last leak count (NaN when unknown);
+	// podIPsReleased counts containers whose leaked addresses were released.
+	podIPsLeaked   *metrics.Gauge
+	podIPsReleased *metrics.Counter
 	// lastWrittenSample is the UnixNano time of the oldest sample of the
 	// last accepted write (or of the adopted annotations); 0 for none.
 	lastWrittenSample atomic.Int64
@@ -49,10 +53,21 @@ func NewMetrics() *Metrics {
 			Help:           "Node annotation patches that failed.",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		podIPsLeaked: metrics.NewGauge(&metrics.GaugeOpts{
+			Subsystem: metricsSubsystem, Name: "pod_ips_leaked",
+			Help:           "Pod IPs of the node's host-local IPAM allocated to no pod sandbox at the last sample (headroom.dev/ip-leaked); NaN when that cannot be told.",
+			StabilityLevel: metrics.ALPHA,
+		}),
+		podIPsReleased: metrics.NewCounter(&metrics.CounterOpts{
+			Subsystem: metricsSubsystem, Name: "leaked_pod_ip_releases_total",
+			Help:           "Containers whose leaked pod IPs --reclaim-leaked-ips released.",
+			StabilityLevel: metrics.ALPHA,
+		}),
 	}
 	var c clock.PassiveClock = clock.RealClock{}
 	m.clock.Store(&c)
-	m.registry.MustRegister(m.samples, m.probeErrors, m.writes, m.writeFailures)
+	m.registry.MustRegister(m.samples, m.probeErrors, m.writes, m.writeFailures, m.podIPsLeaked, m.podIPsReleased)
+	m.podIPsLeaked.Set(math.NaN())
 	m.registry.RawMustRegister(metrics.NewGaugeFunc(&metrics.GaugeOpts{
 		Subsystem: metricsSubsystem, Name: "last_written_sample_age_seconds",
 		Help:           "Age of the oldest sample in the node's annotations as last written (or adopted at start); NaN before any.",

@@ -14,6 +14,10 @@ type Options struct {
 	ProcRoot            string
 	CgroupRoot          string
 	CNIConfDir          string
+	RuntimeEndpoint     string
+	IPLeakGrace         time.Duration
+	ReclaimLeakedIPs    bool
+	ReclaimAfter        time.Duration
 	MetricsAddress      string
 	ReservedPIDs        int64
 	KubeletConfig       string
@@ -35,6 +39,9 @@ func NewOptions(nodeName string) *Options {
 		ProcRoot:            d.ProcRoot,
 		CgroupRoot:          d.CgroupRoot,
 		CNIConfDir:          d.CNIConfDir,
+		RuntimeEndpoint:     d.ContainerRuntimeEndpoint,
+		IPLeakGrace:         d.IPLeakGrace,
+		ReclaimAfter:        d.ReclaimLeakedIPsAfter,
 		IPHysteresisPercent: d.IPHysteresisPercent,
 		MetricsAddress:      DefaultMetricsAddress,
 		Interval:            d.Interval,
@@ -54,6 +61,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"where the host's cgroup filesystem is mounted (cgroup v1 with its pids hierarchy, or v2; kubelet cgroup driver cgroupfs or systemd)")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir,
 		"the container runtime's CNI configuration directory: the first .conflist/.conf/.json file in lexical order is the pod network, whose host-local IPAM state gives the pod-IP figures; another IPAM publishes none")
+	fs.StringVar(&o.RuntimeEndpoint, "container-runtime-endpoint", o.RuntimeEndpoint,
+		"CRI endpoint of the node's container runtime, asked for its pod sandboxes (as crictl pods) to tell host-local allocations that belong to none (headroom.dev/ip-leaked); empty to publish no leak count")
+	fs.DurationVar(&o.IPLeakGrace, "ip-leak-grace", o.IPLeakGrace,
+		"how old a host-local allocation must be before it can count as leaked: the runtime allocates before it lists the sandbox")
+	fs.BoolVar(&o.ReclaimLeakedIPs, "reclaim-leaked-ips", o.ReclaimLeakedIPs,
+		"release a leaked host-local allocation as host-local's DEL would, once leaked for --reclaim-leaked-ips-after and its sandbox confirmed gone right before; needs host-local's state directory writable")
+	fs.DurationVar(&o.ReclaimAfter, "reclaim-leaked-ips-after", o.ReclaimAfter,
+		"how long an allocation must have been seen leaked before --reclaim-leaked-ips releases it")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress,
 		"address to serve /metrics and /healthz on; empty or 0 to serve nothing (--once never serves)")
 	fs.Int64Var(&o.ReservedPIDs, "reserved-pids", o.ReservedPIDs,
@@ -85,6 +100,10 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.ProcRoot = o.ProcRoot
 	cfg.CgroupRoot = o.CgroupRoot
 	cfg.CNIConfDir = o.CNIConfDir
+	cfg.ContainerRuntimeEndpoint = o.RuntimeEndpoint
+	cfg.IPLeakGrace = o.IPLeakGrace
+	cfg.ReclaimLeakedIPs = o.ReclaimLeakedIPs
+	cfg.ReclaimLeakedIPsAfter = o.ReclaimAfter
 	cfg.IPHysteresisPercent = o.IPHysteresisPercent
 	cfg.ReservedPIDs = o.ReservedPIDs
 	cfg.Interval = o.Interval

@@ -100,3 +100,29 @@ func TestOptionsInvalid(t *testing.T) {
 		}
 	}
 }
+
+func TestOptionsLeakedIPs(t *testing.T) {
+	cfg, _, err := parse(t, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" || cfg.IPLeakGrace != 2*time.Minute ||
+		cfg.ReclaimLeakedIPs || cfg.ReclaimLeakedIPsAfter != 10*time.Minute {
+		t.Errorf("leak defaults: %+v", cfg)
+	}
+	cfg, _, err = parse(t, "n", "--container-runtime-endpoint=unix:///run/crio/crio.sock", "--ip-leak-grace=30s",
+		"--reclaim-leaked-ips", "--reclaim-leaked-ips-after=1m")
+	if err != nil || cfg.ContainerRuntimeEndpoint != "unix:///run/crio/crio.sock" || cfg.IPLeakGrace != 30*time.Second ||
+		!cfg.ReclaimLeakedIPs || cfg.ReclaimLeakedIPsAfter != time.Minute {
+		t.Errorf("leak flags: %+v, %v", cfg, err)
+	}
+	for args, want := range map[string]string{
+		"--ip-leak-grace=0":                                  "leak grace 0s must be positive",
+		"--reclaim-leaked-ips-after=-1s":                     "reclaim-leaked-ips-after -1s must be positive",
+		"--reclaim-leaked-ips --container-runtime-endpoint=": "needs a container runtime endpoint",
+	} {
+		if _, _, err := parse(t, "n", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}

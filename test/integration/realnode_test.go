@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -234,6 +236,11 @@ func checkFiguresAgree(ctx context.Context, t *testing.T, cp *controlplane.Contr
 	}
 	if ips.Capacity != 13 || ips.Used != int64(len(files)) {
 		return fmt.Errorf("ip-capacity %d ip-used %d, want 13 (a /28) and the %d allocations", ips.Capacity, ips.Used, len(files))
+	}
+	// Every allocation belongs to a running pod: none leaked, as the
+	// runtime's sandboxes show.
+	if !ips.LeakedKnown || ips.Leaked != 0 {
+		return fmt.Errorf("ip-leaked %d (known %v), want 0: every allocation is a running pod's", ips.Leaked, ips.LeakedKnown)
 	}
 	t.Logf("node: pid-capacity %d = rlimit.maxpid; pid-used %d, rlimit.curproc %d; ip %d/%d = host-local's files %v",
 		s.Capacity, s.Used, *rl.NumOfRunningProcesses, ips.Used, ips.Capacity, files)
@@ -753,3 +760,139 @@ func TestRealNodeTimingRules(t *testing.T) {
 	}
 	t.Logf("deleted → tasks gone %s later (preStop hook 8 s, grace 30 s); %d checks of the estimate while they lived", lastHeld.Sub(deleted).Round(100*time.Millisecond), heldChecks)
 }
+
+// TestRealNodeLeakedIPs makes a real leaked pod IP on the real node and
+// shows the shipped agent find it, then, with --reclaim-leaked-ips, free it.
+//
+// The leak: host-local's allocation file of a running pod is moved aside
+// while the pod is deleted, so the runtime's CNI DEL finds nothing to free
+// and the runtime removes the sandbox; the file is then put back as
+// host-local wrote it. Host-local's state now holds an address of a
+// sandbox the runtime no longer has, as after a DEL that never reached
+// host-local's state: it blocks the address until someone frees it.
+//
+// The shipped DaemonSet (non-root, the CRI socket through group 0) then
+// publishes ip-leaked=1 next to ip-used (the live pod's address is not
+// counted) and records a LeakedPodIPs Warning Event on the Node. Changed as
+// the README says for reclaiming (root, host-local's state read-write,
+// --reclaim-leaked-ips), the agent releases the address: the file is gone,
+// ip-used drops by one, ip-leaked is 0, and its log names the container.
+func TestRealNodeLeakedIPs(t *testing.T) {
+	cp, node := realnode.StartForTest(t, controlplane.Options{}, realnode.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	fast := []string{"--interval=1s", "--max-interval=4s", "--ip-hysteresis-percent=0", "--ip-leak-grace=3s"}
+	deployShippedNodeAgent(ctx, t, node, fast...)
+
+	var pods []*corev1.Pod
+	for _, name := range []string{"keeper", "leaky"} {
+		p, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pausePod(name, node.Name, corev1.DefaultSchedulerName), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	pods = waitPodsRunning(ctx, t, cp, pods...)
+	keeper, leaky := pods[0], pods[1]
+	stateDir := filepath.Join(realnode.HostLocalDataDir, realnode.NetworkName)
+	leakedFile := filepath.Join(stateDir, leaky.Status.PodIP)
+	alloc, err := realnode.HostLocalAllocations()
+	if err != nil || len(alloc) != 2 || alloc[leaky.Status.PodIP] == "" {
+		t.Fatalf("host-local holds %v (%v), want the two pods' addresses", alloc, err)
+	}
+	sandboxID := strings.TrimSpace(alloc[leaky.Status.PodIP])
+
+	// Hide the allocation from the DEL, delete the pod, wait until the
+	// runtime has removed its sandbox, put the allocation back.
+	aside := filepath.Join(t.TempDir(), leaky.Status.PodIP)
+	if err := os.Rename(leakedFile, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, leaky.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrInt64(0)}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ids, err := node.SandboxIDs(ctx)
+		return err == nil && !ids[sandboxID], nil
+	})
+	if err != nil {
+		t.Fatalf("the runtime kept sandbox %s: %v", sandboxID, err)
+	}
+	if err := os.Rename(aside, leakedFile); err != nil {
+		t.Fatal(err)
+	}
+	leakedAt := time.Now()
+	t.Logf("leaked %s of removed sandbox %.12s (%s after start)", leaky.Status.PodIP, sandboxID, leakedAt.Sub(start).Round(time.Second))
+
+	waitIPs := func(what string, ok func(s ipstats.NodeStats) bool) ipstats.NodeStats {
+		t.Helper()
+		var s ipstats.NodeStats
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			s, err = ipstats.ParseNode(n.Annotations, time.Now(), 0)
+			return err == nil && ok(s), nil
+		})
+		if err != nil {
+			t.Fatalf("the node never showed %s: last %+v: %v", what, s, err)
+		}
+		return s
+	}
+	s := waitIPs("1 of 2 used pod IPs leaked", func(s ipstats.NodeStats) bool { return s.Used == 2 && s.LeakedKnown && s.Leaked == 1 })
+	t.Logf("found: %+v, %s after the leak (grace 3 s, interval 1 s)", s, time.Since(leakedAt).Round(100*time.Millisecond))
+	events, err := cp.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node.Name + ",reason=LeakedPodIPs"})
+	if err != nil || len(events.Items) != 1 || events.Items[0].Type != corev1.EventTypeWarning ||
+		!strings.Contains(events.Items[0].Message, leaky.Status.PodIP) {
+		t.Fatalf("LeakedPodIPs events: %+v, %v; want one Warning naming %s", events, err, leaky.Status.PodIP)
+	}
+	if _, err := os.Stat(leakedFile); err != nil {
+		t.Fatalf("the shipped agent (no --reclaim-leaked-ips) touched the leaked allocation: %v", err)
+	}
+	// People see it where they look: kubectl describe node and
+	// kubectl headroom nodes.
+	describe, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath, "describe", "node", node.Name).CombinedOutput()
+	if err != nil || !strings.Contains(string(describe), "LeakedPodIPs") || !strings.Contains(string(describe), "headroom.dev/ip-leaked: 1") {
+		t.Fatalf("kubectl describe node (%v) shows no LeakedPodIPs Event or ip-leaked annotation:\n%s", err, describe)
+	}
+	nodesTable, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl-headroom"), "--kubeconfig", cp.KubeconfigPath, "nodes").CombinedOutput()
+	if err != nil || !strings.Contains(string(nodesTable), "POD-IPS-LEAKED") {
+		t.Fatalf("kubectl headroom nodes: %v\n%s", err, nodesTable)
+	}
+	t.Logf("kubectl headroom nodes:\n%s", nodesTable)
+
+	// Reclaiming, as cmd/node-agent/README.md says to turn it on.
+	reclaim := append(slices.Clone(fast), "--reclaim-leaked-ips", "--reclaim-leaked-ips-after=3s")
+	agent, err := node.UpdateShippedNodeAgent(ctx, func(ds *appsv1.DaemonSet) {
+		c := &ds.Spec.Template.Spec.Containers[0]
+		c.Args = append(c.Args, "--reclaim-leaked-ips", "--reclaim-leaked-ips-after=3s")
+		c.SecurityContext.RunAsUser, c.SecurityContext.RunAsNonRoot = ptrInt64(0), ptrBool(false)
+		for i := range c.VolumeMounts {
+			if c.VolumeMounts[i].Name == "cni-state" {
+				c.VolumeMounts[i].ReadOnly = false
+			}
+		}
+	}, reclaim...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reclaimFrom := time.Now()
+	s = waitIPs("the leaked pod IP released", func(s ipstats.NodeStats) bool { return s.Used == 1 && s.LeakedKnown && s.Leaked == 0 })
+	t.Logf("released: %+v, %s after the reclaiming agent ran", s, time.Since(reclaimFrom).Round(100*time.Millisecond))
+	if _, err := os.Stat(leakedFile); !os.IsNotExist(err) {
+		t.Fatalf("%s after the release: %v", leakedFile, err)
+	}
+	if alloc, err := realnode.HostLocalAllocations(); err != nil || len(alloc) != 1 || alloc[keeper.Status.PodIP] == "" {
+		t.Fatalf("host-local holds %v (%v), want only the live pod's address", alloc, err)
+	}
+	logs, err := cp.Client.CoreV1().Pods(agent.Namespace).GetLogs(agent.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(logs), "Released leaked pod IPs") || !strings.Contains(string(logs), sandboxID) {
+		t.Fatalf("the agent's log does not name the release of %s (%v):\n%s", sandboxID, err, logs)
+	}
+	t.Logf("whole test body: %s", time.Since(start).Round(time.Second))
+}
+
+func ptrBool(v bool) *bool { return &v }

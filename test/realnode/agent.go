@@ -2,17 +2,17 @@ package realnode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -34,8 +34,9 @@ var nodeAgentKinds = map[string]bool{
 // manifests/ would (the images block's tag, which the node has imported),
 // adds args to its container as an operator's patch would — the kubelet's
 // PID reservation is one, --reserved-pids, which the agent cannot read off
-// the node — and waits until its pod runs on the node with them and has
-// written the node's PID and pod-IP figures.
+// the node — points its CRI socket mount at the node's containerd, and
+// waits until its pod runs on the node with them and has written the
+// node's PID and pod-IP figures.
 func (n *Node) DeployShippedNodeAgent(ctx context.Context, args ...string) (*corev1.Pod, error) {
 	cp := n.cp
 	kubectl := filepath.Join(cp.BinDir, "kubectl")
@@ -63,15 +64,45 @@ func (n *Node) DeployShippedNodeAgent(ctx context.Context, args ...string) (*cor
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("applying the shipped node agent: %w\n%s", err, out)
 	}
-	if len(args) > 0 {
-		var ops []map[string]any
-		for _, a := range args {
-			ops = append(ops, map[string]any{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a})
+	return n.UpdateShippedNodeAgent(ctx, func(ds *appsv1.DaemonSet) {
+		spec := &ds.Spec.Template.Spec
+		spec.Containers[0].Args = append(spec.Containers[0].Args, args...)
+		// The runtime's CRI socket is in the node's directory.
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == ContainerRuntimeVolume && spec.Volumes[i].HostPath != nil {
+				spec.Volumes[i].HostPath.Path = n.Socket
+			}
 		}
-		patch, _ := json.Marshal(ops)
-		if _, err := cp.Client.AppsV1().DaemonSets(controlplane.Namespace).Patch(ctx, "headroom-node-agent", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-			return nil, fmt.Errorf("patching the node agent's args: %w", err)
+		for i := range spec.Containers[0].VolumeMounts {
+			if m := &spec.Containers[0].VolumeMounts[i]; m.Name == ContainerRuntimeVolume {
+				m.MountPath = n.Socket
+			}
 		}
+		spec.Containers[0].Args = append(spec.Containers[0].Args, "--container-runtime-endpoint=unix://"+n.Socket)
+	}, args...)
+}
+
+// ContainerRuntimeVolume is the shipped DaemonSet's volume of the CRI
+// socket.
+const ContainerRuntimeVolume = "container-runtime"
+
+// UpdateShippedNodeAgent changes the node agent's DaemonSet as an
+// operator's edit would (mutate), and waits until a pod of the new
+// template runs on the node with args and the node carries the agent's
+// figures.
+func (n *Node) UpdateShippedNodeAgent(ctx context.Context, mutate func(*appsv1.DaemonSet), args ...string) (*corev1.Pod, error) {
+	cp := n.cp
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := cp.Client.AppsV1().DaemonSets(controlplane.Namespace).Get(ctx, "headroom-node-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(ds)
+		_, err = cp.Client.AppsV1().DaemonSets(controlplane.Namespace).Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("changing the node agent's DaemonSet: %w", err)
 	}
 	var pod *corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {

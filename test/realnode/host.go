@@ -329,3 +329,21 @@ func removeSandboxes(socket string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SandboxIDs lists the IDs of the node's pod sandboxes, in every state,
+// through the CRI as `crictl pods -q` does.
+func (n *Node) SandboxIDs(ctx context.Context) (map[string]bool, error) {
+	rs, err := remote.NewRemoteRuntimeService(ctx, "unix://"+n.Socket, 10*time.Second, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	sandboxes, err := rs.ListPodSandbox(ctx, &criapi.PodSandboxFilter{})
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, sb := range sandboxes {
+		ids[sb.Id] = true
+	}
+	return ids, nil
+}

@@ -141,6 +141,11 @@ func writeIPs(out io.Writer, node *corev1.Node, pods []*corev1.Pod, args *config
 	if err != nil {
 		fmt.Fprintf(out, ": stale, %v", err)
 	}
+	if s.LeakedKnown {
+		fmt.Fprintf(out, "\nleaked %d of the used (allocated to no pod sandbox of the node; they count as used until freed)", s.Leaked)
+	} else {
+		fmt.Fprintf(out, "\nleaked: not published (the node's IPAM cannot tell, or no container runtime to ask)")
+	}
 	fmt.Fprintf(out, "\nestimated used %d (%+d for pods on the pod network placed since the sample), free %d, floor %d\n",
 		estUsed, estUsed-s.Used, max(s.Capacity-estUsed, 0), args.MinFreeIPs)
 }

@@ -31,7 +31,7 @@ func TestExplainNode(t *testing.T) {
 			"PIDs (NodePIDs):\ncapacity 4096, reserved 96, allocatable 4000\nused 3000 when sampled",
 			"estimated used 3500 (+500 for pods placed since the sample, 100 PIDs each without headroom.dev/pids), free 500",
 			"pod IPs (NodeIPs):\ncapacity 13, used 10 when sampled",
-			"estimated used 13 (+3 for pods on the pod network placed since the sample), free 0, floor 0",
+			"leaked 2 of the used (allocated to no pod sandbox of the node; they count as used until freed)\nestimated used 13 (+3 for pods on the pod network placed since the sample), free 0, floor 0",
 			"memory (OOMRisk):\nnode short: capacity 16Gi, allocatable 16Gi, worst case 21Gi, shortfall 5Gi, at risk 12Gi",
 		}},
 		// 500 free less the pod's default 100 is below max(512, 5 %).

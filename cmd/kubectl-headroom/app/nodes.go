@@ -99,6 +99,14 @@ var columns = []column{
 		cell: ipCell(func(r *nodeRow) int64 { return r.ip.Capacity }), value: ipValue(func(r *nodeRow) int64 { return r.ip.Capacity })},
 	{header: "POD-IPS-FREE(EST)", key: "ip-free",
 		cell: ipCell((*nodeRow).ipEstFree), value: ipValue((*nodeRow).ipEstFree)},
+	{header: "POD-IPS-LEAKED", key: "ip-leaked", descending: true,
+		cell: func(r *nodeRow, now time.Time) string {
+			if r.ipKnown() && !r.ip.LeakedKnown {
+				return "-" // the node's IPAM cannot tell
+			}
+			return ipCell(func(r *nodeRow) int64 { return r.ip.Leaked })(r, now)
+		},
+		value: func(r *nodeRow, _ time.Time) (int64, bool) { return r.ip.Leaked, r.ipKnown() && r.ip.LeakedKnown }},
 	{header: "MEM-ALLOCATABLE", key: "mem-allocatable",
 		cell: oomCell((*oomkill.Node).Allocatable), value: oomValue((*oomkill.Node).Allocatable)},
 	{header: "MEM-WORST-CASE", key: "mem-worst-case", descending: true,
@@ -223,7 +231,9 @@ PIDs from the node's headroom.dev/pid-* annotations (capacity, allocatable,
 used when sampled, free as estimated now, counting the pods placed since the
 sample) and the sample's age; pod IPs from the headroom.dev/ip-* annotations
 (the CNI IPAM's capacity, free as estimated now, counting the pods on the pod
-network placed since the sample; "(stale)" past NodeIPs' maxSampleAge);
+network placed since the sample, and of those in use the leaked ones,
+allocated to no pod sandbox of the node, "-" where the IPAM cannot tell;
+"(stale)" past NodeIPs' maxSampleAge);
 memory as OOMRisk models it (allocatable, the
 worst case of the pods there, the shortfall by which it exceeds capacity and
 the memory of the containers the OOM killer would take to cover it).

@@ -61,7 +61,7 @@ func headroomCluster() *fake.Clientset {
 	broken.Annotations[pidstats.AnnotationCapacity] = "lots"
 	broken.Annotations[ipstats.AnnotationCapacity] = "13"
 	short := pidNode("short", &pidstats.NodeStats{Capacity: 4096, Reserved: 96, Used: 3000, SampledAt: sampled}, "16Gi")
-	maps.Copy(short.Annotations, ipstats.NewNodeStats(13, 10, sampled).Annotations())
+	maps.Copy(short.Annotations, ipstats.NewNodeStats(13, 10, sampled).WithLeaked(2).Annotations())
 	roomy := pidNode("roomy", &pidstats.NodeStats{Capacity: 32768, Used: 1000, SampledAt: sampled.Add(-time.Minute)}, "16Gi")
 	maps.Copy(roomy.Annotations, ipstats.NewNodeStats(253, 1, sampled.Add(-time.Hour)).Annotations())
 	objs := []runtime.Object{
@@ -93,11 +93,11 @@ func table(t *testing.T, client *fake.Clientset, args ...string) [][]string {
 func TestNodesTable(t *testing.T) {
 	rows := table(t, headroomCluster(), "--sort-by", "pid-free")
 	want := [][]string{
-		{"NAME", "PIDS-CAPACITY", "PIDS-ALLOCATABLE", "PIDS-USED", "PIDS-FREE(EST)", "SAMPLE-AGE", "POD-IPS", "POD-IPS-FREE(EST)", "MEM-ALLOCATABLE", "MEM-WORST-CASE", "OOM-SHORTFALL", "OOM-AT-RISK"},
-		{"short", "4096", "4000", "3000", "500", "*", "13", "0", "16Gi", "21Gi", "5Gi", "12Gi"},
-		{"roomy", "32768", "32768", "1000", "31768", "*", "253(stale)", "252(stale)", "16Gi", "0", "0", "0"},
-		{"blank", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
-		{"broken", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
+		{"NAME", "PIDS-CAPACITY", "PIDS-ALLOCATABLE", "PIDS-USED", "PIDS-FREE(EST)", "SAMPLE-AGE", "POD-IPS", "POD-IPS-FREE(EST)", "POD-IPS-LEAKED", "MEM-ALLOCATABLE", "MEM-WORST-CASE", "OOM-SHORTFALL", "OOM-AT-RISK"},
+		{"short", "4096", "4000", "3000", "500", "*", "13", "0", "2", "16Gi", "21Gi", "5Gi", "12Gi"},
+		{"roomy", "32768", "32768", "1000", "31768", "*", "253(stale)", "252(stale)", "-", "16Gi", "0", "0", "0"},
+		{"blank", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
+		{"broken", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<invalid>", "<unknown>", "<unknown>", "<unknown>", "<unknown>"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows:\n%v\nwant\n%v", rows, want)
@@ -127,6 +127,7 @@ func TestNodesSortBy(t *testing.T) {
 		{"pid-used", "short roomy blank broken"},
 		{"sample-age", "roomy short blank broken"},
 		{"oom-shortfall", "short roomy blank broken"},
+		{"ip-leaked", "short blank broken roomy"},
 	} {
 		rows := table(t, headroomCluster(), "--sort-by", tc.key, "--no-headers")
 		var names []string
