@@ -206,22 +206,29 @@ func placedAfter(pod *corev1.Pod, t time.Time) bool {
 	return true
 }
 
-// MaxEcho is how many bytes of an annotation's value an error message,
-// and so a log line or an Event, quotes. Anyone who may edit a pod or a
-// Node writes these values (up to the API's 256 KiB for all of an object's
-// annotations); a message quotes enough to find the mistake, and an Event
-// note stays within the API's 1 KiB.
+// MaxEcho bounds how much of an annotation's value an error message, and
+// so a log line or an Event, quotes: at most this many characters of its
+// quoted form. Anyone who may edit a pod or a Node writes these values (up
+// to the API's 256 KiB for all of an object's annotations); a message quotes
+// enough to find the mistake, and an Event note stays within the API's 1 KiB.
 const MaxEcho = 64
 
-// Quote returns v quoted as %q does, cut to its first MaxEcho bytes (on a
-// rune boundary) with the full length named when it is longer.
+// Quote returns v quoted as %q does, or, when that is longer than MaxEcho
+// characters, the quoted form of its longest prefix (cut on a rune
+// boundary) that fits, with the full length named. Escapes count: a byte
+// %q writes as \x00 takes four.
 func Quote(v string) string {
-	if len(v) <= MaxEcho {
-		return strconv.Quote(v)
+	if q := strconv.Quote(v); len(q) <= MaxEcho {
+		return q
 	}
-	cut := MaxEcho
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
+	cut := min(len(v), MaxEcho)
+	for {
+		for cut > 0 && cut < len(v) && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		if q := strconv.Quote(v[:cut]); len(q) <= MaxEcho || cut == 0 {
+			return fmt.Sprintf("%s… (%d bytes)", q, len(v))
+		}
 		cut--
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }

@@ -3,6 +3,7 @@ package sample
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,6 +228,44 @@ func FuzzParseTime(f *testing.F) {
 		}
 		if got.After(now.Add(ClockSkewAllowance)) {
 			t.Fatalf("accepted %q, later than the allowance", v)
+		}
+	})
+}
+
+// Quote never returns more than MaxEcho characters of quoted value, however
+// many escapes the value needs.
+func TestQuoteIsBounded(t *testing.T) {
+	for _, v := range []string{
+		"", "short", strings.Repeat("9", 5000), strings.Repeat("\x00", 300), strings.Repeat("é", 300),
+		strings.Repeat("\xff", 300), "ab" + strings.Repeat("\u2028", 100),
+	} {
+		q := Quote(v)
+		quoted, _, _ := strings.Cut(q, "… (")
+		if len(quoted) > MaxEcho {
+			t.Errorf("Quote(%d bytes) = %d characters of quoted value: %s", len(v), len(quoted), q)
+		}
+		if len(strconv.Quote(v)) <= MaxEcho && q != strconv.Quote(v) {
+			t.Errorf("Quote(%q) = %s, want it whole", v, q)
+		}
+	}
+}
+
+// Quote never panics, keeps at most MaxEcho characters of quoted value, and
+// quotes a short enough value whole.
+func FuzzQuote(f *testing.F) {
+	for _, v := range []string{"", "a", strings.Repeat("\x00", 63), strings.Repeat("é", 40), "\xff\xfe"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		q := Quote(v)
+		if whole := strconv.Quote(v); len(whole) > MaxEcho {
+			quoted, _, _ := strings.Cut(q, "… (")
+			if len(quoted) > MaxEcho {
+				t.Fatalf("Quote(%q) keeps %d characters", v, len(quoted))
+			}
+		}
+		if whole := strconv.Quote(v); len(whole) <= MaxEcho && q != whole {
+			t.Fatalf("Quote(%q) = %s, want %s", v, q, whole)
 		}
 	})
 }
