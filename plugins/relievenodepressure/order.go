@@ -38,11 +38,16 @@ type evictionOrder struct {
 
 // newEvictionOrder orders pods; lowerFirst is lowerPriorityFirst.
 func newEvictionOrder(o deleteorder.Order, pods []*v1.Pod, now time.Time, lowerFirst bool) evictionOrder {
+	// Pods the rules cannot tell apart keep their input order, and the
+	// pod lister's order is a map's: by namespace and name first, so that
+	// every run, and kubectl headroom evictions, plans the same.
 	neutral := slices.Clone(pods)
-	o.SortNeutral(neutral, now)
+	slices.SortFunc(neutral, func(a, b *v1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	byOwner := map[types.UID][]*v1.Pod{}
 	annotated := sets.New[types.UID]()
-	for _, pod := range pods {
+	for _, pod := range neutral {
 		owner := ownerOf(pod)
 		byOwner[owner] = append(byOwner[owner], pod)
 		_, priority := pod.Annotations[o.Key()]
@@ -51,6 +56,7 @@ func newEvictionOrder(o deleteorder.Order, pods []*v1.Pod, now time.Time, lowerF
 			annotated.Insert(owner)
 		}
 	}
+	o.SortNeutral(neutral, now)
 	for owner, group := range byOwner {
 		o.Sort(group, now)
 		byOwner[owner] = group
