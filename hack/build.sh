@@ -28,6 +28,8 @@ build() {
     fi
     go build -trimpath -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
   done
+  # kubectl's completion of the plugin: a script beside it on PATH.
+  install -m 0755 cmd/kubectl-headroom/kubectl_complete-headroom "$dir/"
 }
 
 # build_stress OUT: the test workload. It holds threads and processes from
