@@ -46,7 +46,8 @@ func newCommand(o *options) *cobra.Command {
 		Use:   "kubectl-headroom",
 		Short: "Show nodes' PID, pod-IP and OOM headroom and explain Headroom's scheduling and eviction decisions",
 		Long: `kubectl headroom shows what Headroom's scheduler plugins see. It only reads
-from the API server. Verdicts and scores are computed by the plugins
+from the API server, but for clean-annotations --yes, which removes Headroom's
+annotations from Nodes when it is uninstalled. Verdicts and scores are computed by the plugins
 themselves, with a profile of the configuration the running headroom-scheduler
 reads (the ConfigMap its Deployment in headroom-system mounts) or of the one
 given with --config; the evictions RelieveNodePressure would make come from
@@ -74,7 +75,7 @@ manifests' own.`,
 	fs.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the configuration to use (its schedulerName); default: headroom-scheduler, or the configuration's only profile")
 	verflag.AddFlags(cmd.Flags())
 
-	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newEvictionsCommand(o), newExplainOOMCommand(o))
+	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newEvictionsCommand(o), newExplainOOMCommand(o), newCleanAnnotationsCommand(o))
 	return cmd
 }
 
