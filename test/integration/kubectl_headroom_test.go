@@ -321,7 +321,7 @@ func editConfigMap(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 // by default changes nothing; --yes removes the headroom.dev/ keys and
 // only them, with a merge patch guarded by each Node's resourceVersion.
 func TestKubectlHeadroomCleanAnnotations(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sample := time.Now().UTC().Truncate(time.Second)
