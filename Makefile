@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools test unit integration bench perf e2e-bench fuzz run down verify generate clean
+.PHONY: all build images tools test unit integration compat bench perf e2e-bench fuzz run down verify generate clean
 
 all: build
 
@@ -32,6 +32,9 @@ unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local; the image
 integration: tools build ## integration tests against a real control plane (test/cilium: a module of its own, Cilium's CRD and types)
 	go test $(GO_TEST_FLAGS) -v ./test/...
 	cd test/cilium && go test $(GO_TEST_FLAGS) -v ./...
+
+compat: tools build ## a smoke subset of the integration tests against kube-apiserver of the next minor (v1.37), built in hack/tools/compat; not in make test: docs/compatibility.md
+	hack/compat.sh
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh

@@ -31,6 +31,8 @@ build() {
     # every type alive: 49.9 MB instead of 30.9 MB (stripped).
     go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
   done
+  # kubectl's completion of the plugin: a script beside it on PATH.
+  install -m 0755 cmd/kubectl-headroom/kubectl_complete-headroom "$dir/"
 }
 
 # build_stress OUT: the test workload. It holds threads and processes from

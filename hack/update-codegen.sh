@@ -8,7 +8,7 @@ cd "$HEADROOM_ROOT"
 
 header=hack/boilerplate.go.txt
 "$BIN_DIR/deepcopy-gen" --go-header-file "$header" --output-file zz_generated.deepcopy.go \
-  ./apis/config ./apis/config/v1 ./plugins/relievenodepressure
+  ./apis/config ./apis/config/v1 ./apis/kubectl/v1alpha1 ./plugins/relievenodepressure
 "$BIN_DIR/conversion-gen" --go-header-file "$header" --output-file zz_generated.conversion.go \
   --extra-peer-dirs k8s.io/apimachinery/pkg/apis/meta/v1 ./apis/config/v1
 "$BIN_DIR/defaulter-gen" --go-header-file "$header" --output-file zz_generated.defaults.go ./apis/config/v1

@@ -1,6 +1,6 @@
 // Command kubectl-headroom is Headroom's kubectl plugin: `kubectl headroom`
 // shows every node's headroom and explains the scheduler plugins' verdicts.
-// It only reads from the API server.
+// It only reads from the API server, but for `clean-annotations --yes`.
 package main
 
 import (

@@ -137,7 +137,7 @@ The cluster keeps running. Try next:
   kubectl headroom nodes
   kubectl headroom explain node %[3]s
   kubectl headroom evictions %[3]s
-  kubectl headroom explain-oom --node %[5]s
+  kubectl headroom explain-oom %[5]s
   kubectl get pods -o wide
   kubectl events -A
   logs: %[4]s/*.log

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,23 +16,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
 // kubectlHeadroom runs `kubectl headroom ARGS` against the control plane:
 // kubectl finds bin/kubectl-headroom on PATH, as it finds any plugin, and
-// passes it the arguments. It returns the plugin's output.
+// passes it the arguments. It returns what the plugin printed on stdout.
 func kubectlHeadroom(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
 	t.Helper()
+	out, _ := kubectlHeadroomStreams(ctx, t, cp, args...)
+	return out
+}
+
+// kubectlHeadroomStreams is kubectlHeadroom, returning stderr too (where
+// the plugin says which configuration it used).
+func kubectlHeadroomStreams(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, args ...string) (string, string) {
+	t.Helper()
 	args = append(append([]string{"headroom"}, args...), "--kubeconfig", cp.KubeconfigPath)
+	return runKubectl(ctx, t, cp, args...)
+}
+
+// runKubectl runs bin/kubectl with bin/ first on PATH (for its plugins)
+// and returns its stdout and stderr.
+func runKubectl(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, args ...string) (string, string) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "PATH="+cp.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return string(out)
+	return stdout.String(), stderr.String()
 }
 
 // TestKubectlHeadroomAgreesWithScheduler runs headroom-scheduler with the
@@ -162,4 +181,191 @@ func writeYAML(t *testing.T, obj any) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestKubectlHeadroomReadsTheClusterConfiguration applies the shipped
+// manifests (kubectl apply -k manifests/; nothing runs without a
+// controller manager, the objects are what matters) and shows that kubectl
+// headroom judges with the configuration the cluster's headroom-scheduler
+// and headroom-descheduler mount, not the one built into it: raising
+// NodePIDs' minFreePercent from 5 to 10 in the scheduler's ConfigMap turns
+// "tight" from passing Filter to failing it, and raising
+// RelieveNodePressure's PID threshold from 95 to 96 % in the descheduler's
+// ConfigMap takes "starved" (95.3 % used) out of its plan. Before the
+// manifests are applied it says it falls back to the built-in default. The
+// typed output (-o json, -o name, -l) and kubectl's own completion of the
+// plugin (kubectl_complete-headroom) work through kubectl.
+func TestKubectlHeadroomReadsTheClusterConfiguration(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	sample := time.Now().Add(-30 * time.Second).UTC().Truncate(time.Second)
+	const capacity = 32768
+	floor := floorOf(capacity) // 5 % of capacity: 1638
+	for name, s := range map[string]pidstats.NodeStats{
+		"roomy":   {Capacity: capacity, Used: 8000, SampledAt: sample},
+		"tight":   {Capacity: capacity, Used: capacity - floor - 150, SampledAt: sample},
+		"starved": {Capacity: capacity, Used: capacity - floor + 100, SampledAt: sample},
+	} {
+		pidNode(ctx, t, cp, name, &s)
+	}
+	probe := newPod("probe", "headroom-scheduler", nil, nil, nil)
+	probe.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	podFile := writeYAML(t, probe)
+
+	// Nothing installed: the built-in default, and a note that says why.
+	out, stderr := kubectlHeadroomStreams(ctx, t, cp, "explain", "node", "tight", "--pod-file", podFile)
+	if !strings.Contains(stderr, `Note: the running headroom-scheduler's configuration could not be read (deployments.apps "headroom-scheduler" not found)`) ||
+		!strings.Contains(out, "Filter: passes") {
+		t.Errorf("without Headroom installed:\nstderr: %s\n%s", stderr, out)
+	}
+
+	runKubectl(ctx, t, cp, "--kubeconfig", cp.KubeconfigPath, "apply", "-k", repoPath(t, "manifests"))
+	// The ConfigMaps the shipped workloads mount, found as an operator
+	// would: through the workloads' volumes.
+	d, err := cp.Client.AppsV1().Deployments("headroom-system").Get(ctx, "headroom-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedCM := d.Spec.Template.Spec.Volumes[0].ConfigMap.Name
+	cj, err := cp.Client.BatchV1().CronJobs("headroom-system").Get(ctx, "headroom-descheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policyCM string
+	for _, v := range cj.Spec.JobTemplate.Spec.Template.Spec.Volumes {
+		if v.Name == "policy" {
+			policyCM = v.ConfigMap.Name
+		}
+	}
+	if !strings.HasPrefix(schedCM, "headroom-scheduler-config-") || !strings.HasPrefix(policyCM, "headroom-descheduler-policy-") {
+		t.Fatalf("mounted ConfigMaps %q and %q", schedCM, policyCM)
+	}
+
+	// The shipped configuration, now read from the cluster: the same
+	// verdict, and the output names the ConfigMap.
+	out, stderr = kubectlHeadroomStreams(ctx, t, cp, "explain", "node", "tight", "--pod-file", podFile)
+	source := "ConfigMap headroom-system/" + schedCM + " (key scheduler-config.yaml, mounted by Deployment headroom-system/headroom-scheduler)"
+	if !strings.Contains(stderr, `Using profile "headroom-scheduler" of `+source) || strings.Contains(stderr, "Note:") ||
+		!strings.Contains(out, "of "+source) || !strings.Contains(out, "Filter: passes") {
+		t.Errorf("with the shipped ConfigMap:\nstderr: %s\n%s", stderr, out)
+	}
+	out, stderr = kubectlHeadroomStreams(ctx, t, cp, "evictions", "starved")
+	policySource := "ConfigMap headroom-system/" + policyCM + " (key policy.yaml, mounted by CronJob headroom-system/headroom-descheduler)"
+	if !strings.Contains(stderr, "Using the DeschedulerPolicy of "+policySource) || !strings.Contains(out, "above threshold") {
+		t.Errorf("evictions starved with the shipped policy:\nstderr: %s\n%s", stderr, out)
+	}
+
+	// A value changed in the cluster's ConfigMaps: the verdicts follow.
+	editConfigMap(ctx, t, cp, schedCM, "scheduler-config.yaml", "minFreePercent: 5\n", "minFreePercent: 10\n")
+	editConfigMap(ctx, t, cp, policyCM, "policy.yaml", "thresholdPercent: 95\n", "thresholdPercent: 96\n")
+	out = kubectlHeadroom(ctx, t, cp, "explain", "node", "tight", "--pod-file", podFile)
+	if !strings.Contains(out, "Filter: fails: NodePIDs: node(s) had too few free PIDs") {
+		t.Errorf("tight with the cluster's minFreePercent 10:\n%s", out)
+	}
+	out = kubectlHeadroom(ctx, t, cp, "nodes", "--pod-file", podFile, "-o", `jsonpath={range .items[*]}{.metadata.name}={.verdict.filter} {end}`)
+	if want := "roomy=passes starved=fails tight=fails "; out != want {
+		t.Errorf("nodes -o jsonpath: %q, want %q", out, want)
+	}
+	if out := kubectlHeadroom(ctx, t, cp, "evictions", "starved"); !strings.Contains(out, "within thresholds: nothing to evict") {
+		t.Errorf("evictions starved with the cluster's threshold 96 %%:\n%s", out)
+	}
+	// --config still overrides the cluster's: the shipped file passes tight.
+	file := filepath.Join(t.TempDir(), "scheduler-config.yaml")
+	if err := os.WriteFile(file, repoFile(t, "manifests/scheduler/scheduler-config.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := kubectlHeadroom(ctx, t, cp, "explain", "node", "tight", "--pod-file", podFile, "--config", file); !strings.Contains(out, "Filter: passes") {
+		t.Errorf("--config of the shipped file:\n%s", out)
+	}
+
+	// -o json decodes as a NodeHeadroomList; -l selects by the Node's labels.
+	list := &v1alpha1.NodeHeadroomList{}
+	if err := json.Unmarshal([]byte(kubectlHeadroom(ctx, t, cp, "nodes", "-o", "json", "--sort-by", "pid-free")), list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 || list.Items[0].Name != "starved" || list.Items[0].PIDs.EstimatedFree == nil ||
+		*list.Items[0].PIDs.EstimatedFree != floor-100 || list.SchedulerConfiguration != source {
+		t.Errorf("nodes -o json: %+v", list)
+	}
+	if out := kubectlHeadroom(ctx, t, cp, "nodes", "-l", corev1.LabelHostname+" in (roomy,tight)", "-o", "name"); out != "node/roomy\nnode/tight\n" {
+		t.Errorf("nodes -l ... -o name: %q", out)
+	}
+	// kubectl completes the plugin's arguments through
+	// kubectl_complete-headroom, which hack/build.sh puts beside it.
+	out, _ = runKubectl(ctx, t, cp, "__complete", "headroom", "explain", "node", "--kubeconfig", cp.KubeconfigPath, "t")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || lines[0] != "tight" || lines[1] != ":4" {
+		t.Errorf("kubectl __complete headroom explain node t: %q, want tight and :4", out)
+	}
+}
+
+// editConfigMap replaces old with new in the ConfigMap's key, once.
+func editConfigMap(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name, key, old, new string) {
+	t.Helper()
+	cm, err := cp.Client.CoreV1().ConfigMaps("headroom-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data[key], old) {
+		t.Fatalf("ConfigMap %s key %s lacks %q", name, key, old)
+	}
+	cm.Data[key] = strings.Replace(cm.Data[key], old, new, 1)
+	if _, err := cp.Client.CoreV1().ConfigMaps("headroom-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubectlHeadroomCleanAnnotations removes Headroom's annotations from
+// Nodes on a real API server, as the last step of an uninstall: a dry run
+// by default changes nothing; --yes removes the headroom.dev/ keys and
+// only them, with a merge patch guarded by each Node's resourceVersion.
+func TestKubectlHeadroomCleanAnnotations(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sample := time.Now().UTC().Truncate(time.Second)
+	for _, name := range []string{"a", "b"} {
+		ann := pidstats.NodeStats{Capacity: 32768, Used: 1000, SampledAt: sample}.Annotations()
+		ann["example.com/keep"] = "yes"
+		if _, err := cp.CreateNode(ctx, name, resources("4", "8Gi", "110"), ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	headroomKeys := func(node string) (keys []string, kept bool) {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range n.Annotations {
+			if strings.HasPrefix(k, "headroom.dev/") {
+				keys = append(keys, k)
+			}
+		}
+		return keys, n.Annotations["example.com/keep"] == "yes"
+	}
+	before, _ := headroomKeys("a")
+	if len(before) != 4 {
+		t.Fatalf("node a's headroom.dev/ annotations: %v", before)
+	}
+
+	out, stderr := kubectlHeadroomStreams(ctx, t, cp, "clean-annotations")
+	if !strings.Contains(out, "node/a: would remove "+strings.Join(before, ", ")) && !strings.Contains(out, "node/a: would remove headroom.dev/") ||
+		!strings.Contains(stderr, "Dry run: 8 annotation(s) on 2 node(s) would be removed") {
+		t.Errorf("dry run:\n%s%s", out, stderr)
+	}
+	if keys, _ := headroomKeys("a"); len(keys) != 4 {
+		t.Errorf("the dry run changed node a: %v", keys)
+	}
+
+	out = kubectlHeadroom(ctx, t, cp, "clean-annotations", "--yes")
+	t.Logf("kubectl headroom clean-annotations --yes:\n%s", out)
+	for _, node := range []string{"a", "b"} {
+		if keys, kept := headroomKeys(node); len(keys) != 0 || !kept {
+			t.Errorf("node %s after --yes: headroom.dev/ keys %v, example.com/keep kept %v", node, keys, kept)
+		}
+	}
+	if _, stderr := kubectlHeadroomStreams(ctx, t, cp, "clean-annotations", "--yes"); !strings.Contains(stderr, "No node carries headroom.dev/ annotations") {
+		t.Errorf("second run: %s", stderr)
+	}
 }

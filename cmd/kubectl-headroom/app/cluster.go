@@ -22,9 +22,10 @@ type cluster struct {
 	pods  map[string][]*corev1.Pod // by node name
 }
 
-// listCluster lists every node and every pod bound to one.
-func listCluster(ctx context.Context, client kubernetes.Interface) (*cluster, error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+// listCluster lists the nodes that selector (a label selector; empty:
+// every node) selects and every pod bound to a node.
+func listCluster(ctx context.Context, client kubernetes.Interface, selector string) (*cluster, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, err
 	}

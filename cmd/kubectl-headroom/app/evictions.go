@@ -34,7 +34,8 @@ import (
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
 )
 
-const shippedPolicy = "the shipped manifests/descheduler/policy.yaml"
+// builtinPolicy names the DeschedulerPolicy built into kubectl-headroom.
+const builtinPolicy = "the built-in default (manifests/descheduler/policy.yaml)"
 
 func newEvictionsCommand(o *options) *cobra.Command {
 	var policyPath string
@@ -42,7 +43,8 @@ func newEvictionsCommand(o *options) *cobra.Command {
 		Use:   "evictions NODE [--policy FILE]",
 		Short: "Print what RelieveNodePressure would evict from a node now, in order, and why it would skip every other pod",
 		Long: `evictions runs RelieveNodePressure's own planning on the node, with the
-DeschedulerPolicy given by --policy (default: the shipped one): the profile
+DeschedulerPolicy given by --policy (default: the one the headroom-descheduler
+CronJob, or Deployment, of the cluster mounts; else the built-in one): the profile
 that enables the plugin, its args, and its evictor (DefaultEvictor with the
 policy's minReplicas, minPodAge, nodeFit, …) built by the descheduler's
 framework. It lists the node's pods in the order the plugin walks them and
@@ -55,7 +57,8 @@ and per-namespace limits, which evictions from nodes earlier in a cycle may
 use up, are not counted.`,
 		Example: `  kubectl headroom evictions worker-1
   kubectl headroom evictions worker-1 --policy my-policy.yaml`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.newClient()
 			if err != nil {
@@ -63,21 +66,46 @@ use up, are not counted.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			return evictionsOf(ctx, cmd.OutOrStdout(), client, args[0], policyPath)
+			policy, err := o.policyFile(ctx, client, policyPath)
+			if err != nil {
+				return err
+			}
+			return evictionsOf(ctx, cmd.OutOrStdout(), client, args[0], policy)
 		},
 	}
-	cmd.Flags().StringVar(&policyPath, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file; default: "+shippedPolicy)
+	cmd.Flags().StringVar(&policyPath, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file; default: the running headroom-descheduler's (its CronJob's or Deployment's ConfigMap), else "+builtinPolicy)
 	return cmd
 }
 
+// policyFile is the DeschedulerPolicy of --policy, else the one the
+// running headroom-descheduler mounts, else the built-in one. It says on
+// stderr which, and why when it falls back.
+func (o *options) policyFile(ctx context.Context, client kubernetes.Interface, path string) (*configFile, error) {
+	var f *configFile
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		f = &configFile{data: data, source: path}
+	} else if c, err := deschedulerPolicyOf(ctx, client, o.systemNamespace); err == nil {
+		f = c
+	} else {
+		fmt.Fprintf(o.streams.ErrOut, "Note: the running headroom-descheduler's policy could not be read (%v); using %s\n", err, builtinPolicy)
+		f = &configFile{data: manifests.DeschedulerPolicy, source: builtinPolicy}
+	}
+	fmt.Fprintf(o.streams.ErrOut, "Using the DeschedulerPolicy of %s\n", f.source)
+	return f, nil
+}
+
 // evictionsOf prints the plan for node.
-func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface, name, policyPath string) error {
+func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface, name string, policyFile *configFile) error {
 	sandbox, err := copyCluster(ctx, client)
 	if err != nil {
 		return err
 	}
 	registry, plugin := planningRegistry()
-	policy, source, err := loadPolicy(policyPath, sandbox, registry)
+	policy, source, err := loadPolicy(policyFile, sandbox, registry)
 	if err != nil {
 		return err
 	}
@@ -307,27 +335,24 @@ func planningRegistry() (pluginregistry.Registry, **relievenodepressure.RelieveN
 	return registry, &built
 }
 
-// loadPolicy decodes, validates and defaults the DeschedulerPolicy at path
-// (the shipped one when empty) as the descheduler does.
-func loadPolicy(path string, client kubernetes.Interface, registry pluginregistry.Registry) (*api.DeschedulerPolicy, string, error) {
-	source := path
-	if path == "" {
-		// The descheduler reads its policy from a file.
-		dir, err := os.MkdirTemp("", "kubectl-headroom-")
-		if err != nil {
-			return nil, "", err
-		}
-		defer os.RemoveAll(dir)
-		path, source = filepath.Join(dir, "policy.yaml"), shippedPolicy
-		if err := os.WriteFile(path, manifests.DeschedulerPolicy, 0o600); err != nil {
-			return nil, "", err
-		}
-	}
-	policy, err := descheduler.LoadPolicyConfig(path, client, registry)
+// loadPolicy decodes, validates and defaults the DeschedulerPolicy of f as
+// the descheduler does.
+func loadPolicy(f *configFile, client kubernetes.Interface, registry pluginregistry.Registry) (*api.DeschedulerPolicy, string, error) {
+	// The descheduler reads its policy from a file.
+	dir, err := os.MkdirTemp("", "kubectl-headroom-")
 	if err != nil {
 		return nil, "", err
 	}
-	return policy, source, nil
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(path, f.data, 0o600); err != nil {
+		return nil, "", err
+	}
+	policy, err := descheduler.LoadPolicyConfig(path, client, registry)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", f.source, err)
+	}
+	return policy, f.source, nil
 }
 
 // relieveProfile is the policy's first profile that enables

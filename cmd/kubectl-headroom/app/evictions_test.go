@@ -86,7 +86,7 @@ func TestEvictionsListsThePlanInOrderWithReasons(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`profile "headroom" of the shipped manifests/descheduler/policy.yaml`,
+		`profile "headroom" of the built-in default (manifests/descheduler/policy.yaml)`,
 		"now: PIDsUsed 9900/10000 (99.0%)",
 		"plan: 3 eviction(s), after which PIDsUsed 8700/10000 (87.0%)",
 	} {

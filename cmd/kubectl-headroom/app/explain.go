@@ -47,10 +47,11 @@ The kube-scheduler's default plugins are not run.`,
 		Example: `  kubectl headroom explain node worker-1
   kubectl headroom explain node worker-1 --pod-file pod.yaml
   kubectl headroom explain node worker-1 --pod my-pending-pod -n team`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			s, err := o.setup()
+			s, err := o.setup(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -59,7 +60,7 @@ The kube-scheduler's default plugins are not run.`,
 			if err != nil {
 				return err
 			}
-			c, err := listCluster(cmd.Context(), client)
+			c, err := listCluster(cmd.Context(), client, "")
 			if err != nil {
 				return err
 			}

@@ -22,7 +22,7 @@ func newExplainOOMCommand(o *options) *cobra.Command {
 	var node, podFile string
 	var overrides config.OOMRiskArgs
 	cmd := &cobra.Command{
-		Use:   "explain-oom --node NAME [--pod-file POD.yaml]",
+		Use:   "explain-oom NODE [--pod-file POD.yaml]",
 		Short: "Print a node's OOM kill order and the risk a pod would have there",
 		Long: `explain-oom prints the order in which the kernel's OOM killer would take the
 containers on a node if each used its worst-case memory (its limit, or an
@@ -31,9 +31,22 @@ pod spec, it also prints the order with the pod placed there, the pod's
 assessment and the score OOMRisk gives the node. The args are the profile's
 (--config, --scheduler-name), overridden by the flags below. It only reads
 from the API server: the node, and the pods bound to it.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := o.setup()
+		Example: `  kubectl headroom explain-oom worker-1
+  kubectl headroom explain-oom worker-1 --pod-file pod.yaml`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeNodes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && node != "" && node != args[0]:
+				return fmt.Errorf("node %s and --node %s: give one", args[0], node)
+			case len(args) == 1:
+				node = args[0]
+			case node == "":
+				return fmt.Errorf("a NODE is required")
+			default:
+				fmt.Fprintln(o.streams.ErrOut, "Note: --node is deprecated; give the node as the argument: explain-oom NODE")
+			}
+			s, err := o.setup(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -82,12 +95,14 @@ from the API server: the node, and the pods bound to it.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&node, "node", "", "node to explain")
+	// The node was a flag before it was the argument: kept, hidden, for
+	// scripts written then.
+	_ = fs.MarkHidden("node")
 	fs.StringVar(&podFile, "pod-file", "", "YAML or JSON of a Pod to place on the node")
 	fs.Int64Var(&overrides.OwnRiskWeight, "own-risk-weight", 0, "OOMRiskArgs ownRiskWeight (default: the profile's)")
 	fs.Int64Var(&overrides.CollateralWeight, "collateral-weight", 0, "OOMRiskArgs collateralWeight (default: the profile's)")
 	fs.Int64Var(&overrides.NoLimitRequestPercent, "no-limit-request-percent", 0, "OOMRiskArgs noLimitRequestPercent (default: the profile's)")
 	fs.Int64Var(&overrides.NoLimitAllocatablePermille, "no-limit-allocatable-permille", 0, "OOMRiskArgs noLimitAllocatablePermille (default: the profile's)")
-	_ = cmd.MarkFlagRequired("node")
 	return cmd
 }
 

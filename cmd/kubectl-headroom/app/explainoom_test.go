@@ -107,7 +107,7 @@ func TestREADMEWorkedExample(t *testing.T) {
 func TestExplainReadOnly(t *testing.T) {
 	client := workedExampleCluster()
 	client.ClearActions()
-	out, err := runExplain(t, client, "--node", "worker-1")
+	out, err := runExplain(t, client, "worker-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,15 +130,21 @@ func TestExplainReadOnly(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(verbs, ", "); got != "get nodes, list pods" {
-		t.Errorf("API calls: %s; want get nodes, list pods", got)
+	// The scheduler's Deployment is looked up for its configuration (the
+	// fake cluster has none), then the node and its pods.
+	if got, want := strings.Join(verbs, ", "), "get deployments, get nodes, list pods"; got != want {
+		t.Errorf("API calls: %s; want %s", got, want)
+	}
+	// --node, deprecated, names the node as the argument does.
+	if out2, err := runExplain(t, workedExampleCluster(), "--node", "worker-1"); err != nil || out2 != out {
+		t.Errorf("--node worker-1: err %v, output\n%s\nwant\n%s", err, out2, out)
 	}
 }
 
 func TestExplainGuaranteedPod(t *testing.T) {
 	podFile := writeFile(t, "pod.json", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cache"},
  "spec": {"containers": [{"name": "app", "image": "app", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}]}}`)
-	out, err := runExplain(t, workedExampleCluster(), "--node", "worker-1", "--pod-file", podFile)
+	out, err := runExplain(t, workedExampleCluster(), "worker-1", "--pod-file", podFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +158,7 @@ func TestExplainGuaranteedPod(t *testing.T) {
 func TestExplainWeightsFromFlags(t *testing.T) {
 	podFile := writeFile(t, "api.yaml", readmeBlock(t, "worked-example-pod"))
 	// Own risk only: api itself is safe on worker-1.
-	out, err := runExplain(t, workedExampleCluster(), "--node", "worker-1", "--pod-file", podFile, "--collateral-weight", "0")
+	out, err := runExplain(t, workedExampleCluster(), "worker-1", "--pod-file", podFile, "--collateral-weight", "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +174,14 @@ func TestExplainErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no node flag", nil, `required flag(s) "node" not set`},
-		{"unknown node", []string{"--node", "worker-9"}, `"worker-9" not found`},
-		{"invalid weight", []string{"--node", "worker-1", "--own-risk-weight", "1001"}, "ownRiskWeight"},
-		{"both weights 0", []string{"--node", "worker-1", "--own-risk-weight", "0", "--collateral-weight", "0"}, "must not both be 0"},
-		{"not a pod", []string{"--node", "worker-1", "--pod-file", notAPod}, "want a Pod"},
-		{"missing pod file", []string{"--node", "worker-1", "--pod-file", filepath.Join(t.TempDir(), "nope.yaml")}, "no such file"},
-		{"arguments", []string{"--node", "worker-1", "extra"}, "unknown command"},
+		{"no node", nil, "a NODE is required"},
+		{"two nodes", []string{"worker-1", "--node", "worker-2"}, "give one"},
+		{"unknown node", []string{"worker-9"}, `"worker-9" not found`},
+		{"invalid weight", []string{"worker-1", "--own-risk-weight", "1001"}, "ownRiskWeight"},
+		{"both weights 0", []string{"worker-1", "--own-risk-weight", "0", "--collateral-weight", "0"}, "must not both be 0"},
+		{"not a pod", []string{"worker-1", "--pod-file", notAPod}, "want a Pod"},
+		{"missing pod file", []string{"worker-1", "--pod-file", filepath.Join(t.TempDir(), "nope.yaml")}, "no such file"},
+		{"arguments", []string{"worker-1", "extra"}, "accepts at most 1 arg(s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runExplain(t, workedExampleCluster(), tc.args...)
@@ -190,7 +197,7 @@ func TestExplainErrors(t *testing.T) {
 func TestExplainSkippedScore(t *testing.T) {
 	podFile := writeFile(t, "small.json", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
  "spec": {"containers": [{"name": "app", "image": "app", "resources": {"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}}]}}`)
-	out, err := runExplain(t, workedExampleCluster(), "--node", "worker-1", "--pod-file", podFile)
+	out, err := runExplain(t, workedExampleCluster(), "worker-1", "--pod-file", podFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,19 +13,27 @@ import (
 )
 
 // run runs kubectl-headroom with args against client and returns what it
-// printed.
+// printed on stdout.
 func run(t *testing.T, client kubernetes.Interface, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
+	out, _, err := runStreams(t, client, args...)
+	return out, err
+}
+
+// runStreams runs kubectl-headroom with args against client and returns
+// what it printed on stdout and on stderr.
+func runStreams(t *testing.T, client kubernetes.Interface, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
 	o := &options{
-		streams:   genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out},
+		streams:   genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
 		config:    genericclioptions.NewConfigFlags(false),
 		newClient: func() (kubernetes.Interface, error) { return client, nil },
 	}
 	cmd := newCommand(o)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
+	return out.String(), errOut.String(), err
 }
 
 func writeFile(t *testing.T, name, content string) string {

@@ -3,7 +3,6 @@ package app
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,8 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -26,7 +26,8 @@ const unknown = "<unknown>"
 
 // nodeRow is one node's headroom as the plugins' models see it.
 type nodeRow struct {
-	name string
+	name   string
+	labels map[string]string
 	// pid is the node's PID sample; pidErr why there is none (or why it
 	// is stale: then pid holds the stale sample).
 	pid    pidstats.NodeStats
@@ -65,8 +66,10 @@ type column struct {
 	descending bool
 	// withPod columns are shown when a pod is given (--pod-file).
 	withPod bool
-	cell    func(r *nodeRow, now time.Time) string
-	value   func(r *nodeRow, now time.Time) (v int64, ok bool)
+	// wide columns are shown with -o wide only.
+	wide  bool
+	cell  func(r *nodeRow, now time.Time) string
+	value func(r *nodeRow, now time.Time) (v int64, ok bool)
 }
 
 // columns are the table's columns, in order. A new figure is one entry
@@ -75,10 +78,14 @@ var columns = []column{
 	{header: "NAME", key: "name"},
 	{header: "PIDS-CAPACITY", key: "pid-capacity",
 		cell: pidCell(func(r *nodeRow) int64 { return r.pid.Capacity }), value: pidValue(func(r *nodeRow) int64 { return r.pid.Capacity })},
+	{header: "PIDS-RESERVED", wide: true,
+		cell: pidCell(func(r *nodeRow) int64 { return r.pid.Reserved }), value: pidValue(func(r *nodeRow) int64 { return r.pid.Reserved })},
 	{header: "PIDS-ALLOCATABLE", key: "pid-allocatable",
 		cell: pidCell((*nodeRow).allocatable), value: pidValue((*nodeRow).allocatable)},
 	{header: "PIDS-USED", key: "pid-used", descending: true,
 		cell: pidCell(func(r *nodeRow) int64 { return r.pid.Used }), value: pidValue(func(r *nodeRow) int64 { return r.pid.Used })},
+	{header: "PIDS-USED(EST)", wide: true,
+		cell: pidCell(func(r *nodeRow) int64 { return r.estUsed }), value: pidValue(func(r *nodeRow) int64 { return r.estUsed })},
 	{header: "PIDS-FREE(EST)", key: "pid-free",
 		cell: pidCell((*nodeRow).estFree), value: pidValue((*nodeRow).estFree)},
 	{header: "SAMPLE-AGE", key: "sample-age", descending: true,
@@ -97,6 +104,8 @@ var columns = []column{
 		}},
 	{header: "POD-IPS", key: "ip-capacity",
 		cell: ipCell(func(r *nodeRow) int64 { return r.ip.Capacity }), value: ipValue(func(r *nodeRow) int64 { return r.ip.Capacity })},
+	{header: "POD-IPS-USED", wide: true,
+		cell: ipCell(func(r *nodeRow) int64 { return r.ip.Used }), value: ipValue(func(r *nodeRow) int64 { return r.ip.Used })},
 	{header: "POD-IPS-FREE(EST)", key: "ip-free",
 		cell: ipCell((*nodeRow).ipEstFree), value: ipValue((*nodeRow).ipEstFree)},
 	{header: "POD-IPS-LEAKED", key: "ip-leaked", descending: true,
@@ -107,6 +116,18 @@ var columns = []column{
 			return ipCell(func(r *nodeRow) int64 { return r.ip.Leaked })(r, now)
 		},
 		value: func(r *nodeRow, _ time.Time) (int64, bool) { return r.ip.Leaked, r.ipKnown() && r.ip.LeakedKnown }},
+	{header: "IP-SAMPLE-AGE", wide: true,
+		cell: func(r *nodeRow, now time.Time) string {
+			switch {
+			case sample.IsInvalid(r.ipErr):
+				return "<invalid>"
+			case !r.ipKnown():
+				return unknown
+			case r.ipErr != nil:
+				return duration.HumanDuration(now.Sub(r.ip.SampledAt)) + " (stale)"
+			}
+			return duration.HumanDuration(now.Sub(r.ip.SampledAt))
+		}},
 	{header: "MEM-ALLOCATABLE", key: "mem-allocatable",
 		cell: oomCell((*oomkill.Node).Allocatable), value: oomValue((*oomkill.Node).Allocatable)},
 	{header: "MEM-WORST-CASE", key: "mem-worst-case", descending: true,
@@ -131,6 +152,13 @@ var columns = []column{
 		},
 		value: func(r *nodeRow, _ time.Time) (int64, bool) {
 			return r.verdict.total, r.verdict.filter == nil
+		}},
+	{header: "FILTER-REASON", withPod: true, wide: true,
+		cell: func(r *nodeRow, _ time.Time) string {
+			if r.verdict.filter != nil {
+				return r.verdict.filter.Message()
+			}
+			return "<none>"
 		}},
 }
 
@@ -220,11 +248,13 @@ func sortKeys(withPod bool) []string {
 }
 
 func newNodesCommand(o *options) *cobra.Command {
-	var sortBy string
+	var sortBy, selector string
 	var podFlags podFlags
-	var noHeaders bool
+	var noHeaders, showLabels bool
+	var labelColumns []string
+	printFlags := genericclioptions.NewPrintFlags("").WithTypeSetter(outputScheme)
 	cmd := &cobra.Command{
-		Use:   "nodes [--sort-by COLUMN] [--pod-file POD.yaml | --pod POD]",
+		Use:   "nodes [-l SELECTOR] [--sort-by COLUMN] [--pod-file POD.yaml | --pod POD] [-o FORMAT]",
 		Short: "Show every node's PID, pod-IP and memory (OOM) headroom",
 		Long: `nodes prints a row per node with the figures Headroom's plugins work from:
 PIDs from the node's headroom.dev/pid-* annotations (capacity, allocatable,
@@ -240,22 +270,39 @@ the memory of the containers the OOM killer would take to cover it).
 Figures use the args of the profile (--config, --scheduler-name). Given a
 pod (--pod-file or --pod, as for explain node), two columns show whether the node passes the plugins' Filter (or
 which plugin rejects it) and the sum of their weighted scores, from a
-scheduling cycle of the profile's Headroom plugins (see explain node).`,
+scheduling cycle of the profile's Headroom plugins over the listed nodes
+(see explain node).
+
+-o wide adds the reserved PIDs, the estimated PIDs in use, the pod IPs used
+when sampled, the pod-IP sample's age and Filter's reason. -o json, -o yaml,
+-o jsonpath=... and -o go-template=... print a NodeHeadroomList
+(kubectl.headroom.dev/v1alpha1) with each node's figures, its sample states
+(known, unknown, stale, invalid: the states of the scheduler's headroom_nodes
+gauge) and the verdicts; -o name prints node/NAME, in the order of --sort-by.`,
 		Example: `  kubectl headroom nodes --sort-by pid-free
-  kubectl headroom nodes --sort-by oom-shortfall
-  kubectl headroom nodes --pod-file pod.yaml --sort-by score`,
+  kubectl headroom nodes -l topology.kubernetes.io/zone=eu-1a --sort-by oom-shortfall
+  kubectl headroom nodes --pod-file pod.yaml --sort-by score -o wide
+  kubectl headroom nodes -o jsonpath='{range .items[*]}{.metadata.name} {.pids.estimatedFree}{"\\n"}{end}'
+  kubectl headroom nodes --sort-by pid-free -o name | head -1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			col, err := sortColumn(sortBy, podFlags.given())
 			if err != nil {
 				return err
 			}
-			s, err := o.setup()
+			printer, err := newNodesPrinter(printFlags, noHeaders, showLabels, labelColumns)
+			if err != nil {
+				return err
+			}
+			if _, err := labels.Parse(selector); err != nil {
+				return fmt.Errorf("-l %q: %w", selector, err)
+			}
+			s, err := o.setup(cmd.Context())
 			if err != nil {
 				return err
 			}
 			p, pidArgs, ipArgs, oomArgs, client := s.profile, s.pidArgs, s.ipArgs, s.oomArgs, s.client
-			c, err := listCluster(cmd.Context(), client)
+			c, err := listCluster(cmd.Context(), client, selector)
 			if err != nil {
 				return err
 			}
@@ -268,7 +315,7 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 			}
 			now := time.Now()
 			rows := nodeRows(c, pidArgs, ipArgs, oomArgs, now)
-			if pod != nil {
+			if pod != nil && len(rows) > 0 {
 				d, err := decide(cmd.Context(), p, c, pod)
 				if err != nil {
 					return err
@@ -278,12 +325,24 @@ scheduling cycle of the profile's Headroom plugins (see explain node).`,
 				}
 			}
 			sortRows(rows, col, now)
-			return printRows(cmd.OutOrStdout(), rows, shown(pod != nil), now, noHeaders)
+			if len(rows) == 0 {
+				fmt.Fprintln(o.streams.ErrOut, "No nodes found")
+			}
+			list := nodeHeadroomList(rows, p, pod, now)
+			return printer.print(cmd.OutOrStdout(), rows, shown(pod != nil), list, now)
 		},
 	}
-	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(true), ", ")+" (score with a pod)")
-	podFlags.addFlags(cmd.Flags())
-	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print no header row")
+	fs := cmd.Flags()
+	fs.StringVar(&sortBy, "sort-by", "name", "column to sort by: "+strings.Join(sortKeys(true), ", ")+" (score with a pod)")
+	fs.StringVarP(&selector, "selector", "l", "", "label selector of the nodes to show (e.g. -l key1=value1,key2!=value2), as kubectl get nodes -l")
+	podFlags.addFlags(fs)
+	fs.BoolVar(&noHeaders, "no-headers", false, "print no header row (table output)")
+	fs.BoolVar(&showLabels, "show-labels", false, "show each node's labels as the last column (table output)")
+	fs.StringSliceVarP(&labelColumns, "label-columns", "L", nil, "labels of the nodes to show as columns (table output)")
+	printFlags.AddFlags(cmd)
+	fs.Lookup("output").Usage = "Output format. One of: (" + strings.Join(outputFormats(printFlags), ", ") + "). Default: a table."
+	_ = cmd.RegisterFlagCompletionFunc("output", completeFrom(func() []string { return outputFormats(printFlags) }))
+	_ = cmd.RegisterFlagCompletionFunc("sort-by", completeFrom(func() []string { return sortKeys(true) }))
 	return cmd
 }
 
@@ -304,7 +363,7 @@ func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, ipArgs *config.NodeIPsAr
 	}
 	rows := make([]*nodeRow, 0, len(c.nodes))
 	for _, n := range c.nodes {
-		r := &nodeRow{name: n.Name}
+		r := &nodeRow{name: n.Name, labels: n.Labels}
 		pods := c.pods[n.Name]
 		r.pid, r.pidErr = pidstats.ParseNode(n.Annotations, now, pidArgs.MaxSampleAge.Duration)
 		if r.pidKnown() {
@@ -340,27 +399,4 @@ func sortRows(rows []*nodeRow, col *column, now time.Time) {
 		}
 		return strings.Compare(a.name, b.name)
 	})
-}
-
-func printRows(out io.Writer, rows []*nodeRow, columns []column, now time.Time, noHeaders bool) error {
-	w := printers.GetNewTabWriter(out)
-	if !noHeaders {
-		var headers []string
-		for _, c := range columns {
-			headers = append(headers, c.header)
-		}
-		fmt.Fprintln(w, strings.Join(headers, "\t"))
-	}
-	for _, r := range rows {
-		cells := make([]string, len(columns))
-		for i, c := range columns {
-			if c.cell == nil {
-				cells[i] = r.name
-				continue
-			}
-			cells[i] = c.cell(r, now)
-		}
-		fmt.Fprintln(w, strings.Join(cells, "\t"))
-	}
-	return w.Flush()
 }

@@ -143,7 +143,9 @@ func TestNodesSortBy(t *testing.T) {
 	}
 }
 
-// TestNodesReadOnly: nodes lists nodes and pods, nothing else.
+// TestNodesReadOnly: nodes gets the scheduler's Deployment (for its
+// configuration; the fake cluster has none), lists nodes and pods, and
+// does nothing else.
 func TestNodesReadOnly(t *testing.T) {
 	client := headroomCluster()
 	client.ClearActions()
@@ -152,8 +154,8 @@ func TestNodesReadOnly(t *testing.T) {
 	for _, a := range client.Actions() {
 		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
 	}
-	if got := strings.Join(verbs, ", "); got != "list nodes, list pods" {
-		t.Errorf("API calls: %s; want list nodes, list pods", got)
+	if got, want := strings.Join(verbs, ", "), "get deployments, list nodes, list pods"; got != want {
+		t.Errorf("API calls: %s; want %s", got, want)
 	}
 }
 

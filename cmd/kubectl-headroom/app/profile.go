@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 
@@ -20,7 +19,6 @@ import (
 	headroomconfig "github.com/headroom-k8s/headroom/apis/config"
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
-	"github.com/headroom-k8s/headroom/manifests"
 	"github.com/headroom-k8s/headroom/plugins"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
@@ -36,19 +34,11 @@ type profile struct {
 	weights map[string]int64
 }
 
-// loadProfile reads the KubeSchedulerConfiguration at path (the shipped one
-// when empty), decoded and defaulted by the kube-scheduler's own scheme, and
-// returns its profile named schedulerName. An empty schedulerName picks the
-// profile headroom-scheduler, or a configuration's only profile.
-func loadProfile(path, schedulerName string) (*profile, error) {
-	data, source := manifests.SchedulerConfig, "the shipped manifests/scheduler/scheduler-config.yaml"
-	if path != "" {
-		var err error
-		if data, err = os.ReadFile(path); err != nil {
-			return nil, err
-		}
-		source = path
-	}
+// loadProfile decodes the KubeSchedulerConfiguration in data (read from
+// source), defaulted by the kube-scheduler's own scheme, and returns its
+// profile named schedulerName. An empty schedulerName picks the profile
+// headroom-scheduler, or a configuration's only profile.
+func loadProfile(data []byte, source, schedulerName string) (*profile, error) {
 	obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)

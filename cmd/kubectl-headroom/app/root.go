@@ -17,8 +17,11 @@ type options struct {
 	streams genericiooptions.IOStreams
 	config  *genericclioptions.ConfigFlags
 	// schedulerConfig is a KubeSchedulerConfiguration file; empty: the
-	// shipped manifests/scheduler/scheduler-config.yaml.
+	// running headroom-scheduler's, else the built-in default.
 	schedulerConfig string
+	// systemNamespace is where the shipped headroom-scheduler and
+	// headroom-descheduler run.
+	systemNamespace string
 	// schedulerName picks the profile of that config.
 	schedulerName string
 	// newClient connects to the API server; tests replace it.
@@ -43,11 +46,17 @@ func newCommand(o *options) *cobra.Command {
 		Use:   "kubectl-headroom",
 		Short: "Show nodes' PID, pod-IP and OOM headroom and explain Headroom's scheduling and eviction decisions",
 		Long: `kubectl headroom shows what Headroom's scheduler plugins see. It only reads
-from the API server. Verdicts and scores are computed by the plugins
-themselves, with the profile of the shipped scheduler configuration or the one
+from the API server, but for clean-annotations --yes, which removes Headroom's
+annotations from Nodes when it is uninstalled. Verdicts and scores are computed by the plugins
+themselves, with a profile of the configuration the running headroom-scheduler
+reads (the ConfigMap its Deployment in headroom-system mounts) or of the one
 given with --config; the evictions RelieveNodePressure would make come from
-its own plan, with the shipped DeschedulerPolicy or the one given with
---policy.`,
+its own plan, with the DeschedulerPolicy the headroom-descheduler CronJob (or
+Deployment) mounts or the one given with --policy. Each command says on
+stderr which configuration it used; when the cluster's cannot be read (not
+installed, or no right to get Deployments, CronJobs and ConfigMaps there) it
+says why and uses the default built into kubectl-headroom, the shipped
+manifests' own.`,
 		SilenceUsage: true,
 		// kubectl runs it as `kubectl headroom`: help says so.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl headroom"},
@@ -61,11 +70,12 @@ its own plan, with the shipped DeschedulerPolicy or the one given with
 	cmd.SetErr(o.streams.ErrOut)
 	fs := cmd.PersistentFlags()
 	o.config.AddFlags(fs)
-	fs.StringVar(&o.schedulerConfig, "config", "", "KubeSchedulerConfiguration file whose profile to use; default: the shipped manifests/scheduler/scheduler-config.yaml")
+	fs.StringVar(&o.schedulerConfig, "config", "", "KubeSchedulerConfiguration file whose profile to use; default: the running headroom-scheduler's (its Deployment's ConfigMap), else the built-in default")
+	fs.StringVar(&o.systemNamespace, "headroom-namespace", defaultSystemNamespace, "namespace of the running headroom-scheduler and headroom-descheduler, whose configuration is the default")
 	fs.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the configuration to use (its schedulerName); default: headroom-scheduler, or the configuration's only profile")
 	verflag.AddFlags(cmd.Flags())
 
-	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newEvictionsCommand(o), newExplainOOMCommand(o))
+	cmd.AddCommand(newNodesCommand(o), newExplainCommand(o), newEvictionsCommand(o), newExplainOOMCommand(o), newCleanAnnotationsCommand(o))
 	return cmd
 }
 

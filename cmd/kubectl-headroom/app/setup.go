@@ -1,10 +1,18 @@
 package app
 
 import (
+	"context"
+	"fmt"
+	"os"
+
 	"k8s.io/client-go/kubernetes"
 
 	headroomconfig "github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/manifests"
 )
+
+// builtinSchedulerConfig names the configuration built into kubectl-headroom.
+const builtinSchedulerConfig = "the built-in default (manifests/scheduler/scheduler-config.yaml)"
 
 // session is what a subcommand works with: the profile (--config,
 // --scheduler-name), the args of its Headroom plugins as the profile sets
@@ -17,14 +25,43 @@ type session struct {
 	client  kubernetes.Interface
 }
 
-// setup loads the profile and its args and connects, the first step of
-// every subcommand.
-func (o *options) setup() (*session, error) {
-	p, err := loadProfile(o.schedulerConfig, o.schedulerName)
+// setup connects and loads the profile and its args, the first step of
+// every subcommand: the profile of --config, else of the configuration the
+// running headroom-scheduler reads, else of the built-in default. It says
+// on stderr which configuration it uses, and why when it falls back.
+func (o *options) setup(ctx context.Context) (*session, error) {
+	var data []byte
+	var source string
+	if o.schedulerConfig != "" {
+		// A file given is checked before connecting.
+		var err error
+		if data, err = os.ReadFile(o.schedulerConfig); err != nil {
+			return nil, err
+		}
+		source = o.schedulerConfig
+		if _, err := loadProfile(data, source, o.schedulerName); err != nil {
+			return nil, err
+		}
+	}
+	client, err := o.newClient()
 	if err != nil {
 		return nil, err
 	}
-	s := &session{profile: p}
+	if data == nil {
+		f, err := schedulerConfigOf(ctx, client, o.systemNamespace)
+		if err != nil {
+			fmt.Fprintf(o.streams.ErrOut, "Note: the running headroom-scheduler's configuration could not be read (%v); using %s\n", err, builtinSchedulerConfig)
+			data, source = manifests.SchedulerConfig, builtinSchedulerConfig
+		} else {
+			data, source = f.data, f.source
+		}
+	}
+	p, err := loadProfile(data, source, o.schedulerName)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.streams.ErrOut, "Using profile %q of %s\n", p.cfg.SchedulerName, source)
+	s := &session{profile: p, client: client}
 	if s.pidArgs, err = p.nodePIDsArgs(); err != nil {
 		return nil, err
 	}
@@ -32,9 +69,6 @@ func (o *options) setup() (*session, error) {
 		return nil, err
 	}
 	if s.oomArgs, err = p.oomRiskArgs(); err != nil {
-		return nil, err
-	}
-	if s.client, err = o.newClient(); err != nil {
 		return nil, err
 	}
 	return s, nil
