@@ -295,6 +295,8 @@ func TestChartMatchesKustomize(t *testing.T) {
 			"manifests/scheduler/scheduler-config.yaml":  "files/scheduler-config.yaml",
 			"manifests/descheduler/policy.yaml":          "files/descheduler-policy.yaml",
 			"manifests/node-agent/admission-policy.yaml": "files/node-agent-admission-policy.yaml",
+			rulesFile:     "files/prometheus-rules.yaml",
+			dashboardFile: "files/headroom-dashboard.json",
 		} {
 			if !bytes.Equal(repoFile(t, src), repoFile(t, filepath.Join(chartDir, dst))) {
 				t.Errorf("%s/%s differs from %s: run hack/update-chart.sh", chartDir, dst, src)

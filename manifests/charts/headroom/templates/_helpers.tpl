@@ -190,3 +190,22 @@ carriage return), otherwise a quoted string.
 {{ toJson . }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The chart's standard labels of an object: app.kubernetes.io/name,
+instance, version, component, part-of, managed-by, helm.sh/chart, then
+commonLabels. Arguments: dict "root" $ "name" <app.kubernetes.io/name>
+"component" <app.kubernetes.io/component>.
+*/}}
+{{- define "headroom.labels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: headroom
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
