@@ -1,14 +1,30 @@
 {{/*
-Image reference of a component: registry/repository:tag, the tag defaulting
-to the chart's appVersion. Argument: dict "image" .Values.<component>.image "root" $.
+Image reference of a component: registry/repository@digest where
+image.digest is set (it wins over the tag), else registry/repository:tag,
+the tag defaulting to the chart's appVersion. Argument: dict "image"
+.Values.<component>.image "root" $.
 */}}
 {{- define "headroom.image" -}}
-{{- $tag := .image.tag | default .root.Chart.AppVersion -}}
+{{- $repo := .image.repository -}}
 {{- if .image.registry -}}
-{{ .image.registry }}/{{ .image.repository }}:{{ $tag }}
-{{- else -}}
-{{ .image.repository }}:{{ $tag }}
+{{- $repo = printf "%s/%s" .image.registry .image.repository -}}
 {{- end -}}
+{{- if .image.digest -}}
+{{ $repo }}@{{ .image.digest }}
+{{- else -}}
+{{ $repo }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+imagePullSecrets of a pod spec, where .Values.imagePullSecrets has any.
+Argument: $.
+*/}}
+{{- define "headroom.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 0 }}
+{{- end }}
 {{- end -}}
 
 {{/*
