@@ -81,14 +81,20 @@ func (o *ServingOptions) Serve(ctx context.Context, addr, kubeconfig string, met
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address %q: %w", addr, err)
 	}
-	o.SecureServing.BindAddress = net.IPv6unspecified // every address, IPv4 too
-	if host != "" {
-		if o.SecureServing.BindAddress = net.ParseIP(host); o.SecureServing.BindAddress == nil {
-			return fmt.Errorf("--metrics-bind-address %q: %q is not an IP address", addr, host)
-		}
-	}
 	if o.SecureServing.BindPort, err = strconv.Atoi(port); err != nil {
 		return fmt.Errorf("--metrics-bind-address %q: %w", addr, err)
+	}
+	if host == "" {
+		// Every address, as Go listens on ":port": IPv4 and IPv6 where the
+		// host has both, IPv4 alone where IPv6 is off ("[::]" would fail).
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--metrics-bind-address: %w", err)
+		}
+		o.SecureServing.Listener = ln
+		o.SecureServing.BindAddress = net.IPv4zero
+	} else if o.SecureServing.BindAddress = net.ParseIP(host); o.SecureServing.BindAddress == nil {
+		return fmt.Errorf("--metrics-bind-address %q: %q is not an IP address", addr, host)
 	}
 	if o.Authentication.RemoteKubeConfigFile == "" {
 		o.Authentication.RemoteKubeConfigFile = kubeconfig
