@@ -13,7 +13,7 @@ build: ## Headroom's binaries and kubectl-headroom into bin/
 images: ## the binaries, then their OCI image tarballs in bin/images/ (no container engine)
 	hack/build.sh images
 
-tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators, helm; a real node's kubelet, containerd, runc, CNI plugins and pause image into bin/
+tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators, helm, promtool; a real node's kubelet, containerd, runc, CNI plugins and pause image into bin/
 	hack/build-tools.sh
 
 # The models and plugins run concurrently in the scheduler (Score runs in

@@ -3,6 +3,7 @@
 # - the local control plane (etcd, kube-apiserver, kube-controller-manager,
 #   kubectl, kwok), the code generators and the kubelet: hack/tools/go.mod;
 # - helm: hack/tools/helm/go.mod;
+# - promtool (the alerting rules' tests): hack/tools/prometheus/go.mod;
 # - the rest of a real node: containerd, ctr and containerd-shim-runc-v2
 #   (hack/tools/containerd), runc (hack/tools/runc), the CNI plugins bridge,
 #   host-local and loopback (hack/tools/cni), and the sandbox image
@@ -98,6 +99,18 @@ pause_c=$(module_dir k8s.io/kubernetes)/build/pause/linux/pause.c
 cd "$HEADROOM_ROOT/hack/tools/helm"
 stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
 build helm helm.sh/helm/v4/cmd/helm -ldflags "$ldflags"
+
+# promtool, from Prometheus' own module (hack/tools/prometheus), for
+# `promtool test rules` of manifests/monitoring/prometheus-rules.yaml.
+# remove_all_sd, Prometheus' own build tag, leaves out the service-discovery
+# plugins (the cloud providers' SDKs), which rule tests never use: a cold
+# build compiles (and downloads) a fraction of what the full promtool needs.
+# The module v0.3XX.Y is Prometheus 3.XX.Y, which promtool --version prints.
+cd "$HEADROOM_ROOT/hack/tools/prometheus"
+stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+v=$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+build promtool github.com/prometheus/prometheus/cmd/promtool -tags remove_all_sd \
+  -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}"
 
 # containerd as its release builds it (static, no cgo: the shim is started
 # by containerd in every pod and must not depend on the host's libc). The

@@ -3,7 +3,8 @@
 # tree it mirrors:
 # - files/ gets the configuration files the manifests ship (Helm's .Files
 #   reads only inside the chart): the scheduler config, the descheduler
-#   policy and the node agent's admission policy;
+#   policy, the node agent's admission policy, the Prometheus rules and the
+#   Grafana dashboard;
 # - Chart.yaml's version and appVersion: the release in VERSION, or, without
 #   that file, the Kubernetes release hack/lib.sh reports; appVersion (the
 #   image tag the chart defaults to) is the tag kustomize gives Headroom's
@@ -19,6 +20,8 @@ mkdir -p "$chart/files"
 cp manifests/scheduler/scheduler-config.yaml "$chart/files/scheduler-config.yaml"
 cp manifests/descheduler/policy.yaml "$chart/files/descheduler-policy.yaml"
 cp manifests/node-agent/admission-policy.yaml "$chart/files/node-agent-admission-policy.yaml"
+cp manifests/monitoring/prometheus-rules.yaml "$chart/files/prometheus-rules.yaml"
+cp manifests/grafana/headroom-dashboard.json "$chart/files/headroom-dashboard.json"
 
 if [[ -f VERSION ]]; then version=$(tr -d '[:space:]' <VERSION); else version=$K8S_VERSION; fi
 [[ -x $BIN_DIR/kubectl ]] || "$HEADROOM_ROOT/hack/build-tools.sh" >/dev/null

@@ -6,21 +6,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/logs"
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 
@@ -28,6 +24,7 @@ import (
 )
 
 func main() {
+	logs.InitLogs()
 	if err := run(); err != nil {
 		klog.ErrorS(err, "headroom-node-agent failed")
 		klog.Flush()
@@ -40,14 +37,14 @@ func run() error {
 	opts := nodeagent.NewOptions(os.Getenv("NODE_NAME"))
 	fs := pflag.NewFlagSet("headroom-node-agent", pflag.ExitOnError)
 	opts.AddFlags(fs)
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
 	verflag.AddFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
 	verflag.PrintAndExitIfRequested()
+	if err := opts.ApplyLogging(); err != nil {
+		return err
+	}
 	cfg, err := opts.Config(fs)
 	if err != nil {
 		return err
@@ -83,34 +80,11 @@ func run() error {
 		return agent.Once(ctx)
 	}
 	if opts.MetricsAddress != "" && opts.MetricsAddress != "0" {
-		if err := serve(ctx, opts.MetricsAddress, agent.Metrics().Handler(), agent.HealthzHandler()); err != nil {
+		if err := opts.Serving.Serve(ctx, opts.MetricsAddress, opts.Kubeconfig, agent.Metrics().Handler(), agent.HealthzHandler()); err != nil {
 			return err
 		}
 	}
 	return agent.Run(ctx)
-}
-
-// serve starts the /metrics and /healthz endpoints; they stop with ctx.
-func serve(ctx context.Context, addr string, metrics, healthz http.Handler) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
-	mux.Handle("/healthz", healthz)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-bind-address: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Serving metrics failed", "address", addr)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	klog.InfoS("Serving /metrics and /healthz", "address", ln.Addr().String())
-	return nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

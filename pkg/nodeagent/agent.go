@@ -384,6 +384,9 @@ func (a *Agent) sample(ctx context.Context) ([]Sample, error) {
 			a.metrics.probeErrors.WithLabelValues(p.Name()).Inc()
 			errs = append(errs, fmt.Errorf("probe %s: %w", p.Name(), err))
 		}
+		if s != nil {
+			a.metrics.observe(s)
+		}
 		fresh[i] = s
 	}
 	a.dropOrphans(fresh)

@@ -571,6 +571,15 @@ func TestMetrics(t *testing.T) {
 # HELP headroom_node_agent_last_written_sample_age_seconds [ALPHA] Age of the oldest sample in the node's annotations as last written (or adopted at start); NaN before any.
 # TYPE headroom_node_agent_last_written_sample_age_seconds gauge
 headroom_node_agent_last_written_sample_age_seconds 17
+# HELP headroom_node_agent_pids_capacity [ALPHA] PIDs the node can hold at the latest sample (headroom.dev/pid-capacity).
+# TYPE headroom_node_agent_pids_capacity gauge
+headroom_node_agent_pids_capacity 32768
+# HELP headroom_node_agent_pids_reserved [ALPHA] PIDs reserved for the system and the kubelet (headroom.dev/pid-reserved).
+# TYPE headroom_node_agent_pids_reserved gauge
+headroom_node_agent_pids_reserved 1000
+# HELP headroom_node_agent_pids_used [ALPHA] PIDs (threads) in use on the node at the latest sample, as headroom.dev/pid-used carries it.
+# TYPE headroom_node_agent_pids_used gauge
+headroom_node_agent_pids_used 9000
 # HELP headroom_node_agent_samples_total [ALPHA] Samples taken, by probe, whether or not they succeeded.
 # TYPE headroom_node_agent_samples_total counter
 headroom_node_agent_samples_total{probe="ips"} 2
@@ -585,13 +594,19 @@ headroom_node_agent_writes_total 1
 `
 	if err := testutil.GatherAndCompare(m.registry, strings.NewReader(want),
 		"headroom_node_agent_last_written_sample_age_seconds", "headroom_node_agent_samples_total",
-		"headroom_node_agent_write_failures_total", "headroom_node_agent_writes_total"); err != nil {
+		"headroom_node_agent_write_failures_total", "headroom_node_agent_writes_total",
+		// The figures of the latest sample, the failed write's; no pod
+		// network here, so no pod-IP figures at all.
+		"headroom_node_agent_pids_used", "headroom_node_agent_pids_capacity", "headroom_node_agent_pids_reserved",
+		"headroom_node_agent_pod_ips_used", "headroom_node_agent_pod_ips_capacity"); err != nil {
 		t.Error(err)
 	}
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if !strings.Contains(rec.Body.String(), "headroom_node_agent_writes_total 1") {
-		t.Errorf("/metrics body:\n%s", rec.Body.String())
+	for _, want := range []string{"headroom_node_agent_writes_total 1", "\ngo_goroutines ", "\nprocess_resident_memory_bytes "} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, rec.Body.String())
+		}
 	}
 }
 

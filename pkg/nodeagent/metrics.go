@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/component-base/metrics"
 	"k8s.io/utils/clock"
 )
@@ -23,8 +25,15 @@ type Metrics struct {
 	// podIPsReleased counts containers whose leaked addresses were released.
 	podIPsLeaked   *metrics.Gauge
 	podIPsReleased *metrics.Counter
+	// The figures of the latest successful sample of each probe, as the
+	// annotations would carry them; absent before the first (vectors
+	// without labels, so that "not known" does not read as 0).
+	pidsUsed, pidsCapacity, pidsReserved *metrics.GaugeVec
+	podIPsUsed, podIPsCapacity           *metrics.GaugeVec
 	// lastWrittenSample is the UnixNano time of the oldest sample of the
 	// last accepted write (or of the adopted annotations); 0 for none.
+	// collectors are all it registered, for Names.
+	collectors        []prometheus.Collector
 	lastWrittenSample atomic.Int64
 	clock             atomic.Pointer[clock.PassiveClock]
 }
@@ -53,6 +62,11 @@ func NewMetrics() *Metrics {
 			Help:           "Node annotation patches that failed.",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		pidsUsed:       figure("pids_used", "PIDs (threads) in use on the node at the latest sample, as headroom.dev/pid-used carries it."),
+		pidsCapacity:   figure("pids_capacity", "PIDs the node can hold at the latest sample (headroom.dev/pid-capacity)."),
+		pidsReserved:   figure("pids_reserved", "PIDs reserved for the system and the kubelet (headroom.dev/pid-reserved)."),
+		podIPsUsed:     figure("pod_ips_used", "Pod IPs allocated in the node's CNI IPAM state at the latest sample (headroom.dev/ip-used)."),
+		podIPsCapacity: figure("pod_ips_capacity", "Pod IPs the node's CNI IPAM can hand out at the latest sample (headroom.dev/ip-capacity)."),
 		podIPsLeaked: metrics.NewGauge(&metrics.GaugeOpts{
 			Subsystem: metricsSubsystem, Name: "pod_ips_leaked",
 			Help:           "Pod IPs of the node's host-local IPAM allocated to no pod sandbox at the last sample (headroom.dev/ip-leaked); NaN when that cannot be told.",
@@ -66,14 +80,50 @@ func NewMetrics() *Metrics {
 	}
 	var c clock.PassiveClock = clock.RealClock{}
 	m.clock.Store(&c)
-	m.registry.MustRegister(m.samples, m.probeErrors, m.writes, m.writeFailures, m.podIPsLeaked, m.podIPsReleased)
+	own := []metrics.Registerable{m.samples, m.probeErrors, m.writes, m.writeFailures,
+		m.pidsUsed, m.pidsCapacity, m.pidsReserved, m.podIPsUsed, m.podIPsCapacity, m.podIPsLeaked, m.podIPsReleased}
+	m.registry.MustRegister(own...)
 	m.podIPsLeaked.Set(math.NaN())
-	m.registry.RawMustRegister(metrics.NewGaugeFunc(&metrics.GaugeOpts{
-		Subsystem: metricsSubsystem, Name: "last_written_sample_age_seconds",
-		Help:           "Age of the oldest sample in the node's annotations as last written (or adopted at start); NaN before any.",
-		StabilityLevel: metrics.ALPHA,
-	}, m.lastWrittenSampleAge))
+	raw := []prometheus.Collector{
+		metrics.NewGaugeFunc(&metrics.GaugeOpts{
+			Subsystem: metricsSubsystem, Name: "last_written_sample_age_seconds",
+			Help:           "Age of the oldest sample in the node's annotations as last written (or adopted at start); NaN before any.",
+			StabilityLevel: metrics.ALPHA,
+		}, m.lastWrittenSampleAge),
+		// The process's own figures, as every Kubernetes component exports
+		// them: go_* (runtime, memory, goroutines) and process_* (CPU,
+		// resident memory, open files).
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	m.registry.RawMustRegister(raw...)
+	for _, c := range own {
+		m.collectors = append(m.collectors, c)
+	}
+	m.collectors = append(m.collectors, raw...)
 	return m
+}
+
+// figure is a gauge of one figure the agent publishes, without labels: the
+// only one would be the node, which the scrape target already names.
+func figure(name, help string) *metrics.GaugeVec {
+	return metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem: metricsSubsystem, Name: name, Help: help,
+		StabilityLevel: metrics.ALPHA,
+	}, nil)
+}
+
+// observe sets the figure gauges from a probe's fresh sample.
+func (m *Metrics) observe(s Sample) {
+	switch s := s.(type) {
+	case pidSample:
+		m.pidsUsed.WithLabelValues().Set(float64(s.stats.Used))
+		m.pidsCapacity.WithLabelValues().Set(float64(s.stats.Capacity))
+		m.pidsReserved.WithLabelValues().Set(float64(s.stats.Reserved))
+	case ipSample:
+		m.podIPsUsed.WithLabelValues().Set(float64(s.stats.Used))
+		m.podIPsCapacity.WithLabelValues().Set(float64(s.stats.Capacity))
+	}
 }
 
 func (m *Metrics) setClock(c clock.PassiveClock) { m.clock.Store(&c) }
@@ -84,6 +134,24 @@ func (m *Metrics) lastWrittenSampleAge() float64 {
 		return math.NaN()
 	}
 	return (*m.clock.Load()).Since(time.Unix(0, at)).Seconds()
+}
+
+// Descs returns the descriptor of every metric the agent serves, also of
+// those without a sample yet (a vector before its first observation), so
+// that dashboards and alerts can be checked against them.
+func (m *Metrics) Descs() []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range m.collectors {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var descs []*prometheus.Desc
+	for d := range ch {
+		descs = append(descs, d)
+	}
+	return descs
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -5,6 +5,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	// The json logging format (--logging-format=json), as kube-scheduler
+	// registers it.
+	_ "k8s.io/component-base/logs/json/register"
 )
 
 // Options are the command-line settings of headroom-node-agent.
@@ -28,6 +33,12 @@ type Options struct {
 	IPHysteresisPercent float64
 	RequestTimeout      time.Duration
 	Once                bool
+	// Logs is component-base's logging configuration: -v, --vmodule,
+	// --logging-format (text or json), as kube-scheduler takes them.
+	Logs *logsapi.LoggingConfiguration
+	// Serving is the /metrics and /healthz endpoint's TLS and delegated
+	// authentication and authorization.
+	Serving *ServingOptions
 }
 
 // NewOptions returns the defaults; nodeName is normally $NODE_NAME, set from
@@ -49,6 +60,8 @@ func NewOptions(nodeName string) *Options {
 		HysteresisPIDs:      d.Hysteresis.PIDs,
 		HysteresisPercent:   d.Hysteresis.Percent,
 		RequestTimeout:      d.RequestTimeout,
+		Logs:                logsapi.NewLoggingConfiguration(),
+		Serving:             NewServingOptions(),
 	}
 }
 
@@ -70,7 +83,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReclaimAfter, "reclaim-leaked-ips-after", o.ReclaimAfter,
 		"how long an allocation must have been seen leaked before --reclaim-leaked-ips releases it")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress,
-		"address to serve /metrics and /healthz on; empty or 0 to serve nothing (--once never serves)")
+		"address (host:port) to serve /metrics and /healthz on over HTTPS, /metrics to identities the API server authorizes for it (delegated authentication and authorization, as kube-scheduler's secure port); empty or 0 to serve nothing (--once never serves)")
 	fs.Int64Var(&o.ReservedPIDs, "reserved-pids", o.ReservedPIDs,
 		"PIDs reserved for the system and the kubelet (systemReserved.pid + kubeReserved.pid); excludes --kubelet-config")
 	fs.StringVar(&o.KubeletConfig, "kubelet-config", o.KubeletConfig,
@@ -86,6 +99,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"write when pod IPs in use moved by at least max(1, this percentage of the pool) since the last write, and on every change once no more than that many are free")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
 	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
+	logsapi.AddFlags(o.Logs, fs)
+	o.Serving.AddFlags(fs)
+}
+
+// ApplyLogging validates the logging flags and sets klog up with them (the
+// format, the verbosity); call it once, after parsing.
+func (o *Options) ApplyLogging() error {
+	fg := featuregate.NewFeatureGate()
+	if err := logsapi.AddFeatureGates(fg); err != nil {
+		return err
+	}
+	return logsapi.ValidateAndApply(o.Logs, fg)
 }
 
 // Config resolves the options into a valid Config. fs tells whether

@@ -232,8 +232,70 @@ func show(v any) string {
 	return string(b)
 }
 
+// chartLabels are the labels the chart puts on every object and pod
+// template (app.kubernetes.io/instance, version, ... and helm.sh/chart, the
+// conventions of a Helm chart) that the kustomize tree has no use for.
+var chartLabels = []string{
+	"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/component",
+	"app.kubernetes.io/part-of", "app.kubernetes.io/managed-by", "helm.sh/chart",
+}
+
+// withoutChartLabels returns chart with every chartLabels key removed from
+// the labels of its metadata and of its pod templates where the kustomize
+// object has no such label; a key both have must still agree, and no other
+// label is forgiven.
+func withoutChartLabels(kustomize, chart any) any {
+	k, ok := kustomize.(map[string]any)
+	c, ok2 := chart.(map[string]any)
+	if !ok || !ok2 {
+		return chart
+	}
+	out := make(map[string]any, len(c))
+	for key, v := range c {
+		out[key] = v
+	}
+	if md, ok := c["metadata"].(map[string]any); ok {
+		kmd, _ := k["metadata"].(map[string]any)
+		kl, _ := kmd["labels"].(map[string]any)
+		if cl, ok := md["labels"].(map[string]any); ok {
+			labels := map[string]any{}
+			for key, v := range cl {
+				if _, inK := kl[key]; slices.Contains(chartLabels, key) && !inK {
+					continue
+				}
+				labels[key] = v
+			}
+			md2 := map[string]any{}
+			for key, v := range md {
+				md2[key] = v
+			}
+			delete(md2, "labels")
+			if len(labels) > 0 || kl != nil {
+				md2["labels"] = labels
+			}
+			out["metadata"] = md2
+		}
+	}
+	// Pod templates: spec.template, spec.jobTemplate.spec.template.
+	if spec, ok := c["spec"].(map[string]any); ok {
+		kspec, _ := k["spec"].(map[string]any)
+		spec2 := map[string]any{}
+		for key, v := range spec {
+			spec2[key] = v
+		}
+		for _, key := range []string{"template", "jobTemplate", "spec"} { // spec: jobTemplate.spec
+			if v, ok := spec[key]; ok {
+				spec2[key] = withoutChartLabels(kspec[key], v)
+			}
+		}
+		out["spec"] = spec2
+	}
+	return out
+}
+
 // compareObjects reports every object one side renders and the other does
-// not, and every differing field of the objects both render.
+// not, and every differing field of the objects both render. The chart's
+// own labels (chartLabels) are not differences.
 func compareObjects(t *testing.T, kustomize, chart map[string]object) {
 	t.Helper()
 	for _, key := range slices.Sorted(func(yield func(string) bool) {
@@ -248,7 +310,7 @@ func compareObjects(t *testing.T, kustomize, chart map[string]object) {
 			t.Errorf("kustomize renders %s, the chart does not", key)
 			continue
 		}
-		for _, d := range fieldDiffs("", kustomize[key], got) {
+		for _, d := range fieldDiffs("", kustomize[key], withoutChartLabels(kustomize[key], got)) {
 			t.Errorf("%s: %s", key, d)
 		}
 	}
@@ -295,6 +357,8 @@ func TestChartMatchesKustomize(t *testing.T) {
 			"manifests/scheduler/scheduler-config.yaml":  "files/scheduler-config.yaml",
 			"manifests/descheduler/policy.yaml":          "files/descheduler-policy.yaml",
 			"manifests/node-agent/admission-policy.yaml": "files/node-agent-admission-policy.yaml",
+			rulesFile:     "files/prometheus-rules.yaml",
+			dashboardFile: "files/headroom-dashboard.json",
 		} {
 			if !bytes.Equal(repoFile(t, src), repoFile(t, filepath.Join(chartDir, dst))) {
 				t.Errorf("%s/%s differs from %s: run hack/update-chart.sh", chartDir, dst, src)
@@ -897,6 +961,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "scheduler.enabled=yes"}, "scheduler.enabled"},
 		{[]string{"--set", "nodeAgent.image.repository="}, "nodeAgent.image.repository"},
 		{[]string{"--set-json", "scheduler.podDisruptionBudget.maxUnavailable=[1]"}, "scheduler.podDisruptionBudget.maxUnavailable"},
+		{[]string{"--set", "nodeAgent.logFormat=xml"}, "nodeAgent.logFormat"},
+		{[]string{"--set", "scheduler.image.digest=latest"}, "scheduler.image.digest"},
+		{[]string{"--set-json", `imagePullSecrets=["regcred"]`}, "imagePullSecrets/0"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			out, err := renderChartText(t, tc.flags...)
@@ -1135,6 +1202,88 @@ func TestNodeAgentMountsNoProc(t *testing.T) {
 					if strings.HasPrefix(a, "--proc-root") {
 						t.Errorf("container %s runs with %s: the agent reads its own /proc", c.Name, a)
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestChartConventions renders the chart with every component and the
+// monitoring objects on and checks Helm's conventions on every object: the
+// standard app.kubernetes.io/ labels and helm.sh/chart (on each pod
+// template too), commonLabels, imagePullSecrets in every pod, an image
+// digest winning over the tag, and logFormat as --logging-format.
+func TestChartConventions(t *testing.T) {
+	var chart struct{ Name, Version, AppVersion string }
+	if err := yaml.Unmarshal(repoFile(t, filepath.Join(chartDir, "Chart.yaml")), &chart); err != nil {
+		t.Fatal(err)
+	}
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, mode := range []string{"cronJob", "deployment"} {
+		t.Run(mode, func(t *testing.T) {
+			objs := renderChart(t, "-f", valuesFile(t, `
+namespace: {create: true}
+commonLabels: {team: infra, example.com/cost-center: "42"}
+imagePullSecrets: [{name: regcred}]
+scheduler: {logFormat: json, image: {digest: `+digest+`, tag: ignored}}
+descheduler: {logFormat: json, mode: `+mode+`}
+nodeAgent: {logFormat: json}
+metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}}
+prometheusRule: {enabled: true}
+grafanaDashboard: {enabled: true}
+`))
+			want := map[string]string{
+				"app.kubernetes.io/instance":   chartRelease,
+				"app.kubernetes.io/version":    chart.AppVersion,
+				"app.kubernetes.io/part-of":    "headroom",
+				"app.kubernetes.io/managed-by": "Helm",
+				"helm.sh/chart":                chart.Name + "-" + chart.Version,
+				"team":                         "infra",
+				"example.com/cost-center":      "42",
+			}
+			check := func(where string, labels map[string]any) {
+				for k, v := range want {
+					if labels[k] != v {
+						t.Errorf("%s: label %s = %v, want %q", where, k, labels[k], v)
+					}
+				}
+				for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/component"} {
+					if s, _ := labels[k].(string); s == "" {
+						t.Errorf("%s: no label %s", where, k)
+					}
+				}
+			}
+			for key, o := range objs {
+				md, _ := o["metadata"].(map[string]any)
+				labels, _ := md["labels"].(map[string]any)
+				check(key, labels)
+			}
+			pts := podTemplates(t, objs)
+			if len(pts) != 3 {
+				t.Errorf("pod templates %v, want the scheduler's, the descheduler's and the node agent's", keysOf(objs))
+			}
+			for key, pt := range pts {
+				labels := map[string]any{}
+				for k, v := range pt.Labels {
+					labels[k] = v
+				}
+				check(key+" pod template", labels)
+				if len(pt.Spec.ImagePullSecrets) != 1 || pt.Spec.ImagePullSecrets[0].Name != "regcred" {
+					t.Errorf("%s: imagePullSecrets %v", key, pt.Spec.ImagePullSecrets)
+				}
+				c := pt.Spec.Containers[0]
+				if !slices.Contains(c.Args, "--logging-format=json") {
+					t.Errorf("%s: args %v lack --logging-format=json", key, c.Args)
+				}
+				wantImage := "ghcr.io/headroom-k8s/headroom-" + strings.TrimPrefix(c.Name, "") + ":" + chart.AppVersion
+				switch c.Name {
+				case "scheduler":
+					wantImage = "ghcr.io/headroom-k8s/headroom-scheduler@" + digest
+				case "node-agent":
+					wantImage = "ghcr.io/headroom-k8s/headroom-node-agent:" + chart.AppVersion
+				}
+				if c.Image != wantImage {
+					t.Errorf("%s: image %s, want %s", key, c.Image, wantImage)
 				}
 			}
 		})

@@ -320,9 +320,14 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsAddr := freeAddr(t)
-	agentProc := startNodeAgent(ctx, t, cp, "node-a", "--metrics-bind-address="+metricsAddr, "--v=2")
+	// /metrics open to anonymous scrapes (the upstream flag that skips
+	// authorization for a path), so that it stays readable while the API
+	// server, which would authenticate and authorize a scraper, is down.
+	agentProc := startNodeAgent(ctx, t, cp, "node-a", "--metrics-bind-address="+metricsAddr, "--v=2",
+		"--authorization-always-allow-paths=/healthz,/metrics")
 	writes := func() int {
-		m := regexp.MustCompile(`(?m)^headroom_node_agent_writes_total (\d+)$`).FindStringSubmatch(get(t, "http://"+metricsAddr+"/metrics"))
+		_, body := scrapeAgent(t, metricsAddr, "/metrics", "")
+		m := regexp.MustCompile(`(?m)^headroom_node_agent_writes_total (\d+)$`).FindStringSubmatch(body)
 		if m == nil {
 			return -1
 		}

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +18,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
@@ -249,9 +254,12 @@ func TestNodeAgent(t *testing.T) {
 	})
 
 	t.Run("serves metrics while running", func(t *testing.T) {
+		// Scrapers: one whose ServiceAccount may GET /metrics, as a
+		// Prometheus' ClusterRole grants it, and one that may not.
+		reader, nobody := metricsReaderToken(ctx, t, cp, true), metricsReaderToken(ctx, t, cp, false)
 		addr := freeAddr(t)
 		p, err := cp.StartProcessAs("node-agent-a", "headroom-node-agent", "--node-name=node-a", "--kubeconfig="+kubeconfig,
-			"--cgroup-root="+cgroupRoot, "--interval=1s", "--metrics-bind-address="+addr)
+			"--cgroup-root="+cgroupRoot, "--interval=1s", "--metrics-bind-address="+addr, "--logging-format=json")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,14 +269,47 @@ func TestNodeAgent(t *testing.T) {
 			if exited, err := p.Exited(); exited {
 				return false, fmt.Errorf("agent exited: %v", err)
 			}
-			if get(t, "http://"+addr+"/healthz") != "ok" {
+			// /healthz answers the kubelet's probe, which has no token.
+			if _, b := scrapeAgent(t, addr, "/healthz", ""); b != "ok" {
 				return false, nil
 			}
-			body = get(t, "http://"+addr+"/metrics")
+			_, body = scrapeAgent(t, addr, "/metrics", reader)
 			return strings.Contains(body, `headroom_node_agent_samples_total{probe="pid-pods"} 3`), nil
 		})
 		if err != nil {
 			t.Fatalf("%v\nmetrics:\n%s\nlog:\n%s", err, body, p.Log(4<<10))
+		}
+		// Anonymous and unauthorized scrapes are refused.
+		for who, token := range map[string]string{"anonymous": "", "a ServiceAccount without the right": nobody, "a bad token": "not-a-token"} {
+			code, b := scrapeAgent(t, addr, "/metrics", token)
+			if code != http.StatusForbidden && code != http.StatusUnauthorized {
+				t.Errorf("GET /metrics as %s: %d, want 401 or 403:\n%.300s", who, code, b)
+			}
+			if strings.Contains(b, "headroom_node_agent_") {
+				t.Errorf("GET /metrics as %s served metrics", who)
+			}
+		}
+		// --logging-format=json: every line of the log is a JSON object with
+		// a message, the start line with its fields.
+		var started bool
+		for _, line := range strings.Split(strings.TrimSpace(p.Log(1<<20)), "\n") {
+			var entry map[string]any
+			if err := json.Unmarshal([]byte(line), &entry); err != nil {
+				t.Errorf("--logging-format=json wrote a line that is not JSON: %v\n%s", err, line)
+				continue
+			}
+			if _, ok := entry["msg"]; !ok {
+				t.Errorf("log entry without msg: %s", line)
+			}
+			started = started || entry["msg"] == "Starting" && entry["node"] == "node-a"
+		}
+		if !started {
+			t.Errorf("no JSON log entry {\"msg\":\"Starting\",\"node\":\"node-a\"}:\n%s", p.Log(4<<10))
+		}
+		// The figures of its node, without labels: the /proc sample's
+		// capacity, and no pod-IP figures (no pod network here).
+		if m := regexp.MustCompile(`(?m)^headroom_node_agent_pids_capacity (\d+)$`).FindStringSubmatch(body); m == nil || m[1] == "0" {
+			t.Errorf("/metrics: headroom_node_agent_pids_capacity %v:\n%s", m, body)
 		}
 		// Three samples, the first written; the host's own thread count
 		// (other processes come and go) may move enough for one or two
@@ -280,6 +321,9 @@ func TestNodeAgent(t *testing.T) {
 			`headroom_node_agent_samples_total{probe="pids"}`,
 			"headroom_node_agent_write_failures_total 0",
 			"headroom_node_agent_last_written_sample_age_seconds",
+			"headroom_node_agent_pids_used ",
+			"\ngo_goroutines ",
+			"\nprocess_resident_memory_bytes ",
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q:\n%s", want, body)
@@ -387,6 +431,72 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// metricsReaderToken returns the token of a new ServiceAccount in the
+// default namespace that, with allowed, may GET /metrics (a ClusterRole
+// rule on the nonResourceURL, as Prometheus' ClusterRoles have it), and
+// without, has no right at all.
+func metricsReaderToken(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, allowed bool) string {
+	t.Helper()
+	name := "metrics-nobody"
+	if allowed {
+		name = "metrics-reader"
+	}
+	if _, err := cp.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if allowed {
+		if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: metav1.NamespaceDefault}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := cp.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// scrapeAgent GETs path of the node agent's HTTPS endpoint at addr (its
+// certificate is self-signed), with a bearer token unless token is empty,
+// and returns the status and body, or 0 when nothing answers yet.
+func scrapeAgent(t *testing.T, addr, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Do(req)
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return 0, ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // get returns the body of a GET, or "" when the server does not answer yet.

@@ -1,14 +1,30 @@
 {{/*
-Image reference of a component: registry/repository:tag, the tag defaulting
-to the chart's appVersion. Argument: dict "image" .Values.<component>.image "root" $.
+Image reference of a component: registry/repository@digest where
+image.digest is set (it wins over the tag), else registry/repository:tag,
+the tag defaulting to the chart's appVersion. Argument: dict "image"
+.Values.<component>.image "root" $.
 */}}
 {{- define "headroom.image" -}}
-{{- $tag := .image.tag | default .root.Chart.AppVersion -}}
+{{- $repo := .image.repository -}}
 {{- if .image.registry -}}
-{{ .image.registry }}/{{ .image.repository }}:{{ $tag }}
-{{- else -}}
-{{ .image.repository }}:{{ $tag }}
+{{- $repo = printf "%s/%s" .image.registry .image.repository -}}
 {{- end -}}
+{{- if .image.digest -}}
+{{ $repo }}@{{ .image.digest }}
+{{- else -}}
+{{ $repo }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+imagePullSecrets of a pod spec, where .Values.imagePullSecrets has any.
+Argument: $.
+*/}}
+{{- define "headroom.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 0 }}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -189,4 +205,23 @@ carriage return), otherwise a quoted string.
 {{- else -}}
 {{ toJson . }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The chart's standard labels of an object: app.kubernetes.io/name,
+instance, version, component, part-of, managed-by, helm.sh/chart, then
+commonLabels. Arguments: dict "root" $ "name" <app.kubernetes.io/name>
+"component" <app.kubernetes.io/component>.
+*/}}
+{{- define "headroom.labels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: headroom
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}

@@ -6,6 +6,7 @@ Argument: dict "root" $ "deployment" bool.
 {{- define "headroom.descheduler.podSpec" -}}
 {{- $v := .root.Values.descheduler -}}
 serviceAccountName: headroom-descheduler
+{{- include "headroom.imagePullSecrets" .root | nindent 0 }}
 {{- with $v.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
@@ -38,6 +39,7 @@ containers:
   - --secure-port=0
   {{- end }}
   - --v={{ $v.logLevel }}
+  - --logging-format={{ $v.logFormat }}
   {{- range $v.extraArgs }}
   - {{ . | quote }}
   {{- end }}

@@ -1,0 +1,365 @@
+package integration
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	deschedulermetrics "sigs.k8s.io/descheduler/metrics"
+	"sigs.k8s.io/yaml"
+
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+const (
+	rulesFile     = "manifests/monitoring/prometheus-rules.yaml"
+	rulesTestFile = "test/prometheus/rules-test.yaml"
+	dashboardFile = "manifests/grafana/headroom-dashboard.json"
+)
+
+// TestPrometheusRules checks the shipped alerting rules with promtool
+// (bin/promtool, built from Prometheus' module by hack/build-tools.sh) and
+// runs their unit tests, test/prometheus/rules-test.yaml: each alert fires
+// on its series, at its time, with its labels and annotations, and not on
+// a healthy neighbour.
+func TestPrometheusRules(t *testing.T) {
+	promtool := filepath.Join(controlplane.DefaultBinDir(), "promtool")
+	for _, args := range [][]string{
+		{"check", "rules", repoPath(t, rulesFile)},
+		{"test", "rules", repoPath(t, rulesTestFile)},
+	} {
+		out, err := exec.Command(promtool, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+}
+
+// registeredMetricNames returns the name of every metric Headroom's
+// binaries serve: those its code and kube-scheduler's and the descheduler's
+// register in legacyregistry (the scheduler's and descheduler's /metrics),
+// and the node agent's registry, each by its descriptors, so that a vector
+// without samples yet counts too.
+func registeredMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	// What headroom-scheduler and headroom-descheduler register.
+	headroommetrics.Register()
+	schedmetrics.Register()
+	deschedulermetrics.Register()
+	relievenodepressure.RegisterMetrics()
+
+	names := map[string]bool{}
+	fams, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		names[f.GetName()] = true
+	}
+	// Vectors without samples are not gathered: their descriptors name them.
+	var descs []*prometheus.Desc
+	for _, c := range []prometheus.Collector{
+		headroommetrics.InvalidAnnotations, headroommetrics.Nodes,
+		relievenodepressure.NodesTotal, relievenodepressure.EventsDroppedTotal,
+		deschedulermetrics.PodsEvictedTotal, deschedulermetrics.LoopDuration, deschedulermetrics.StrategyDuration,
+		schedmetrics.PluginExecutionDuration,
+	} {
+		descs = append(descs, describe(c)...)
+	}
+	descs = append(descs, nodeagent.NewMetrics().Descs()...)
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for _, d := range descs {
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no fqName in %s", d)
+		}
+		names[m[1]] = true
+	}
+	return names
+}
+
+func describe(c prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	var descs []*prometheus.Desc
+	for d := range ch {
+		descs = append(descs, d)
+	}
+	return descs
+}
+
+// promqlKeywords are the words of PromQL that are not metric names.
+var promqlKeywords = map[string]bool{
+	"and": true, "or": true, "unless": true, "by": true, "without": true, "on": true, "ignoring": true,
+	"group_left": true, "group_right": true, "bool": true, "offset": true, "inf": true, "nan": true,
+}
+
+// metricNamesIn returns the metric names a PromQL expression selects:
+// identifiers that are not functions (followed by "("), keywords, label
+// names of a matcher or grouping, strings, durations or numbers.
+func metricNamesIn(expr string) []string {
+	s := regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`).ReplaceAllString(expr, `""`) // strings
+	s = regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(s, " ")                                // matchers
+	s = regexp.MustCompile(`\[[^\]]*\]`).ReplaceAllString(s, " ")                               // ranges
+	s = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`).ReplaceAllString(s, " ")
+	var names []string
+	for _, m := range regexp.MustCompile(`[A-Za-z_:][A-Za-z0-9_:]*(\s*\()?`).FindAllString(s, -1) {
+		if strings.HasSuffix(m, "(") || promqlKeywords[strings.ToLower(m)] {
+			continue
+		}
+		names = append(names, m)
+	}
+	return names
+}
+
+// knownMetric reports whether name is a registered metric, or a series of
+// a registered histogram or summary (_bucket, _sum, _count).
+func knownMetric(names map[string]bool, name string) bool {
+	if names[name] {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && names[base] {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDashboardAndRulesUseRegisteredMetrics holds the Grafana dashboard's
+// queries and the alerting rules' expressions to the metrics the code
+// registers: a metric renamed or dropped in the code, or misspelt in a
+// query, fails here.
+func TestDashboardAndRulesUseRegisteredMetrics(t *testing.T) {
+	names := registeredMetricNames(t)
+	exprs := map[string]string{} // where -> expression
+
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert, Record, Expr string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(repoFile(t, rulesFile), &rules); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs[rulesFile+" "+r.Alert+r.Record] = r.Expr
+		}
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(repoFile(t, dashboardFile), &dashboard); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	for _, p := range dashboard.Panels {
+		for i, tg := range p.Targets {
+			exprs[dashboardFile+" "+p.Title+" #"+string(rune('A'+i))] = tg.Expr
+		}
+	}
+
+	used := map[string]bool{}
+	for where, expr := range exprs {
+		found := metricNamesIn(expr)
+		if len(found) == 0 {
+			t.Errorf("%s: no metric in %q", where, expr)
+		}
+		for _, name := range found {
+			used[name] = true
+			if !knownMetric(names, name) {
+				t.Errorf("%s: %s is not a metric Headroom's binaries register (expression %q)", where, name, expr)
+			}
+		}
+	}
+	// Every alert the issue asks for is there, on the metric it is about.
+	for _, want := range []string{"headroom_nodes", "headroom_node_agent_write_failures_total",
+		"headroom_relieve_node_pressure_nodes_total", "descheduler_pods_evicted_total"} {
+		if !used[want] {
+			t.Errorf("no rule or panel uses %s", want)
+		}
+	}
+	t.Logf("%d expressions use %v", len(exprs), slices.Sorted(func(yield func(string) bool) {
+		for n := range used {
+			if !yield(n) {
+				return
+			}
+		}
+	}))
+}
+
+// TestMetricNamesInPromQL holds the extraction the test above relies on.
+func TestMetricNamesInPromQL(t *testing.T) {
+	for expr, want := range map[string][]string{
+		`max by (plugin, profile) (headroom_nodes{state="stale"}) > 0`:                                            {"headroom_nodes"},
+		`increase(a_total[15m]) > 0 and increase(b_total{x="by (y)"}[15m]) == 0`:                                  {"a_total", "b_total"},
+		`sum without (le) (rate(h_bucket[5m])) / on (instance) group_left(node) c`:                                {"h_bucket", "c"},
+		`headroom_node_agent_pids_used / (headroom_node_agent_pids_capacity - headroom_node_agent_pids_reserved)`: {"headroom_node_agent_pids_used", "headroom_node_agent_pids_capacity", "headroom_node_agent_pids_reserved"},
+	} {
+		if got := metricNamesIn(expr); !slices.Equal(got, want) {
+			t.Errorf("metricNamesIn(%q) = %v, want %v", expr, got, want)
+		}
+	}
+}
+
+// TestChartMonitoring renders the chart's Prometheus Operator objects and
+// the Grafana dashboard: none by default; with them on, a ServiceMonitor and
+// a PodMonitor per component that serves /metrics, each selecting a
+// rendered Service (or pod template) with a port named metrics; the
+// PrometheusRule's spec is the shipped rule file; the dashboard ConfigMap
+// holds the shipped JSON byte for byte under Grafana's sidecar label.
+func TestChartMonitoring(t *testing.T) {
+	monitoringKinds := []string{"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+	for key := range renderChart(t) {
+		for _, k := range monitoringKinds {
+			if strings.HasPrefix(key, k+" ") {
+				t.Errorf("default values render %s", key)
+			}
+		}
+		if strings.Contains(key, "grafana") {
+			t.Errorf("default values render %s", key)
+		}
+	}
+
+	values := valuesFile(t, `
+metrics:
+  serviceMonitor: {enabled: true, labels: {release: prom}, interval: 30s}
+  podMonitor:
+    enabled: true
+    authorization: {type: Bearer, credentials: {name: prometheus-token, key: token}}
+prometheusRule: {enabled: true, labels: {release: prom}}
+grafanaDashboard: {enabled: true, namespace: grafana}
+`)
+	for mode, want := range map[string][]string{
+		"cronJob":    {"headroom-node-agent", "headroom-scheduler"},
+		"deployment": {"headroom-descheduler", "headroom-node-agent", "headroom-scheduler"},
+	} {
+		t.Run(mode, func(t *testing.T) {
+			objs := renderChart(t, "-f", values, "--set", "descheduler.mode="+mode)
+			for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+				var got []string
+				for key, o := range objs {
+					if o["kind"] != kind {
+						continue
+					}
+					md := o["metadata"].(map[string]any)
+					got = append(got, md["name"].(string))
+					if kind == "ServiceMonitor" && md["labels"].(map[string]any)["release"] != "prom" {
+						t.Errorf("%s: labels %v lack release: prom", key, md["labels"])
+					}
+					spec := o["spec"].(map[string]any)
+					sel := spec["selector"].(map[string]any)["matchLabels"].(map[string]any)
+					endpoints, _ := spec["endpoints"].([]any)
+					if kind == "PodMonitor" {
+						endpoints, _ = spec["podMetricsEndpoints"].([]any)
+					}
+					if len(endpoints) != 1 {
+						t.Fatalf("%s: endpoints %v", key, endpoints)
+					}
+					ep := endpoints[0].(map[string]any)
+					if ep["port"] != "metrics" || ep["scheme"] != "https" || ep["path"] != "/metrics" {
+						t.Errorf("%s: endpoint %v", key, ep)
+					}
+					if kind == "PodMonitor" && show(ep["authorization"]) != `{"credentials":{"key":"token","name":"prometheus-token"},"type":"Bearer"}` {
+						t.Errorf("%s: authorization %s", key, show(ep["authorization"]))
+					}
+					if kind == "ServiceMonitor" && (ep["interval"] != "30s" || ep["bearerTokenFile"] == nil) {
+						t.Errorf("%s: endpoint %v", key, ep)
+					}
+					if !selectsMetricsPort(t, objs, kind, sel) {
+						t.Errorf("%s selects %v: no rendered %s has a port named metrics", key, sel, map[string]string{"ServiceMonitor": "Service", "PodMonitor": "pod template"}[kind])
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("%ss %v, want %v", kind, got, want)
+				}
+			}
+		})
+	}
+
+	objs := renderChart(t, "-f", values)
+	rule, ok := objs["PrometheusRule "+chartNS+"/headroom"]
+	if !ok {
+		t.Fatalf("no PrometheusRule headroom: %v", keysOf(objs))
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(repoFile(t, rulesFile), &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range fieldDiffs("spec", want, rule["spec"]) {
+		t.Errorf("PrometheusRule: %s", d)
+	}
+	cm, ok := objs["ConfigMap grafana/headroom-grafana-dashboard"]
+	if !ok {
+		t.Fatalf("no ConfigMap grafana/headroom-grafana-dashboard: %v", keysOf(objs))
+	}
+	md := cm["metadata"].(map[string]any)
+	if md["labels"].(map[string]any)["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels %v", md["labels"])
+	}
+	if got := cm["data"].(map[string]any)["headroom-dashboard.json"]; got != string(repoFile(t, dashboardFile)) {
+		t.Errorf("the dashboard ConfigMap differs from %s", dashboardFile)
+	}
+}
+
+// selectsMetricsPort reports whether a ServiceMonitor's selector matches a
+// rendered Service with a port named metrics, or a PodMonitor's a pod
+// template with a container port named metrics.
+func selectsMetricsPort(t *testing.T, objs map[string]object, kind string, sel map[string]any) bool {
+	t.Helper()
+	matches := func(labels map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	if kind == "ServiceMonitor" {
+		for key, o := range objs {
+			if o["kind"] != "Service" {
+				continue
+			}
+			svc := decodeTyped[*corev1.Service](t, objs, key)
+			if !matches(svc.Labels) {
+				continue
+			}
+			for _, p := range svc.Spec.Ports {
+				if p.Name == "metrics" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, pt := range podTemplates(t, objs) {
+		if !matches(pt.Labels) {
+			continue
+		}
+		for _, c := range pt.Spec.Containers {
+			for _, p := range c.Ports {
+				if p.Name == "metrics" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
