@@ -2,11 +2,13 @@ package nodeagent
 
 import (
 	"errors"
+	"flag"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
 	// The json logging format (--logging-format=json), as kube-scheduler
 	// registers it.
 	_ "k8s.io/component-base/logs/json/register"
@@ -100,7 +102,25 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
 	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
 	logsapi.AddFlags(o.Logs, fs)
+	addLegacyKlogFlags(fs)
 	o.Serving.AddFlags(fs)
+}
+
+// addLegacyKlogFlags keeps the klog flags headroom-pid-reporter had
+// (--logtostderr, --log-file, …), deprecated: the agent keeps every flag of
+// the command it replaced. -v and --vmodule are component-base's. They act
+// on klog's text output only, as in kube-scheduler before it dropped them.
+func addLegacyKlogFlags(fs *pflag.FlagSet) {
+	var klogFlags flag.FlagSet
+	klog.InitFlags(&klogFlags)
+	klogFlags.VisitAll(func(f *flag.Flag) {
+		if f.Name == "v" || f.Name == "vmodule" || fs.Lookup(f.Name) != nil {
+			return
+		}
+		pf := pflag.PFlagFromGoFlag(f)
+		pf.Deprecated = "use --logging-format and the container's standard error; it acts on the text format only"
+		fs.AddFlag(pf)
+	})
 }
 
 // ApplyLogging validates the logging flags and sets klog up with them (the

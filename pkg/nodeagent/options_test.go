@@ -126,3 +126,19 @@ func TestOptionsLeakedIPs(t *testing.T) {
 		}
 	}
 }
+
+// The klog flags of headroom-pid-reporter still parse, deprecated.
+func TestLegacyKlogFlagsParse(t *testing.T) {
+	o := NewOptions("")
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	for _, name := range []string{"logtostderr", "alsologtostderr", "log_file", "log_dir", "stderrthreshold", "one_output", "skip_headers"} {
+		f := fs.Lookup(name)
+		if f == nil || f.Deprecated == "" {
+			t.Errorf("--%s: %+v, want a deprecated flag", name, f)
+		}
+	}
+	if err := fs.Parse([]string{"--logtostderr=true", "--v=3", "--vmodule=agent=4"}); err != nil {
+		t.Fatal(err)
+	}
+}
