@@ -1226,7 +1226,7 @@ namespace: {create: true}
 commonLabels: {team: infra, example.com/cost-center: "42"}
 imagePullSecrets: [{name: regcred}]
 scheduler: {logFormat: json, image: {digest: `+digest+`, tag: ignored}}
-descheduler: {logFormat: json, mode: `+mode+`}
+descheduler: {mode: `+mode+`}
 nodeAgent: {logFormat: json}
 metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}}
 prometheusRule: {enabled: true}
@@ -1272,8 +1272,9 @@ grafanaDashboard: {enabled: true}
 					t.Errorf("%s: imagePullSecrets %v", key, pt.Spec.ImagePullSecrets)
 				}
 				c := pt.Spec.Containers[0]
-				if !slices.Contains(c.Args, "--logging-format=json") {
-					t.Errorf("%s: args %v lack --logging-format=json", key, c.Args)
+				// The descheduler's command (upstream's) has no --logging-format.
+				if hasFormat := slices.Contains(c.Args, "--logging-format=json"); hasFormat != (c.Name != "descheduler") {
+					t.Errorf("%s: args %v: --logging-format=json given %v, want it for the scheduler and the node agent only", key, c.Args, hasFormat)
 				}
 				wantImage := "ghcr.io/headroom-k8s/headroom-" + strings.TrimPrefix(c.Name, "") + ":" + chart.AppVersion
 				switch c.Name {

@@ -39,7 +39,6 @@ containers:
   - --secure-port=0
   {{- end }}
   - --v={{ $v.logLevel }}
-  - --logging-format={{ $v.logFormat }}
   {{- range $v.extraArgs }}
   - {{ . | quote }}
   {{- end }}
