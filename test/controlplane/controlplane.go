@@ -429,7 +429,8 @@ func (cp *ControlPlane) startKwok() error {
 	if _, err := os.Stat(stages); err != nil {
 		return fmt.Errorf("kwok stages not found (run hack/build-tools.sh): %w", err)
 	}
-	_, err := cp.StartProcess("kwok",
+	port := freePort()
+	p, err := cp.StartProcess("kwok",
 		"--kubeconfig="+cp.KubeconfigPath,
 		"--config="+stages,
 		"--manage-all-nodes=false",
@@ -438,9 +439,39 @@ func (cp *ControlPlane) startKwok() error {
 		"--disregard-status-with-annotation-selector="+KwokCustomStatusAnnotation+"=custom",
 		"--cidr=10.0.0.1/16",
 		"--node-ip=127.0.0.1",
-		"--server-address=127.0.0.1:"+strconv.Itoa(freePort()),
+		"--server-address=127.0.0.1:"+strconv.Itoa(port),
 	)
-	return err
+	if err != nil {
+		return err
+	}
+	// kwok v0.8.0 sometimes dies while it starts ("concurrent map writes" in
+	// its CEL type registry, before it serves). A kubelet would restart it;
+	// so does the harness, a few times, until kwok serves /healthz.
+	healthz := "http://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+	for restarts := 0; ; {
+		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			if exited, err := p.Exited(); exited {
+				return false, fmt.Errorf("kwok exited while starting (log %s): %v", p.LogPath, err)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		})
+		if err == nil {
+			return nil
+		}
+		if exited, _ := p.Exited(); !exited || restarts == 3 {
+			return err
+		}
+		restarts++
+		if p, err = cp.Restart(p); err != nil {
+			return err
+		}
+	}
 }
 
 const (
