@@ -227,7 +227,7 @@ func sample(ctx context.Context, cp *controlplane.ControlPlane, node string, sta
 	ann := stats.Annotations()
 	var usage []pidstats.PodUsage
 	for _, p := range pods {
-		usage = append(usage, pidstats.PodUsage{UID: p.UID, PIDs: per})
+		usage = append(usage, pidstats.PodUsage{UID: p.UID, Value: per})
 	}
 	ann[pidstats.AnnotationPIDPods] = pidstats.NewPodList(usage).String()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})

@@ -129,7 +129,7 @@ func TestAnnotationCapsHoldTheAgentsWrites(t *testing.T) {
 	// A full list of the largest figures.
 	usage := make([]pidstats.PodUsage, pidstats.MaxListedPods+8)
 	for i := range usage {
-		usage[i] = pidstats.PodUsage{UID: types.UID(strings.Repeat(strconv.Itoa(i%10), 8) + "-0000-4000-8000-000000000000"), PIDs: pidstats.MaxPodPIDs}
+		usage[i] = pidstats.PodUsage{UID: types.UID(strings.Repeat(strconv.Itoa(i%10), 8) + "-0000-4000-8000-000000000000"), Value: pidstats.MaxPodPIDs}
 	}
 	if s := pidstats.NewPodList(usage).String(); len(s) != MaxPIDPodsBytes {
 		t.Errorf("the longest pid-pods the agent writes has %d bytes, MaxPIDPodsBytes is %d", len(s), MaxPIDPodsBytes)

@@ -102,7 +102,7 @@ func TestPodPIDsProbeLayouts(t *testing.T) {
 				}
 				got := map[types.UID]int64{}
 				for _, e := range s.(podSample).list.Entries() {
-					got[e.UID] = e.PIDs
+					got[e.UID] = e.Value
 				}
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("pods %v, want %v", got, want)
@@ -265,8 +265,8 @@ func TestPodPIDsProbeOnRealCgroups(t *testing.T) {
 		if want := int64(2 * pods[string(e.UID)]); kernel != want {
 			t.Errorf("pod %s: kernel lists %d tasks, want %d", e.UID, kernel, want)
 		}
-		if e.PIDs != kernel {
-			t.Errorf("pod %s: probe read %d PIDs, the kernel lists %d tasks", e.UID, e.PIDs, kernel)
+		if e.Value != kernel {
+			t.Errorf("pod %s: probe read %d PIDs, the kernel lists %d tasks", e.UID, e.Value, kernel)
 		}
 	}
 	t.Logf("real cgroups (v1=%v) under %s: %v", v1, parent, entries)

@@ -65,7 +65,7 @@ func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error
 			continue
 		}
 		if n > 0 { // a pod holding nothing frees nothing: no use listing it
-			usage = append(usage, pidstats.PodUsage{UID: pod.UID, PIDs: n})
+			usage = append(usage, pidstats.PodUsage{UID: pod.UID, Value: n})
 		}
 	}
 	if len(errs) > 0 {
@@ -144,11 +144,11 @@ func (s podSample) Changed(last Sample) (bool, string) {
 	}
 	for _, e := range s.list.Entries() {
 		prev, _ := l.list.Lookup(e.UID)
-		consider(e.UID, e.PIDs, prev)
+		consider(e.UID, e.Value, prev)
 	}
 	for _, e := range l.list.Entries() {
 		if _, listed := s.list.Lookup(e.UID); !listed {
-			consider(e.UID, 0, e.PIDs)
+			consider(e.UID, 0, e.Value)
 		}
 	}
 	if worst > s.hysteresis {

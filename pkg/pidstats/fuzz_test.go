@@ -170,18 +170,18 @@ func FuzzParsePodList(f *testing.F) {
 		}
 		var total int64
 		for i, e := range l.Entries() {
-			if e.PIDs < 0 || e.PIDs > MaxPodPIDs {
-				t.Fatalf("entry %d figure %d out of range", i, e.PIDs)
+			if e.Value < 0 || e.Value > MaxPodPIDs {
+				t.Fatalf("entry %d figure %d out of range", i, e.Value)
 			}
-			if n, ok := l.Lookup(e.UID); !ok || n != e.PIDs {
+			if n, ok := l.Lookup(e.UID); !ok || n != e.Value {
 				t.Fatalf("Lookup(%s) = %d, %v", e.UID, n, ok)
 			}
-			total += e.PIDs
+			total += e.Value
 		}
 		if got, want := l.Complete(), l.Len() < MaxListedPods; got != want {
 			t.Fatalf("Complete() = %v with %d entries", got, l.Len())
 		}
-		if smallest, ok := l.Smallest(); ok != (l.Len() > 0) || ok && smallest != l.Entries()[l.Len()-1].PIDs {
+		if smallest, ok := l.Smallest(); ok != (l.Len() > 0) || ok && smallest != l.Entries()[l.Len()-1].Value {
 			t.Fatalf("Smallest() = %d, %v", smallest, ok)
 		}
 		// Every pod gone: the estimate subtracts exactly the listed total.

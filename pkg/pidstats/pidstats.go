@@ -202,9 +202,7 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 		return NodeStats{}, err
 	}
 	if v, ok := annotations[AnnotationPIDPods]; ok {
-		if s.Pods, err = ParsePodList(v); err != nil {
-			s.Pods = PodList{l: &podList{err: err}}
-		}
+		s.Pods, _ = ParsePodList(v) // malformed: lists nothing, Pods.Err says why
 	}
 	if err := s.CheckAge(now, maxAge); err != nil {
 		return s, err
@@ -224,11 +222,5 @@ func parseCount(key, v string) (int64, error) {
 }
 
 // SaturatingAdd returns a + b for non-negative operands, clamped at
-// math.MaxInt64 instead of wrapping around. Negative operands count as 0.
-func SaturatingAdd(a, b int64) int64 {
-	a, b = max(a, 0), max(b, 0)
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
+// math.MaxInt64 (sample.SaturatingAdd).
+func SaturatingAdd(a, b int64) int64 { return sample.SaturatingAdd(a, b) }

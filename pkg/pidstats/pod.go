@@ -68,22 +68,8 @@ func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (i
 	return PodPIDs(pod, defaultPIDs)
 }
 
-// Usage is a node's estimated PID use.
-type Usage struct {
-	// Held is what the node's tasks hold now, as best known. Pods that are
-	// terminating count: on a real node their processes run until the
-	// kubelet has stopped them (up to their grace period, longer for a pod
-	// stuck terminating), and the kernel counts every one of them. This is
-	// the figure a new pod must fit beside.
-	Held int64
-	// Leaving is the part of Held that terminating pods hold: on its way
-	// out, so a relief already under way.
-	Leaving int64
-}
-
-// Settled is the use once the terminating pods are gone: what a descheduler
-// plans from, so that it never evicts again for PIDs already being freed.
-func (u Usage) Settled() int64 { return max(u.Held-u.Leaving, 0) }
+// Usage is a node's estimated PID use (sample.Usage).
+type Usage = sample.Usage
 
 // Estimate is the node's PID use as best known:
 //
@@ -100,7 +86,7 @@ func (u Usage) Settled() int64 { return max(u.Held-u.Leaving, 0) }
 // defaultPIDs. The results are never negative and saturate at
 // math.MaxInt64. It does not allocate.
 func Estimate(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) Usage {
-	e := estimator{stats: stats, defaultPIDs: defaultPIDs}
+	e := estimator{stats: stats, defaultPIDs: defaultPIDs, tally: sample.NewTally(stats.Pods)}
 	for _, p := range pods {
 		e.add(p)
 	}
@@ -117,7 +103,7 @@ func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 
 // build a slice per call. It is kept small enough to be inlined, so that the
 // iterator and the state need not escape to the heap.
 func EstimateUsedSeq(stats NodeStats, pods iter.Seq[*corev1.Pod], defaultPIDs int64) int64 {
-	e := estimator{stats: stats, defaultPIDs: defaultPIDs}
+	e := estimator{stats: stats, defaultPIDs: defaultPIDs, tally: sample.NewTally(stats.Pods)}
 	pods(e.yield)
 	return e.usage().Held
 }
@@ -126,9 +112,7 @@ func EstimateUsedSeq(stats NodeStats, pods iter.Seq[*corev1.Pod], defaultPIDs in
 type estimator struct {
 	stats       NodeStats
 	defaultPIDs int64
-	added       int64 // PIDs of pods the sample cannot hold
-	staying     int64 // listed PIDs of pods still on the node, not terminated
-	leaving     int64 // of added and staying, what terminating pods hold
+	tally       sample.Tally
 }
 
 func (e *estimator) yield(p *corev1.Pod) bool {
@@ -137,36 +121,13 @@ func (e *estimator) yield(p *corev1.Pod) bool {
 }
 
 func (e *estimator) add(p *corev1.Pod) {
-	if p == nil {
-		return
-	}
-	// Pod UIDs are unique, so no listed figure is counted twice. A listed
-	// pod was measured at the sample, so it never adds its declared PIDs,
-	// even when it looks placed after the sample (bound in the sample's
-	// second, or without a PodScheduled condition).
-	if n, ok := e.stats.Pods.Lookup(p.UID); ok {
-		if !isTerminal(p) {
-			e.staying += n
-			if p.DeletionTimestamp != nil {
-				e.leaving += n
-			}
-		}
+	if p == nil || e.tally.Listed(p) {
 		return
 	}
 	c, _ := PodContribution(p, e.stats.SampledAt, e.defaultPIDs)
-	e.added = SaturatingAdd(e.added, c)
-	if p.DeletionTimestamp != nil {
-		e.leaving = SaturatingAdd(e.leaving, c)
-	}
+	e.tally.Add(p, c)
 }
 
-// usage is reported − (listed − staying) + added, never negative. The
-// listed figures sum to at most MaxListedPods × MaxPodPIDs = 2^27.
-func (e *estimator) usage() Usage {
-	used := max(e.stats.Used-e.stats.Pods.total()+e.staying, 0)
-	return Usage{Held: SaturatingAdd(used, e.added), Leaving: e.leaving}
-}
+func (e *estimator) usage() Usage { return e.tally.Usage(e.stats.Used) }
 
-func isTerminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
+func isTerminal(pod *corev1.Pod) bool { return sample.Terminal(pod) }

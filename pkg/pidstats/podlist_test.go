@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,10 +31,10 @@ func TestParsePodList(t *testing.T) {
 		wantErr string
 	}{
 		{name: "empty", v: ""},
-		{name: "one", v: string(uid(1)) + "=1200", want: []PodUsage{{uid(1), 1200}}},
+		{name: "one", v: string(uid(1)) + "=1200", want: []PodUsage{{UID: uid(1), Value: 1200}}},
 		{name: "largest first, ties", v: string(uid(2)) + "=7," + string(uid(1)) + "=7," + string(uid(3)) + "=0",
-			want: []PodUsage{{uid(2), 7}, {uid(1), 7}, {uid(3), 0}}},
-		{name: "max figure", v: string(uid(1)) + "=4194304", want: []PodUsage{{uid(1), MaxPodPIDs}}},
+			want: []PodUsage{{UID: uid(2), Value: 7}, {UID: uid(1), Value: 7}, {UID: uid(3), Value: 0}}},
+		{name: "max figure", v: string(uid(1)) + "=4194304", want: []PodUsage{{UID: uid(1), Value: MaxPodPIDs}}},
 		{name: "at the entry limit", v: strings.Join(long[:MaxListedPods], ","), want: nil},
 		{name: "over the figure limit", v: string(uid(1)) + "=4194305", wantErr: "not an integer in [0, 4194304]"},
 		{name: "eight digits", v: string(uid(1)) + "=10000000", wantErr: "not an integer"},
@@ -43,7 +42,7 @@ func TestParsePodList(t *testing.T) {
 		{name: "negative", v: string(uid(1)) + "=-5", wantErr: "not an integer"},
 		{name: "leading zero", v: string(uid(1)) + "=05", wantErr: "not an integer"},
 		{name: "no figure", v: string(uid(1)) + "=", wantErr: "not an integer"},
-		{name: "no equals", v: string(uid(1)), wantErr: "is not <pod UID>=<PIDs>"},
+		{name: "no equals", v: string(uid(1)), wantErr: "is not <pod UID>=<figure>"},
 		{name: "uppercase UID", v: "0000000A-0000-4000-8000-00000000000B=1", wantErr: "not a pod UID"},
 		{name: "short UID", v: "abc=1", wantErr: "not a pod UID"},
 		{name: "UID with braces", v: "{" + string(uid(1))[1:] + "=1", wantErr: "not a pod UID"},
@@ -79,8 +78,8 @@ func TestParsePodList(t *testing.T) {
 				t.Errorf("String() = %q, want the input %q back", l.String(), tt.v)
 			}
 			for _, e := range l.Entries() {
-				if n, ok := l.Lookup(e.UID); !ok || n != e.PIDs {
-					t.Errorf("Lookup(%s) = %d, %v; want %d", e.UID, n, ok, e.PIDs)
+				if n, ok := l.Lookup(e.UID); !ok || n != e.Value {
+					t.Errorf("Lookup(%s) = %d, %v; want %d", e.UID, n, ok, e.Value)
 				}
 			}
 			if _, ok := l.Lookup(uid(999)); ok {
@@ -94,7 +93,7 @@ func TestMaxPodListBytes(t *testing.T) {
 	// The longest list ParsePodList accepts is the longest NewPodList writes.
 	usage := make([]PodUsage, 100)
 	for i := range usage {
-		usage[i] = PodUsage{UID: uid(i), PIDs: MaxPodPIDs}
+		usage[i] = PodUsage{UID: uid(i), Value: MaxPodPIDs}
 	}
 	l := NewPodList(usage)
 	if got := len(l.String()); got != MaxPodListBytes || MaxPodListBytes != 1439 {
@@ -108,25 +107,25 @@ func TestMaxPodListBytes(t *testing.T) {
 func TestNewPodList(t *testing.T) {
 	var usage []PodUsage
 	for i := range 40 {
-		usage = append(usage, PodUsage{UID: uid(i), PIDs: int64(i % 20)})
+		usage = append(usage, PodUsage{UID: uid(i), Value: int64(i % 20)})
 	}
-	usage = append(usage, PodUsage{UID: "", PIDs: 1000}, PodUsage{UID: uid(99), PIDs: 1 << 40}, PodUsage{UID: uid(98), PIDs: -3})
+	usage = append(usage, PodUsage{UID: "", Value: 1000}, PodUsage{UID: uid(99), Value: 1 << 40}, PodUsage{UID: uid(98), Value: -3})
 	l := NewPodList(usage)
 	e := l.Entries()
 	if len(e) != MaxListedPods {
 		t.Fatalf("%d entries, want %d", len(e), MaxListedPods)
 	}
-	if e[0] != (PodUsage{uid(99), MaxPodPIDs}) {
+	if e[0] != (PodUsage{UID: uid(99), Value: MaxPodPIDs}) {
 		t.Errorf("first entry %v, want the clamped giant", e[0])
 	}
 	for i := 1; i < len(e); i++ {
-		if e[i].PIDs > e[i-1].PIDs || (e[i].PIDs == e[i-1].PIDs && e[i].UID < e[i-1].UID) {
+		if e[i].Value > e[i-1].Value || (e[i].Value == e[i-1].Value && e[i].UID < e[i-1].UID) {
 			t.Fatalf("entries not largest first, ties by UID: %v", e)
 		}
 	}
 	// After the giant come 19, 19, 18, 18, … 5, 5, 4: a
 	// pod not listed held no more PIDs than every listed one.
-	if last := e[len(e)-1].PIDs; last != 4 {
+	if last := e[len(e)-1].Value; last != 4 {
 		t.Errorf("smallest listed figure %d, want 4", last)
 	}
 	back, err := ParsePodList(l.String())
@@ -156,7 +155,7 @@ func TestParseNodeKeepsTotalsWhenPodListIsMalformed(t *testing.T) {
 }
 
 func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
-	list := NewPodList([]PodUsage{{uid(1), 3000}, {uid(2), 800}, {uid(3), 200}, {uid(4), 50}})
+	list := NewPodList([]PodUsage{{UID: uid(1), Value: 3000}, {UID: uid(2), Value: 800}, {UID: uid(3), Value: 200}, {UID: uid(4), Value: 50}})
 	stats := NodeStats{Capacity: 32768, Used: 5000, SampledAt: now, Pods: list}
 	before := scheduledAt(now.Add(-time.Hour))
 	after := scheduledAt(now.Add(time.Minute))
@@ -214,7 +213,7 @@ func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
 	// Reported 1000, a listed pod of 300 bound in the sample's second is
 	// still there: the estimate is what was reported.
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	one := NewPodList([]PodUsage{{uid(1), 300}})
+	one := NewPodList([]PodUsage{{UID: uid(1), Value: 300}})
 	sameSecond := NodeStats{Capacity: 10000, Used: 1000, SampledAt: at.Add(500 * time.Millisecond), Pods: one}
 	if got := EstimateUsed(sameSecond, []*corev1.Pod{mkPod("a", withUID(uid(1)), scheduledAt(at))}, 100); got != 1000 {
 		t.Errorf("EstimateUsed with a listed pod bound in the sample's second = %d, want 1000", got)
@@ -228,7 +227,7 @@ func TestEstimateSubtractsListedPodsThatLeft(t *testing.T) {
 func TestCompleteAndSmallest(t *testing.T) {
 	full := make([]PodUsage, MaxListedPods)
 	for i := range full {
-		full[i] = PodUsage{UID: uid(i), PIDs: int64(1000 - i)}
+		full[i] = PodUsage{UID: uid(i), Value: int64(1000 - i)}
 	}
 	fullList, err := ParsePodList(NewPodList(full).String())
 	if err != nil {
@@ -342,20 +341,5 @@ func TestFloor(t *testing.T) {
 		if got := tt.f.Fits(tt.free, tt.alloc, tt.need); got != tt.fits {
 			t.Errorf("%+v.Fits(free %d, alloc %d, need %d) = %v, want %v", tt.f, tt.free, tt.alloc, tt.need, got, tt.fits)
 		}
-	}
-}
-
-func TestTruncateKeepsValidUTF8(t *testing.T) {
-	v := strings.Repeat("a", 79) + "é" + strings.Repeat("b", 10) // é spans bytes 79 and 80
-	got := truncate(v)
-	if !utf8.ValidString(got) || got != strings.Repeat("a", 79)+"…" {
-		t.Errorf("truncate = %q, want the cut rune dropped", got)
-	}
-	_, err := ParsePodList(v)
-	if err == nil || !utf8.ValidString(err.Error()) {
-		t.Errorf("ParsePodList error %q is not valid UTF-8", err)
-	}
-	if short := "é=1"; truncate(short) != short {
-		t.Errorf("truncate(%q) = %q", short, truncate(short))
 	}
 }

@@ -76,9 +76,9 @@ func newBenchCluster() *benchCluster {
 					Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
 						{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))}}},
 			}
-			usage[i] = pidstats.PodUsage{UID: p.UID, PIDs: 100}
+			usage[i] = pidstats.PodUsage{UID: p.UID, Value: 100}
 			if i < 3 {
-				usage[i].PIDs = 1500 // the three pods each plugin evicts
+				usage[i].Value = 1500 // the three pods each plugin evicts
 			} else {
 				p.Spec.Tolerations = []v1.Toleration{{Key: benchTaint, Operator: v1.TolerationOpExists}}
 			}

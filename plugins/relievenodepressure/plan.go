@@ -511,7 +511,7 @@ func (n *nodeRelief) largestUsers(st *pressure) []pidUser {
 	var users []pidUser
 	for _, e := range p.stats.Pods.Entries() {
 		if pod, ok := byUID[e.UID]; ok && len(users) < maxNamedUsers {
-			users = append(users, pidUser{pod, e.PIDs})
+			users = append(users, pidUser{pod, e.Value})
 		}
 	}
 	if len(users) > 0 {

@@ -33,7 +33,7 @@ import (
 func listed(node *v1.Node, usage map[*v1.Pod]int64) *v1.Node {
 	var u []pidstats.PodUsage
 	for pod, n := range usage {
-		u = append(u, pidstats.PodUsage{UID: pod.UID, PIDs: n})
+		u = append(u, pidstats.PodUsage{UID: pod.UID, Value: n})
 	}
 	node.Annotations[pidstats.AnnotationPIDPods] = pidstats.NewPodList(u).String()
 	return node

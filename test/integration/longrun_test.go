@@ -299,7 +299,7 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 			for _, m := range model {
 				if m.node == node {
 					s.listed[m.uid] = m.pids + m.burst
-					usage = append(usage, pidstats.PodUsage{UID: m.uid, PIDs: m.pids + m.burst})
+					usage = append(usage, pidstats.PodUsage{UID: m.uid, Value: m.pids + m.burst})
 				}
 			}
 			ann := pidstats.NodeStats{Capacity: lrCapacity, Used: s.used, SampledAt: at}.Annotations()

@@ -162,7 +162,7 @@ func checkFiguresAgree(ctx context.Context, t *testing.T, cp *controlplane.Contr
 	}
 	byUID := map[types.UID]int64{}
 	for _, e := range s.Pods.Entries() {
-		byUID[e.UID] = e.PIDs
+		byUID[e.UID] = e.Value
 	}
 	processCount := map[string]uint64{}
 	for _, ps := range summary.Pods {

@@ -525,7 +525,7 @@ func rnpSample(ctx context.Context, t *testing.T, c kubernetes.Interface, node s
 	ann := pidstats.NodeStats{Capacity: 10000, Used: used, SampledAt: time.Now()}.Annotations()
 	var usage []pidstats.PodUsage
 	for uid, n := range pods {
-		usage = append(usage, pidstats.PodUsage{UID: uid, PIDs: n})
+		usage = append(usage, pidstats.PodUsage{UID: uid, Value: n})
 	}
 	ann[pidstats.AnnotationPIDPods] = pidstats.NewPodList(usage).String()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
