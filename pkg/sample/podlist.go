@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -370,4 +371,29 @@ func SaturatingAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// PodFigureOf is what pod held at the sample taken at sampledAt, as best
+// known from list, and whether list measured it:
+//
+//   - listed: its measured figure;
+//   - not in the sample (InSample: placed after it, or not started by
+//     then): declared, as the estimate counts it;
+//   - otherwise, with a complete list: 0 (it held nothing at the sample);
+//     with a full list: declared, at most the smallest listed figure;
+//     without a list: declared.
+func PodFigureOf(list PodList, sampledAt time.Time, pod *corev1.Pod, declared int64) (int64, bool) {
+	if n, ok := list.Lookup(pod.UID); ok {
+		return n, true
+	}
+	switch {
+	case !InSample(pod, sampledAt):
+		return declared, false
+	case list.Complete():
+		return 0, false
+	}
+	if smallest, ok := list.Smallest(); ok {
+		return min(declared, smallest), false
+	}
+	return declared, false
 }

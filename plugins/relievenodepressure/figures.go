@@ -149,16 +149,8 @@ func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
 		return n, nil
 	}
 	declared, err := pidstats.PodPIDs(pod, p.defaultPodPIDs)
-	switch {
-	case !sample.InSample(pod, p.stats.SampledAt):
-		return declared, err
-	case p.stats.Pods.Complete():
-		return 0, err
-	}
-	if smallest, ok := p.stats.Pods.Smallest(); ok {
-		return min(declared, smallest), err
-	}
-	return declared, err
+	n, _ := sample.PodFigureOf(p.stats.Pods, p.stats.SampledAt, pod, declared)
+	return n, err
 }
 
 // accounts reports whether the estimate stops counting pod's PIDs once

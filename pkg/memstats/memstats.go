@@ -1,0 +1,197 @@
+// Package memstats is the measured-memory model shared by the OOMRisk
+// scheduler plugin, the RelieveNodePressure descheduler plugin,
+// kubectl-headroom and headroom-node-agent, which writes it.
+//
+// A node's measured memory travels as three Node annotations written by the
+// node agent: the node's working set (as the kubelet computes it: usage −
+// inactive file, of the root cgroup), the sample's time, and the working
+// sets of the node's biggest memory users at the same sample, measured from
+// each pod's cgroup. The estimate of memory in use now (Estimate) is the one
+// rule every reader applies; it is pidstats' estimate over another figure
+// (sample.Tally).
+package memstats
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
+)
+
+// Annotation keys, fixed by the project contract.
+const (
+	// AnnotationUsed is the node's memory working set in bytes when sampled.
+	AnnotationUsed = "headroom.dev/memory-used"
+	// AnnotationSampledAt is the RFC 3339 time of the sample.
+	AnnotationSampledAt = "headroom.dev/memory-sampled-at"
+	// AnnotationPods lists the working sets of the node's biggest memory
+	// users at the same sample: comma-separated <pod UID>=<bytes>, largest
+	// first.
+	AnnotationPods = "headroom.dev/memory-pods"
+)
+
+// MaxBytes is the largest figure accepted, for the node and for one pod:
+// 1 PiB, far beyond any machine, and small enough that sums of a node's
+// figures cannot overflow int64.
+const MaxBytes int64 = 1 << 50
+
+// MaxListedPods is the most pods AnnotationPods lists, as pid-pods.
+const MaxListedPods = 32
+
+// PodListFormat is AnnotationPods' format.
+var PodListFormat = sample.PodListFormat{Key: AnnotationPods, MaxEntries: MaxListedPods, MaxValue: MaxBytes}
+
+const sampleKind = "memory"
+
+// ErrNoStats means the node carries no memory annotations: its measured
+// memory is unknown, and readers keep to the pods' declarations.
+var ErrNoStats = errors.New("node has no memory annotations")
+
+// IsUnknown reports whether err leaves the node's measured memory unknown:
+// no annotations, malformed ones, or a stale sample.
+func IsUnknown(err error) bool {
+	return errors.Is(err, ErrNoStats) || sample.IsInvalid(err) || sample.IsStale(err)
+}
+
+// NodeStats is one memory sample of a node.
+type NodeStats struct {
+	// Used is the node's working set in bytes.
+	Used      int64
+	SampledAt time.Time
+	// Pods are the biggest pods' working sets at the same sample. The zero
+	// PodList (no annotation, or a malformed one) lists nothing.
+	Pods sample.PodList
+}
+
+// Annotations are the Node annotations of s, as the node agent writes them.
+// The per-pod list is left out when nothing was measured (the zero list).
+func (s NodeStats) Annotations() map[string]string {
+	a := map[string]string{
+		AnnotationUsed:      strconv.FormatInt(s.Used, 10),
+		AnnotationSampledAt: sample.FormatTime(s.SampledAt),
+	}
+	if s.Pods.Err() == nil && (s.Pods.Len() > 0 || s.Pods.Complete()) {
+		a[AnnotationPods] = s.Pods.String()
+	}
+	return a
+}
+
+// CheckAge returns a *sample.StaleError when maxAge > 0 and s was sampled
+// more than maxAge before now.
+func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {
+	return sample.CheckAge(sampleKind, s.SampledAt, now, maxAge)
+}
+
+// ParseNode reads a node's memory sample from its annotations:
+//
+//   - none of AnnotationUsed and AnnotationSampledAt: ErrNoStats (an
+//     AnnotationPods alone is ignored: it belongs to no sample);
+//   - one of them only, a figure that is not a base-10 integer in
+//     [0, MaxBytes], a time that is not RFC 3339 or more than
+//     sample.ClockSkewAllowance ahead of now: an *InvalidError naming the
+//     annotation, and zero NodeStats;
+//   - maxAge > 0 and the sample older than maxAge: the stats and a
+//     *StaleError;
+//   - otherwise the stats and nil.
+//
+// A malformed AnnotationPods never makes the node unknown: Pods lists
+// nothing and Pods.Err says why, and the estimate falls back to the node's
+// figure and the pods' requests.
+func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duration) (NodeStats, error) {
+	present, err := sample.Present(annotations, sampleKind, AnnotationUsed, AnnotationSampledAt)
+	if err != nil {
+		return NodeStats{}, err
+	}
+	if !present {
+		return NodeStats{}, ErrNoStats
+	}
+	var s NodeStats
+	if s.Used, err = sample.ParseCount(AnnotationUsed, annotations[AnnotationUsed], MaxBytes); err != nil {
+		return NodeStats{}, err
+	}
+	if s.SampledAt, err = sample.ParseTime(AnnotationSampledAt, annotations[AnnotationSampledAt], now); err != nil {
+		return NodeStats{}, err
+	}
+	if v, ok := annotations[AnnotationPods]; ok {
+		s.Pods, _ = PodListFormat.Parse(v) // malformed: lists nothing, Pods.Err says why
+	}
+	if err := s.CheckAge(now, maxAge); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// PodRequest is the memory a pod declares, in bytes: its effective request
+// as the scheduler counts it (containers, init containers and sidecars,
+// pod-level requests, overhead), at most MaxBytes.
+func PodRequest(pod *corev1.Pod) int64 {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	q, ok := reqs[corev1.ResourceMemory]
+	if !ok || q.Sign() <= 0 {
+		return 0
+	}
+	if v, ok := q.AsInt64(); ok {
+		return min(v, MaxBytes)
+	}
+	return MaxBytes
+}
+
+// Declared is what a pod is taken to hold when nothing measured it: its
+// memory request, and at least minBytes (the caller's figure for a pod that
+// requests less or nothing, e.g. OOMRisk's estimate of an unlimited
+// container), at most MaxBytes.
+func Declared(pod *corev1.Pod, minBytes int64) int64 {
+	return min(max(PodRequest(pod), minBytes), MaxBytes)
+}
+
+// PodHeld is the working set pod held at the sample as best known, and
+// whether it was measured (listed):
+//
+//   - listed in Pods: its measured figure;
+//   - not in the sample (placed after it, or not started by then): declared;
+//   - otherwise, with a complete list: 0 (it held nothing at the sample);
+//     with a full list: declared, at most the smallest listed figure;
+//     without a list: declared.
+//
+// It is sample.PodFigureOf over the memory list, the rule RelieveNodePressure
+// uses for PIDs.
+func (s NodeStats) PodHeld(pod *corev1.Pod, declared int64) (int64, bool) {
+	return sample.PodFigureOf(s.Pods, s.SampledAt, pod, declared)
+}
+
+// Estimate is the node's working set as best known (sample.Tally):
+//
+//	s.Used
+//	− the listed figures of pods that have left the node since the sample
+//	  or have terminated
+//	+ for each pod the sample cannot hold (sample.InSample) and the list does
+//	  not name, Declared(pod, minPodBytes)
+//
+// pods are the pods bound or assumed on the node now. Terminating pods
+// count, in Held and in Leaving: their memory is freed only when the kubelet
+// has stopped them.
+func Estimate(s NodeStats, pods []*corev1.Pod, minPodBytes int64) sample.Usage {
+	t := sample.NewTally(s.Pods)
+	for _, p := range pods {
+		if p == nil || t.Listed(p) {
+			continue
+		}
+		if !sample.Terminal(p) && !sample.InSample(p, s.SampledAt) {
+			t.Add(p, Declared(p, minPodBytes))
+		}
+	}
+	return t.Usage(s.Used)
+}
+
+// Validate reports figures the agent must not write.
+func (s NodeStats) Validate() error {
+	if s.Used < 0 || s.Used > MaxBytes {
+		return &sample.InvalidError{Key: AnnotationUsed, Value: strconv.FormatInt(s.Used, 10), Reason: fmt.Sprintf("not within [0, %d]", MaxBytes)}
+	}
+	return s.Pods.Err()
+}
