@@ -65,6 +65,9 @@ type OOMRiskArgs struct {
 	// NoLimitAllocatablePermille ...or as this share (per mille) of the
 	// node's allocatable memory, whichever is larger.
 	NoLimitAllocatablePermille int64
+	// MaxSampleAge is how old a node's memory sample may be before the
+	// node is judged on its pods' declarations alone.
+	MaxSampleAge metav1.Duration
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

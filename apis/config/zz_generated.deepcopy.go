@@ -81,6 +81,7 @@ func (in *NodePIDsArgs) DeepCopyObject() runtime.Object {
 func (in *OOMRiskArgs) DeepCopyInto(out *OOMRiskArgs) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
+	out.MaxSampleAge = in.MaxSampleAge
 	return
 }
 

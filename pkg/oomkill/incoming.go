@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 )
 
 // Incoming is a pod under assessment, prepared once per scheduling cycle.
@@ -35,6 +37,9 @@ type Incoming struct {
 type shape struct {
 	capacity, allocatable int64
 	est                   Estimate
+	// measured: the node's model is built on a memory sample, so the pod
+	// ranks in the kill order by what it will hold when it starts.
+	measured bool
 }
 
 // plan holds an incoming pod's containers on one node shape, in kill order.
@@ -45,6 +50,11 @@ type plan struct {
 	worst    []int64
 	points   []int64
 	podWorst int64
+	// now is what each container holds once started, on a measured node:
+	// the pod's memstats.Declared, at most its worst case, shared out by
+	// worst case (Node.measure's rule for a pod the sample has not seen).
+	now    []int64
+	podNow int64
 }
 
 // NewIncoming prepares pod for assessment. The pod must not change while the
@@ -74,7 +84,7 @@ func (in *Incoming) Pod() *corev1.Pod { return in.pod }
 func (in *Incoming) QOS() corev1.PodQOSClass { return in.qos }
 
 func (in *Incoming) planFor(n *Node) *plan {
-	key := shape{capacity: n.capacity, allocatable: n.allocatable, est: n.est}
+	key := shape{capacity: n.capacity, allocatable: n.allocatable, est: n.est, measured: n.measured}
 	if p := in.last.Load(); p != nil && p.shape == key {
 		return p
 	}
@@ -99,26 +109,39 @@ func (in *Incoming) planFor(n *Node) *plan {
 
 func (in *Incoming) newPlan(s shape) *plan {
 	k := len(in.refs)
-	p := &plan{shape: s, idx: make([]int, k), adj: make([]int, k), worst: make([]int64, k), points: make([]int64, k)}
+	p := &plan{shape: s, idx: make([]int, k), adj: make([]int, k), worst: make([]int64, k), points: make([]int64, k), now: make([]int64, k)}
 	adj := make([]int, k)
 	kubeletAdjs(withQOS(in.pod, in.qos), in.refs, s.capacity, adj)
 	worst := make([]int64, k)
+	held := worst // what ranks a container: its worst case, or what it holds on a measured node
 	for j := range k {
 		p.idx[j] = j
 		worst[j], _ = s.est.worst(in.requests[j], in.limits[j], in.podLimit, s.allocatable)
+	}
+	for j := range k {
 		p.podWorst = addSat(p.podWorst, worst[j])
+	}
+	if s.measured {
+		// What the pod declares, at most its worst case, so that its worst
+		// case is the same on every node of the shape, measured or not.
+		held = make([]int64, k)
+		spread(min(memstats.Declared(in.pod, s.est.noRequest(s.allocatable)), p.podWorst), worst, held)
 	}
 	// The same order NewNode gives the containers of one pod.
 	slices.SortStableFunc(p.idx, func(a, b int) int {
 		return cmp.Or(
-			cmp.Compare(badness(worst[b], adj[b], s.capacity), badness(worst[a], adj[a], s.capacity)),
+			cmp.Compare(badness(held[b], adj[b], s.capacity), badness(held[a], adj[a], s.capacity)),
 			cmp.Compare(in.refs[a].of(in.pod).Name, in.refs[b].of(in.pod).Name),
 		)
 	})
 	for j, i := range p.idx {
 		p.adj[j] = adj[i]
 		p.worst[j] = worst[i]
-		p.points[j] = badness(worst[i], adj[i], s.capacity)
+		p.points[j] = badness(held[i], adj[i], s.capacity)
+		if s.measured {
+			p.now[j] = held[i]
+			p.podNow = addSat(p.podNow, held[i])
+		}
 	}
 	return p
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 )
 
 // ErrUnknownMemory is returned (wrapped) by NewNode for a node whose memory
@@ -35,7 +37,15 @@ type Victim struct {
 	// Estimate when it has none (Estimated).
 	Worst     int64
 	Estimated bool
-	// Points is the kernel's badness in bytes: Worst + Adj × capacity / 1000.
+	// Used is what the container holds now, as the node's memory sample
+	// tells (its pod's measured working set shared out over its containers
+	// by worst case, or what the pod declares when the sample did not
+	// measure it; Measured says which); 0 in a model without a sample.
+	Used     int64
+	Measured bool
+	// Points is the kernel's badness in bytes: what the container holds
+	// (Used in a model built on a memory sample, else Worst) + Adj ×
+	// capacity / 1000.
 	Points int64
 	// AtRisk marks a container the killer takes to cover the shortfall.
 	AtRisk bool
@@ -53,13 +63,25 @@ type Node struct {
 	prefix      []int64  // prefix[i] = Σ Worst of victims[:i], saturating
 	shortfall   int64
 	killed      int // victims[:killed] die covering the shortfall
+
+	// The model on a memory sample: what the containers hold now, in kill
+	// order, and the node's working set as the shared estimate has it.
+	measured     bool
+	usedNow      int64
+	nowPrefix    []int64 // nowPrefix[i] = Σ Used of victims[:i], saturating
+	nowShortfall int64
+	nowKilled    int
 }
 
 // NewNode builds the model of node holding pods. Capacity is the node's
 // memory capacity (the kubelet derives oom_score_adj from machine memory),
 // allocatable its allocatable memory (what pods may use before the node is
 // short). Pods in a terminal phase, and pods without containers, are ignored.
-func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate) (*Node, error) {
+func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option) (*Node, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if node == nil {
 		return nil, fmt.Errorf("nil node: %w", ErrUnknownMemory)
 	}
@@ -80,8 +102,10 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate) (*Node, error)
 		}
 	}
 	n.victims = make([]Victim, 0, size)
+	n.measured = o.sample != nil
 	var refs []ref
 	var adjs []int
+	var worst, shares []int64
 	for _, pod := range pods {
 		if pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
@@ -94,6 +118,7 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate) (*Node, error)
 		class := v1qos.GetPodQOS(pod)
 		kubeletAdjs(withQOS(pod, class), refs, n.capacity, adjs)
 		podLimit := podMemoryLimit(pod)
+		first := len(n.victims)
 		for k, r := range refs {
 			c := r.of(pod)
 			request := memoryOf(c.Resources.Requests)
@@ -111,6 +136,10 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate) (*Node, error)
 				Estimated: estimated,
 				Points:    badness(worst, adjs[k], n.capacity),
 			})
+		}
+		if n.measured {
+			worst, shares = slices.Grow(worst[:0], len(refs))[:len(refs)], slices.Grow(shares[:0], len(refs))[:len(refs)]
+			n.measure(o.sample, pod, first, worst, shares)
 		}
 	}
 
@@ -145,9 +174,18 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate) (*Node, error)
 		n.prefix[i+1] = addSat(n.prefix[i], n.victims[i].Worst)
 	}
 	n.shortfall = subFloor(n.TotalWorst(), n.allocatable)
-	n.killed = n.reach(0, len(n.victims), n.shortfall, 0)
+	n.killed = reach(n.prefix, 0, len(n.victims), n.shortfall, 0)
 	for i := range n.killed {
 		n.victims[i].AtRisk = true
+	}
+	if n.measured {
+		n.nowPrefix = make([]int64, len(n.victims)+1)
+		for i := range n.victims {
+			n.nowPrefix[i+1] = addSat(n.nowPrefix[i], n.victims[i].Used)
+		}
+		n.usedNow = memstats.Estimate(*o.sample, pods, est.noRequest(n.allocatable)).Held
+		n.nowShortfall = subFloor(n.usedNow, n.allocatable)
+		n.nowKilled = reach(n.nowPrefix, 0, len(n.victims), n.nowShortfall, 0)
 	}
 	return n, nil
 }
@@ -174,10 +212,10 @@ func podMemoryLimit(pod *corev1.Pod) int64 {
 
 // reach returns the smallest t in [lo, hi] with prefix[t] + extra ≥ target,
 // or hi when there is none. prefix is non-decreasing.
-func (n *Node) reach(lo, hi int, target, extra int64) int {
+func reach(prefix []int64, lo, hi int, target, extra int64) int {
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if addSat(n.prefix[mid], extra) >= target {
+		if addSat(prefix[mid], extra) >= target {
 			hi = mid
 		} else {
 			lo = mid + 1

@@ -2,11 +2,18 @@ package oomrisk
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"k8s.io/klog/v2"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 )
 
@@ -26,6 +33,12 @@ type nodeEntry struct {
 	capacity, allocatable int64
 	err                   error // the node's memory is unknown
 	node                  *oomkill.Node
+	// sampleErr is why the model is declared-only: the node's memory
+	// sample is missing, stale or invalid (memstats.ParseNode); nil when
+	// the model is built on the sample.
+	sampleErr error
+	// podsErr is why the sample's per-pod list was ignored, or nil.
+	podsErr error
 }
 
 // The entry's summary (nodecache.Summary), all that Score reads of it on a
@@ -46,19 +59,70 @@ func (e *nodeEntry) summary() nodecache.Summary {
 	return nodecache.Summary{sumSlack: e.slack, sumCapacity: e.capacity, sumAllocatable: e.allocatable}
 }
 
-func (pl *OOMRisk) computeEntry(_ context.Context, ni fwk.NodeInfo, _ *nodeEntry) nodeEntry {
+func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nodeEntry) nodeEntry {
 	infos := ni.GetPods()
 	pods := make([]*corev1.Pod, len(infos))
 	for i, pi := range infos {
 		pods[i] = pi.GetPod()
 	}
-	n, err := oomkill.NewNode(ni.Node(), pods, pl.est)
-	e := nodeEntry{node: n, err: err, slack: -1}
+	e := nodeEntry{slack: -1}
+	var opts []oomkill.Option
+	stats, err := memstats.ParseNode(ni.Node().Annotations, time.Now(), pl.maxSampleAge)
+	if e.sampleErr = err; err == nil {
+		opts = append(opts, oomkill.WithMemorySample(stats))
+		e.podsErr = stats.Pods.Err()
+	}
+	pl.reportInvalid(ctx, ni.Node(), prev, &e)
+	n, err := oomkill.NewNode(ni.Node(), pods, pl.est, opts...)
+	e.node, e.err = n, err
 	if err == nil {
 		e.capacity, e.allocatable = n.Capacity(), n.Allocatable()
-		if n.Shortfall() == 0 {
+		if n.Shortfall() == 0 && (!n.Measured() || n.ShortfallNow() == 0) {
+			// A pod whose worst case fits both the worst-case slack and
+			// the slack of the working set risks nothing in either view
+			// (what it holds once started is at most its worst case).
 			e.slack = n.Allocatable() - n.TotalWorst()
+			if n.Measured() {
+				e.slack = min(e.slack, n.Allocatable()-n.UsedNow())
+			}
 		}
 	}
 	return e
+}
+
+// invalidAnnotation returns the memory annotation of e's node that OOMRisk
+// ignores and why, or "".
+func (e *nodeEntry) invalidAnnotation() (string, error) {
+	var ie *sample.InvalidError
+	switch {
+	case errors.As(e.sampleErr, &ie):
+		return ie.Key, e.sampleErr
+	case e.podsErr != nil:
+		return memstats.AnnotationPods, e.podsErr
+	}
+	return "", nil
+}
+
+// reportInvalid tells the operator once per distinct problem (not per
+// cycle) that a node's memory annotation is ignored: a log line, a Warning
+// Event on the Node and a count in headroom_invalid_annotations_total.
+func (pl *OOMRisk) reportInvalid(ctx context.Context, node *corev1.Node, prev, e *nodeEntry) {
+	key, err := e.invalidAnnotation()
+	if key == "" {
+		return
+	}
+	if prev != nil {
+		if prevKey, prevErr := prev.invalidAnnotation(); prevKey == key && prevErr.Error() == err.Error() {
+			return
+		}
+	}
+	note := err.Error() + "; the node is judged on its pods' declared memory"
+	if key == memstats.AnnotationPods {
+		note = err.Error() + "; the node's pods count at their declared memory"
+	}
+	klog.FromContext(ctx).Info("Node has an invalid memory annotation; OOMRisk ignores it", "node", klog.KObj(node), "annotation", key, "err", err)
+	headroommetrics.InvalidAnnotation(Name, key)
+	if pl.handle != nil && pl.handle.EventRecorder() != nil {
+		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidMemory, "Scheduling", "%s", note)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -22,6 +23,7 @@ func defaultArgs() *config.OOMRiskArgs {
 		CollateralWeight:           configv1.DefaultCollateralWeight,
 		NoLimitRequestPercent:      configv1.DefaultNoLimitRequestPercent,
 		NoLimitAllocatablePermille: configv1.DefaultNoLimitAllocatablePermille,
+		MaxSampleAge:               metav1.Duration{Duration: configv1.DefaultMaxSampleAge},
 	}
 }
 

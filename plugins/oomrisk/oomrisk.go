@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,15 +21,22 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/scheme"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/pkg/memstats"
+	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
 const Name = "OOMRisk"
 
 const preScoreStateKey fwk.StateKey = "PreScore" + Name
+
+// EventReasonInvalidMemory is the reason of the Warning Event on a Node
+// whose memory annotations OOMRisk ignores.
+const EventReasonInvalidMemory = "InvalidMemoryAnnotation"
 
 // neutralScore is the score of a node whose memory is unknown: neither
 // favoured nor avoided.
@@ -39,8 +47,10 @@ type OOMRisk struct {
 	handle   fwk.Handle
 	strategy strategy
 	est      oomkill.Estimate
-	cache    *nodecache.Cache[nodeEntry]
-	pods     cyclestate.Last[*preScoreState] // the incoming pod, prepared
+	// maxSampleAge: an older memory sample leaves the node declared-only.
+	maxSampleAge time.Duration
+	cache        *nodecache.Cache[nodeEntry]
+	pods         cyclestate.Last[*preScoreState] // the incoming pod, prepared
 }
 
 var (
@@ -52,7 +62,7 @@ var (
 // New builds the plugin from its args, which the kube-scheduler's scheme has
 // decoded and defaulted into the internal *config.OOMRiskArgs. Nil args mean
 // the defaults.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := scheme.PluginArgs[config.OOMRiskArgs](Name, obj, &configv1.OOMRiskArgs{})
 	if err != nil {
 		return nil, err
@@ -61,12 +71,22 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl := &OOMRisk{
-		handle:   h,
-		strategy: strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
-		est:      estimateOf(args),
+		handle:       h,
+		strategy:     strategy{ownRiskWeight: args.OwnRiskWeight, collateralWeight: args.CollateralWeight},
+		est:          estimateOf(args),
+		maxSampleAge: args.MaxSampleAge.Duration,
 	}
 	pl.cache = nodecache.New(h, pl.computeEntry, (*nodeEntry).summary, everyNodeBounds...)
+	nodestate.Start(ctx, h, nodestate.Config{Plugin: Name, Kind: "memory", MaxSampleAge: pl.maxSampleAge, Read: readSample})
+	headroommetrics.Register()
 	return pl, nil
+}
+
+// readSample reads a node's memory sample as computeEntry does, for the
+// count of nodes by sample state (nodestate).
+func readSample(node *corev1.Node, now time.Time) (time.Time, error) {
+	s, err := memstats.ParseNode(node.Annotations, now, 0)
+	return s.SampledAt, err
 }
 
 func estimateOf(args *config.OOMRiskArgs) oomkill.Estimate {

@@ -24,14 +24,32 @@ type strategy struct {
 // The pod's own risk is the share of it the killer needs; collateral is
 // measured against the pod's own worst case, so a small pod that puts a big
 // one at risk costs as much as one that is itself doomed.
+//
+// On a node with a memory sample (a.Measured) the cost is the mean of that
+// cost on the worst case and the same cost on what the containers hold now
+// (a.Now, collateral against what the pod will hold): how close the node is
+// now weighs as much as how far its pods may still grow.
 func (s strategy) costPPM(a oomkill.Assessment, podWorst int64) int64 {
 	risk, collateral := terms(a, podWorst)
+	worst := s.weigh(risk, collateral)
+	if !a.Measured {
+		return worst
+	}
+	return (worst + s.weigh(nowTerms(a.Now))) / 2
+}
+
+func (s strategy) weigh(risk, collateral int64) int64 {
 	return (s.ownRiskWeight*risk + s.collateralWeight*collateral) / (s.ownRiskWeight + s.collateralWeight)
 }
 
 // terms returns the two weighed figures, each in [0, 1e6] ppm.
 func terms(a oomkill.Assessment, podWorst int64) (risk, collateral int64) {
 	return min(max(a.RiskPPM, 0), million), oomkill.PPM(a.CollateralBytes, podWorst)
+}
+
+// nowTerms are terms on what the containers hold now.
+func nowTerms(now oomkill.NowAssessment) (risk, collateral int64) {
+	return min(max(now.RiskPPM, 0), million), oomkill.PPM(now.CollateralBytes, now.PodNow)
 }
 
 // score is MaxNodeScore less a point per whole percent of cost: a node

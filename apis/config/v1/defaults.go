@@ -94,4 +94,7 @@ func SetDefaults_OOMRiskArgs(obj *OOMRiskArgs) {
 	if obj.NoLimitAllocatablePermille == nil {
 		obj.NoLimitAllocatablePermille = ptr.To[int64](DefaultNoLimitAllocatablePermille)
 	}
+	if obj.MaxSampleAge == nil {
+		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+	}
 }

@@ -56,6 +56,11 @@ type OOMRiskArgs struct {
 	// NoLimitAllocatablePermille estimates it as this share (per mille) of
 	// the node's allocatable memory; the larger estimate applies. Default 100.
 	NoLimitAllocatablePermille *int64 `json:"noLimitAllocatablePermille,omitempty"`
+	// MaxSampleAge is how old a node's memory sample (headroom.dev/memory-*)
+	// may be before the node is judged on its pods' declarations alone;
+	// "0s" means never. Default 10m, as for NodePIDs: headroom-node-agent
+	// writes the samples together.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

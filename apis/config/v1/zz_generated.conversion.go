@@ -177,6 +177,9 @@ func autoConvert_v1_OOMRiskArgs_To_config_OOMRiskArgs(in *OOMRiskArgs, out *conf
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.NoLimitAllocatablePermille, &out.NoLimitAllocatablePermille, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.MaxSampleAge, &out.MaxSampleAge, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -196,6 +199,9 @@ func autoConvert_config_OOMRiskArgs_To_v1_OOMRiskArgs(in *config.OOMRiskArgs, ou
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.NoLimitAllocatablePermille, &out.NoLimitAllocatablePermille, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.MaxSampleAge, &out.MaxSampleAge, s); err != nil {
 		return err
 	}
 	return nil

@@ -150,6 +150,11 @@ func (in *OOMRiskArgs) DeepCopyInto(out *OOMRiskArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.MaxSampleAge != nil {
+		in, out := &in.MaxSampleAge, &out.MaxSampleAge
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	return
 }
 

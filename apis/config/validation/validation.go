@@ -50,6 +50,7 @@ func ValidateOOMRiskArgs(path *field.Path, args *config.OOMRiskArgs) error {
 	}
 	errs = append(errs, inRange(path.Child("noLimitRequestPercent"), args.NoLimitRequestPercent, 100, 10000)...)
 	errs = append(errs, inRange(path.Child("noLimitAllocatablePermille"), args.NoLimitAllocatablePermille, 0, 1000)...)
+	errs = append(errs, notNegative(path.Child("maxSampleAge"), args.MaxSampleAge.Duration)...)
 	return errs.ToAggregate()
 }
 

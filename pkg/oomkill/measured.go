@@ -1,0 +1,92 @@
+package oomkill
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
+)
+
+// An Option changes how NewNode builds a node's model.
+type Option func(*options)
+
+type options struct {
+	sample *memstats.NodeStats
+}
+
+// WithMemorySample builds the model on the node's measured memory (see the
+// package documentation, "Measured memory"). Without it, or for a node
+// whose sample is unknown, the model is the declared-only one.
+func WithMemorySample(s memstats.NodeStats) Option {
+	return func(o *options) { o.sample = &s }
+}
+
+// noRequest is what a pod without a memory request is taken to hold when
+// nothing measured it: the estimate of a container without a limit or a
+// request on the node, the same figure the declared model counts for it.
+func (e Estimate) noRequest(allocatable int64) int64 {
+	w, _ := e.worst(0, 0, 0, allocatable)
+	return w
+}
+
+// spread shares a pod's bytes out over its containers in proportion to
+// their worst case, the rest of the division going to the last one, so the
+// shares sum to bytes exactly. worst[k] are the containers' worst cases.
+func spread(bytes int64, worst []int64, dst []int64) {
+	var total int64
+	for _, w := range worst {
+		total = addSat(total, w)
+	}
+	left := bytes
+	for k, w := range worst {
+		if k == len(worst)-1 {
+			dst[k] = left
+			break
+		}
+		share := left
+		if total > 0 {
+			share = min(mulDiv(bytes, w, total), left)
+		} else {
+			share = bytes / int64(len(worst))
+		}
+		dst[k] = share
+		left -= share
+	}
+}
+
+// measure sets the containers of pod, victims[first:], to what they hold
+// now as the sample tells (memstats.NodeStats.PodHeld) and raises a
+// container's worst case to it: no container can grow to less than it holds.
+func (n *Node) measure(s *memstats.NodeStats, pod *corev1.Pod, first int, worst, shares []int64) {
+	vs := n.victims[first:]
+	for k := range vs {
+		worst[k] = vs[k].Worst
+	}
+	held, measured := s.PodHeld(pod, memstats.Declared(pod, n.est.noRequest(n.allocatable)))
+	spread(held, worst[:len(vs)], shares)
+	for k := range vs {
+		vs[k].Used = shares[k]
+		vs[k].Measured = measured
+		vs[k].Worst = max(vs[k].Worst, vs[k].Used)
+		vs[k].Points = badness(vs[k].Used, vs[k].Adj, n.capacity)
+	}
+}
+
+// Measured reports whether the model is built on a memory sample.
+func (n *Node) Measured() bool { return n.measured }
+
+// UsedNow returns the node's working set as the shared estimate has it
+// (memstats.Estimate); 0 for a model without a sample.
+func (n *Node) UsedNow() int64 { return n.usedNow }
+
+// ShortfallNow returns max(0, UsedNow − Allocatable): how far the node's
+// working set is beyond what the node gives its pods now.
+func (n *Node) ShortfallNow() int64 { return n.nowShortfall }
+
+// AtRiskNowBytes returns what the containers the killer takes now to cover
+// ShortfallNow hold.
+func (n *Node) AtRiskNowBytes() int64 {
+	if !n.measured {
+		return 0
+	}
+	return n.nowPrefix[n.nowKilled]
+}
