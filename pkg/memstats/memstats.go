@@ -142,11 +142,14 @@ func PodRequest(pod *corev1.Pod) int64 {
 }
 
 // Declared is what a pod is taken to hold when nothing measured it: its
-// memory request, and at least minBytes (the caller's figure for a pod that
-// requests less or nothing, e.g. OOMRisk's estimate of an unlimited
-// container), at most MaxBytes.
-func Declared(pod *corev1.Pod, minBytes int64) int64 {
-	return min(max(PodRequest(pod), minBytes), MaxBytes)
+// memory request, or noRequest for a pod that requests no memory (the
+// caller's figure, e.g. OOMRisk's estimate of a container without a limit
+// or a request); at most MaxBytes.
+func Declared(pod *corev1.Pod, noRequest int64) int64 {
+	if r := PodRequest(pod); r > 0 {
+		return r
+	}
+	return min(max(noRequest, 0), MaxBytes)
 }
 
 // PodHeld is the working set pod held at the sample as best known, and
@@ -170,19 +173,19 @@ func (s NodeStats) PodHeld(pod *corev1.Pod, declared int64) (int64, bool) {
 //	− the listed figures of pods that have left the node since the sample
 //	  or have terminated
 //	+ for each pod the sample cannot hold (sample.InSample) and the list does
-//	  not name, Declared(pod, minPodBytes)
+//	  not name, Declared(pod, noRequest)
 //
 // pods are the pods bound or assumed on the node now. Terminating pods
 // count, in Held and in Leaving: their memory is freed only when the kubelet
 // has stopped them.
-func Estimate(s NodeStats, pods []*corev1.Pod, minPodBytes int64) sample.Usage {
+func Estimate(s NodeStats, pods []*corev1.Pod, noRequest int64) sample.Usage {
 	t := sample.NewTally(s.Pods)
 	for _, p := range pods {
 		if p == nil || t.Listed(p) {
 			continue
 		}
 		if !sample.Terminal(p) && !sample.InSample(p, s.SampledAt) {
-			t.Add(p, Declared(p, minPodBytes))
+			t.Add(p, Declared(p, noRequest))
 		}
 	}
 	return t.Usage(s.Used)

@@ -1,0 +1,117 @@
+package oomrisk
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
+)
+
+// measuredNode returns node name of 16Gi holding three Burstable pods of
+// 1Gi request and 4Gi limit, running since before a memory sample taken 30s
+// ago that found the node's working set at nodeUsed and each pod at
+// podUsed. The declarations are the same whatever the figures.
+func measuredNode(name, nodeUsed, podUsed string, age time.Duration) ([]*corev1.Pod, *corev1.Node) {
+	n := node(name, "16Gi")
+	at := time.Now().Add(-age)
+	var pods []*corev1.Pod
+	var entries []string
+	for i := range 3 {
+		p := pod(fmt.Sprintf("%s-%d", name, i), name, "1Gi", "4Gi")
+		p.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%s%08d", map[string]string{"busy": "aaaa", "idle": "bbbb"}[name], i))
+		before := metav1.NewTime(at.Add(-time.Minute))
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: before}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: before}}}}
+		pods = append(pods, p)
+		entries = append(entries, string(p.UID)+"="+podUsed)
+	}
+	n.Annotations = map[string]string{
+		memstats.AnnotationUsed:      nodeUsed,
+		memstats.AnnotationSampledAt: sample.FormatTime(at),
+		memstats.AnnotationPods:      strings.Join(entries, ","),
+	}
+	return pods, n
+}
+
+// TestScorePrefersTheNodeWhosePodsUseLess: two nodes with the same pods,
+// declared alike, so that the declared model scores them alike; on "busy"
+// the pods hold nearly all of their limits and the node's working set is
+// within 1Gi of allocatable, on "idle" they hold little. A 1Gi pod on busy
+// takes the working set 512Mi past allocatable, and the killer would take a
+// pod already there (collateral, 3.9Gi ≥ the pod's 1Gi): cost (0 + 1·1e6)/4
+// in the working-set view, 0 in the worst-case one (12Gi + 4Gi fit 16Gi),
+// mean 125000 ppm: score 88. On idle nothing is at risk: 100.
+func TestScorePrefersTheNodeWhosePodsUseLess(t *testing.T) {
+	busyPods, busy := measuredNode("busy", "16642998272", "4187593113", 30*time.Second) // 15.5Gi; 3.9Gi
+	idlePods, idle := measuredNode("idle", "3221225472", "536870912", 30*time.Second)   // 3Gi; 512Mi
+	for _, tc := range []struct {
+		name       string
+		busy, idle *corev1.Node
+		wantBusy   int64
+	}{
+		{name: "measured", busy: busy, idle: idle, wantBusy: 88},
+		{name: "a stale sample is ignored", busy: staleCopy(busy), idle: idle, wantBusy: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := []*corev1.Node{tc.busy, tc.idle}
+			snapshot := cache.NewSnapshot(append(append([]*corev1.Pod{}, busyPods...), idlePods...), nodes)
+			pl := newPlugin(t, defaultArgs(), snapshot)
+			in := pod("api", "", "1Gi", "4Gi")
+			state := framework.NewCycleState()
+			s := pl.PreScore(context.Background(), state, in, tf.BuildNodeInfos(nodes))
+			if s.IsSkip() {
+				// Nothing at risk anywhere: every node scores MaxNodeScore.
+				if tc.wantBusy != fwk.MaxNodeScore {
+					t.Fatalf("PreScore skipped; want busy scored %d", tc.wantBusy)
+				}
+				return
+			}
+			if !s.IsSuccess() {
+				t.Fatalf("PreScore: %v", s)
+			}
+			for name, want := range map[string]int64{"busy": tc.wantBusy, "idle": 100} {
+				got, s := pl.Score(context.Background(), state, in, nodeInfo(t, snapshot, name))
+				if !s.IsSuccess() || got != want {
+					t.Errorf("Score(%s) = %d, %v; want %d", name, got, s, want)
+				}
+			}
+		})
+	}
+}
+
+func staleCopy(n *corev1.Node) *corev1.Node {
+	c := n.DeepCopy()
+	c.Annotations[memstats.AnnotationSampledAt] = sample.FormatTime(time.Now().Add(-time.Hour))
+	return c
+}
+
+// TestInvalidMemoryAnnotationIsIgnored: a malformed figure leaves the node
+// declared-only, with an Event saying so; it never fails scoring.
+func TestInvalidMemoryAnnotationIsIgnored(t *testing.T) {
+	pods, busy := measuredNode("busy", "16642998272", "4187593113", 30*time.Second)
+	busy.Annotations[memstats.AnnotationUsed] = "lots"
+	snapshot := cache.NewSnapshot(pods, []*corev1.Node{busy})
+	pl := newPlugin(t, defaultArgs(), snapshot)
+	in := pod("api", "", "1Gi", "4Gi")
+	got, s := pl.Score(context.Background(), framework.NewCycleState(), in, nodeInfo(t, snapshot, "busy"))
+	if !s.IsSuccess() || got != 100 {
+		t.Errorf("Score = %d, %v; want 100, the declared-only score", got, s)
+	}
+	e := pl.cache.Stored("busy")
+	if key, err := e.invalidAnnotation(); key != memstats.AnnotationUsed || err == nil {
+		t.Errorf("invalid annotation = %q, %v; want %s reported", key, err, memstats.AnnotationUsed)
+	}
+}
