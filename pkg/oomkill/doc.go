@@ -65,6 +65,24 @@
 // All byte arithmetic saturates at MaxInt64 and products go through 128
 // bits, so no valid resource.Quantity overflows the model.
 //
+// # Measured memory
+//
+// NewNode with WithMemorySample builds the model on the node's memory sample
+// (pkg/memstats). A container's Used is what its pod's cgroup held at the
+// sample, shared out over the pod's containers by worst case, or, for a pod
+// the sample did not measure, what the shared estimate counts for it
+// (memstats.NodeStats.PodHeld; a pod without a memory request counts the
+// Estimate of a container without a limit or request); Worst is raised to
+// Used where that is more. The kill order is then the kernel's: by
+//
+//	points = used + adj × capacity / 1000
+//
+// and Assess walks the one order twice, once with every container at its
+// worst case (as above) and once at what it holds now, the node's working
+// set (memstats.Estimate) plus the incoming pod at its request (at most its
+// worst case) against allocatable: Assessment.Now. TestWorkedExampleMeasured
+// pins the example of plugins/oomrisk/README.md, "Worked example, measured".
+//
 // # Use
 //
 // The scheduler prepares the pod once per cycle with NewIncoming, builds or

@@ -16,6 +16,12 @@ type Explanation struct {
 	TotalWorst  int64
 	Shortfall   int64
 	AtRiskBytes int64
+	// Measured: the model is built on a memory sample, and the figures of
+	// the working-set view below are set (see Node.UsedNow).
+	Measured       bool
+	UsedNow        int64
+	ShortfallNow   int64
+	AtRiskNowBytes int64
 	// Order is the kill order, first to die first.
 	Order []Victim
 }
@@ -23,13 +29,17 @@ type Explanation struct {
 // Explain returns the node's kill order.
 func (n *Node) Explain() Explanation {
 	return Explanation{
-		Node:        n.name,
-		Capacity:    n.capacity,
-		Allocatable: n.allocatable,
-		TotalWorst:  n.TotalWorst(),
-		Shortfall:   n.shortfall,
-		AtRiskBytes: n.AtRiskBytes(),
-		Order:       n.KillOrder(),
+		Node:           n.name,
+		Capacity:       n.capacity,
+		Allocatable:    n.allocatable,
+		TotalWorst:     n.TotalWorst(),
+		Shortfall:      n.shortfall,
+		AtRiskBytes:    n.AtRiskBytes(),
+		Measured:       n.measured,
+		UsedNow:        n.usedNow,
+		ShortfallNow:   n.nowShortfall,
+		AtRiskNowBytes: n.AtRiskNowBytes(),
+		Order:          n.KillOrder(),
 	}
 }
 
@@ -64,6 +74,7 @@ func (n *Node) ExplainWith(in *Incoming) Explanation {
 			Worst:     p.worst[j],
 			Estimated: estimated,
 			Points:    p.points[j],
+			Used:      p.now[j],
 		})
 	}
 	order = append(order, n.victims[next:]...)
@@ -78,17 +89,44 @@ func (n *Node) ExplainWith(in *Incoming) Explanation {
 		}
 	}
 	e.AtRiskBytes = freed
+	if n.measured {
+		e.UsedNow = addSat(e.UsedNow, p.podNow)
+		e.ShortfallNow = subFloor(e.UsedNow, n.allocatable)
+		freed = 0
+		for i := range order {
+			order[i].AtRiskNow = freed < e.ShortfallNow
+			if order[i].AtRiskNow {
+				freed = addSat(freed, order[i].Used)
+			}
+		}
+		e.AtRiskNowBytes = freed
+	}
 	e.Order = order
 	return e
 }
 
-// String renders the explanation as a table.
+// String renders the explanation as a table; on a measured node with what
+// each container holds now and who the killer takes now.
 func (e Explanation) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s: capacity %s, allocatable %s, worst case %s, shortfall %s, at risk %s\n",
 		e.Node, quantity(e.Capacity), quantity(e.Allocatable), quantity(e.TotalWorst), quantity(e.Shortfall), quantity(e.AtRiskBytes))
+	if e.Measured {
+		fmt.Fprintf(&b, "measured: working set %s, shortfall now %s, at risk now %s\n",
+			quantity(e.UsedNow), quantity(e.ShortfallNow), quantity(e.AtRiskNowBytes))
+	}
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "#\tPOD\tCONTAINER\tQOS\tADJ\tWORST\tPOINTS\tAT RISK")
+	if e.Measured {
+		fmt.Fprintln(w, "#\tPOD\tCONTAINER\tQOS\tADJ\tUSED\tWORST\tPOINTS\tAT RISK NOW\tAT RISK")
+	} else {
+		fmt.Fprintln(w, "#\tPOD\tCONTAINER\tQOS\tADJ\tWORST\tPOINTS\tAT RISK")
+	}
+	yesNo := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
 	for i, v := range e.Order {
 		pod := v.Namespace + "/" + v.Pod
 		if v.Incoming {
@@ -102,11 +140,15 @@ func (e Explanation) String() string {
 		if v.Estimated {
 			worst += " (estimated)"
 		}
-		risk := "no"
-		if v.AtRisk {
-			risk = "yes"
+		if !e.Measured {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", i, pod, container, v.QOS, v.Adj, worst, quantity(v.Points), yesNo(v.AtRisk))
+			continue
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", i, pod, container, v.QOS, v.Adj, worst, quantity(v.Points), risk)
+		used := quantity(v.Used)
+		if !v.Measured {
+			used += " (declared)"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", i, pod, container, v.QOS, v.Adj, used, worst, quantity(v.Points), yesNo(v.AtRiskNow), yesNo(v.AtRisk))
 	}
 	w.Flush()
 	return b.String()

@@ -73,6 +73,16 @@ func TestWorkedExampleMeasured(t *testing.T) {
 	if got := n.Assess(in); got != wantA {
 		t.Errorf("Assess = %+v\nwant     %+v", got, wantA)
 	}
+	e := n.ExplainWith(in)
+	if !e.Measured || e.UsedNow != 15*Gi+256*Mi || e.ShortfallNow != 256*Mi || e.AtRiskNowBytes != 6*Gi {
+		t.Errorf("ExplainWith: measured %v, used now %d, shortfall now %d, at risk now %d", e.Measured, e.UsedNow, e.ShortfallNow, e.AtRiskNowBytes)
+	}
+	if o := e.Order; o[2].Pod != "api" || !o[2].Incoming || o[2].Used != 512*Mi || !o[0].AtRiskNow || o[1].AtRiskNow {
+		t.Errorf("ExplainWith order %+v: want web at risk now, api third holding 512Mi", o)
+	}
+	if out := e.String(); !strings.Contains(out, "measured: working set 15616Mi, shortfall now 256Mi, at risk now 6Gi") || !strings.Contains(out, "AT RISK NOW") {
+		t.Errorf("String:\n%s", out)
+	}
 }
 
 // kernelPoints is oom_badness of mm/oom_kill.c for a task holding used

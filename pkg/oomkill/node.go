@@ -49,6 +49,9 @@ type Victim struct {
 	Points int64
 	// AtRisk marks a container the killer takes to cover the shortfall.
 	AtRisk bool
+	// AtRiskNow marks one it takes to cover the shortfall now (a model
+	// built on a memory sample).
+	AtRiskNow bool
 }
 
 // Node is the OOM kill model of one node with the pods it holds. It is
@@ -186,6 +189,9 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		n.usedNow = memstats.Estimate(*o.sample, pods, est.noRequest(n.allocatable)).Held
 		n.nowShortfall = subFloor(n.usedNow, n.allocatable)
 		n.nowKilled = reach(n.nowPrefix, 0, len(n.victims), n.nowShortfall, 0)
+		for i := range n.nowKilled {
+			n.victims[i].AtRiskNow = true
+		}
 	}
 	return n, nil
 }
