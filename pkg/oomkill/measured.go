@@ -1,6 +1,8 @@
 package oomkill
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/headroom-k8s/headroom/pkg/memstats"
@@ -89,4 +91,18 @@ func (n *Node) AtRiskNowBytes() int64 {
 		return 0
 	}
 	return n.nowPrefix[n.nowKilled]
+}
+
+// MemorySampleOf reads node's memory sample (memstats.ParseNode) and returns
+// the options that build the model on it: none, and why, when the sample is
+// missing, invalid or older than maxAge (the model is then declared-only,
+// the unknown rule). OOMRisk, RelieveNodePressure and kubectl-headroom read
+// a node's sample with it, so they judge it alike. stats.Pods.Err reports a
+// malformed per-pod list, which leaves the sample usable.
+func MemorySampleOf(node *corev1.Node, now time.Time, maxAge time.Duration) (opts []Option, stats memstats.NodeStats, err error) {
+	stats, err = memstats.ParseNode(node.Annotations, now, maxAge)
+	if err != nil {
+		return nil, stats, err
+	}
+	return []Option{WithMemorySample(stats)}, stats, nil
 }

@@ -66,10 +66,8 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 		pods[i] = pi.GetPod()
 	}
 	e := nodeEntry{slack: -1}
-	var opts []oomkill.Option
-	stats, err := memstats.ParseNode(ni.Node().Annotations, time.Now(), pl.maxSampleAge)
+	opts, stats, err := oomkill.MemorySampleOf(ni.Node(), time.Now(), pl.maxSampleAge)
 	if e.sampleErr = err; err == nil {
-		opts = append(opts, oomkill.WithMemorySample(stats))
 		e.podsErr = stats.Pods.Err()
 	}
 	pl.reportInvalid(ctx, ni.Node(), prev, &e)

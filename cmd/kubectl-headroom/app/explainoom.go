@@ -1,8 +1,10 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
@@ -77,9 +80,13 @@ from the API server: the node, and the pods bound to it.`,
 			if err != nil {
 				return err
 			}
-			n, err := oomkill.NewNode(c.nodes[0], c.pods[node], estimateOf(&a))
+			opts, _, sampleErr := oomkill.MemorySampleOf(c.nodes[0], time.Now(), a.MaxSampleAge.Duration)
+			n, err := oomkill.NewNode(c.nodes[0], c.pods[node], estimateOf(&a), opts...)
 			if err != nil {
 				return err
+			}
+			if sampleErr != nil && !errors.Is(sampleErr, memstats.ErrNoStats) {
+				fmt.Fprintf(cmd.OutOrStdout(), "memory sample: none used (%v): declared figures only\n", sampleErr)
 			}
 			fmt.Fprint(cmd.OutOrStdout(), n.Explain())
 			if pod == nil {
@@ -124,6 +131,10 @@ func writeOOMPlacement(out io.Writer, n *oomkill.Node, pod *corev1.Pod, args *co
 	fmt.Fprintf(out, "\nwith %s/%s (%s):\n%s", pod.Namespace, pod.Name, in.QOS(), n.ExplainWith(in))
 	fmt.Fprintf(out, "\nshortfall %s before, %s after; rank %d; own risk %d ppm of %s; collateral %s\n",
 		quantity(a.ShortfallBefore), quantity(a.ShortfallAfter), a.Rank, a.RiskPPM, quantity(podWorst), quantity(a.CollateralBytes))
+	if a.Measured {
+		fmt.Fprintf(out, "now (measured): shortfall %s before, %s after; own risk %d ppm of %s; collateral %s\n",
+			quantity(a.Now.ShortfallBefore), quantity(a.Now.ShortfallAfter), a.Now.RiskPPM, quantity(a.Now.PodNow), quantity(a.Now.CollateralBytes))
+	}
 	score, ok := v.score(p, oomrisk.Name)
 	switch {
 	case v.filter != nil:

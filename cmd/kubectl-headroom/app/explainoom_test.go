@@ -1,11 +1,14 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,6 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // workedExampleCluster is the cluster of the README's worked example (and of
@@ -204,5 +210,49 @@ func TestExplainSkippedScore(t *testing.T) {
 	want := "score 100 of 100: own risk 0 ppm × weight 3, collateral 0 ppm × weight 1 (Score skipped: the pod fits every node's memory slack, so every node scores 100)"
 	if !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// TestExplainOOMMeasured: on a node with a memory sample explain-oom shows
+// what each pod holds next to its worst case, and both views of the
+// placement, with the figures of the README's measured worked example.
+func TestExplainOOMMeasured(t *testing.T) {
+	client := workedExampleCluster()
+	ctx := context.Background()
+	held := map[string]string{"web": "6Gi", "batch": "3Gi", "db": "4Gi"}
+	var figures []sample.PodFigure
+	for i, name := range []string{"web", "batch", "db"} {
+		p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		if _, err := client.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		q := resource.MustParse(held[name])
+		figures = append(figures, sample.PodFigure{UID: p.UID, Value: q.Value()})
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations = memstats.NodeStats{Used: 14*1<<30 + 768*1<<20, SampledAt: time.Now(), Pods: memstats.PodListFormat.New(figures)}.Annotations()
+	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runExplain(t, client, "worker-1", "--pod-file", writeFile(t, "api.yaml", readmeBlock(t, "worked-example-pod")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"measured: working set 15104Mi, shortfall now 0, at risk now 0",
+		"USED",
+		"now (measured): shortfall 0 before, 256Mi after; own risk 0 ppm of 512Mi; collateral 6Gi",
+		"score 75 of 100",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
