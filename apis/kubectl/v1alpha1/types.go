@@ -116,6 +116,19 @@ type MemoryHeadroom struct {
 	// AtRiskBytes is the memory of the containers the OOM killer would
 	// take to cover the shortfall.
 	AtRiskBytes *int64 `json:"atRiskBytes,omitempty"`
+	// Measured is the state of the node's memory sample
+	// (headroom.dev/memory-*): known when OOMRisk builds its model on it.
+	Measured State `json:"measured"`
+	// MeasuredMessage says why the sample is not used.
+	MeasuredMessage string `json:"measuredMessage,omitempty"`
+	// SampledAt is the sample's time.
+	SampledAt *metav1.Time `json:"sampledAt,omitempty"`
+	// UsedBytes is the node's working set as the shared estimate has it:
+	// the sample's figure, less the listed pods that left, plus the
+	// requests of pods placed after it.
+	UsedBytes *int64 `json:"usedBytes,omitempty"`
+	// ShortfallNowBytes is how far UsedBytes exceeds allocatable.
+	ShortfallNowBytes *int64 `json:"shortfallNowBytes,omitempty"`
 }
 
 // Verdict is what the profile's Headroom plugins decide for a pod on the

@@ -93,6 +93,20 @@ func (in *MemoryHeadroom) DeepCopyInto(out *MemoryHeadroom) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.SampledAt != nil {
+		in, out := &in.SampledAt, &out.SampledAt
+		*out = (*in).DeepCopy()
+	}
+	if in.UsedBytes != nil {
+		in, out := &in.UsedBytes, &out.UsedBytes
+		*out = new(int64)
+		**out = **in
+	}
+	if in.ShortfallNowBytes != nil {
+		in, out := &in.ShortfallNowBytes, &out.ShortfallNowBytes
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

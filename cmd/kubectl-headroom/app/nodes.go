@@ -16,6 +16,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/pkg/sample"
@@ -43,6 +44,10 @@ type nodeRow struct {
 	// oom is the node's memory model; oomErr why there is none.
 	oom    *oomkill.Node
 	oomErr error
+	// mem is the node's memory sample; memErr why the model does without
+	// it (missing, stale or invalid).
+	mem    memstats.NodeStats
+	memErr error
 	// verdict is the plugins' decision for the pod of --pod-file.
 	verdict *verdict
 }
@@ -130,6 +135,19 @@ var columns = []column{
 		}},
 	{header: "MEM-ALLOCATABLE", key: "mem-allocatable",
 		cell: oomCell((*oomkill.Node).Allocatable), value: oomValue((*oomkill.Node).Allocatable)},
+	{header: "MEM-USED", key: "mem-used", descending: true,
+		cell: func(r *nodeRow, _ time.Time) string {
+			if r.oom == nil || !r.oom.Measured() {
+				return unknown
+			}
+			return quantity(r.oom.UsedNow())
+		},
+		value: func(r *nodeRow, _ time.Time) (int64, bool) {
+			if r.oom == nil || !r.oom.Measured() {
+				return 0, false
+			}
+			return r.oom.UsedNow(), true
+		}},
 	{header: "MEM-WORST-CASE", key: "mem-worst-case", descending: true,
 		cell: oomCell((*oomkill.Node).TotalWorst), value: oomValue((*oomkill.Node).TotalWorst)},
 	{header: "OOM-SHORTFALL", key: "oom-shortfall", descending: true,
@@ -265,8 +283,11 @@ network placed since the sample, and of those in use the leaked ones,
 allocated to no pod sandbox of the node, "-" where the IPAM cannot tell;
 "(stale)" past NodeIPs' maxSampleAge);
 memory as OOMRisk models it (allocatable, the
-worst case of the pods there, the shortfall by which it exceeds capacity and
-the memory of the containers the OOM killer would take to cover it).
+working set where headroom-node-agent measures it (headroom.dev/memory-*:
+the sample less the listed pods that left, plus the requests of pods placed
+after it), the worst case of the pods there, the shortfall by which it
+exceeds capacity and the memory of the containers the OOM killer would take
+to cover it, in the kernel's order by what they hold where measured).
 Figures use the args of the profile (--config, --scheduler-name). Given a
 pod (--pod-file or --pod, as for explain node), two columns show whether the node passes the plugins' Filter (or
 which plugin rejects it) and the sum of their weighted scores, from a
@@ -373,7 +394,9 @@ func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, ipArgs *config.NodeIPsAr
 		if r.ipKnown() {
 			r.ipEstUsed = ipstats.EstimateUsed(r.ip, slices.Values(pods))
 		}
-		r.oom, r.oomErr = oomkill.NewNode(n, pods, est)
+		var opts []oomkill.Option
+		opts, r.mem, r.memErr = oomkill.MemorySampleOf(n, now, oomArgs.MaxSampleAge.Duration)
+		r.oom, r.oomErr = oomkill.NewNode(n, pods, est, opts...)
 		rows = append(rows, r)
 	}
 	return rows

@@ -170,6 +170,14 @@ func (r *nodeRow) api(now time.Time) v1alpha1.NodeHeadroom {
 		h.Memory.State = v1alpha1.StateKnown
 		h.Memory.AllocatableBytes, h.Memory.WorstCaseBytes = ptr.To(r.oom.Allocatable()), ptr.To(r.oom.TotalWorst())
 		h.Memory.ShortfallBytes, h.Memory.AtRiskBytes = ptr.To(r.oom.Shortfall()), ptr.To(r.oom.AtRiskBytes())
+		if r.oom.Measured() {
+			h.Memory.UsedBytes, h.Memory.ShortfallNowBytes = ptr.To(r.oom.UsedNow()), ptr.To(r.oom.ShortfallNow())
+		}
+	}
+	h.Memory.Measured, h.Memory.MeasuredMessage = state(r.memErr)
+	if !r.mem.SampledAt.IsZero() {
+		at := metav1.NewTime(r.mem.SampledAt)
+		h.Memory.SampledAt = &at
 	}
 	if v := r.verdict; v != nil {
 		h.Verdict = &v1alpha1.Verdict{Filter: "passes"}

@@ -64,7 +64,15 @@ func TestNodesJSON(t *testing.T) {
 		{"short pids.estimatedFree", i64(short.PIDs.EstimatedFree), int64(500)},
 		{"short podIPs.estimatedFree", i64(short.PodIPs.EstimatedFree), int64(0)},
 		{"short memory.shortfallBytes", i64(short.Memory.ShortfallBytes), int64(5 << 30)},
-		{"short memory.atRiskBytes", i64(short.Memory.AtRiskBytes), int64(12 << 30)},
+		// Measured: the kernel's order by what each pod holds now (their
+		// requests, 1Gi each, placed after the sample), ties by name:
+		// forker (1Gi) and hog (12Gi) cover the 5Gi shortfall.
+		{"short memory.atRiskBytes", i64(short.Memory.AtRiskBytes), int64(13 << 30)},
+		{"short memory.measured", short.Memory.Measured, v1alpha1.StateKnown},
+		{"short memory.usedBytes", i64(short.Memory.UsedBytes), int64(13 << 30)},
+		{"short memory.shortfallNowBytes", i64(short.Memory.ShortfallNowBytes), int64(0)},
+		{"roomy memory.measured", roomy.Memory.Measured, v1alpha1.StateUnknown},
+		{"roomy memory.usedBytes", i64(roomy.Memory.UsedBytes), nil},
 		{"roomy podIPs.state", roomy.PodIPs.State, v1alpha1.StateStale},
 		{"roomy podIPs.capacity", i64(roomy.PodIPs.Capacity), int64(253)},
 		{"blank pids.state", blank.PIDs.State, v1alpha1.StateUnknown},
@@ -174,7 +182,7 @@ func TestNodesJSONPath(t *testing.T) {
 func TestNodesWide(t *testing.T) {
 	rows := table(t, headroomCluster(), "-o", "wide", "--sort-by", "pid-free")
 	want := []string{"NAME", "PIDS-CAPACITY", "PIDS-RESERVED", "PIDS-ALLOCATABLE", "PIDS-USED", "PIDS-USED(EST)", "PIDS-FREE(EST)", "SAMPLE-AGE",
-		"POD-IPS", "POD-IPS-USED", "POD-IPS-FREE(EST)", "POD-IPS-LEAKED", "IP-SAMPLE-AGE", "MEM-ALLOCATABLE", "MEM-WORST-CASE", "OOM-SHORTFALL", "OOM-AT-RISK"}
+		"POD-IPS", "POD-IPS-USED", "POD-IPS-FREE(EST)", "POD-IPS-LEAKED", "IP-SAMPLE-AGE", "MEM-ALLOCATABLE", "MEM-USED", "MEM-WORST-CASE", "OOM-SHORTFALL", "OOM-AT-RISK"}
 	if got := strings.Join(rows[0], " "); got != strings.Join(want, " ") {
 		t.Fatalf("wide header\n%s\nwant\n%s", got, strings.Join(want, " "))
 	}
