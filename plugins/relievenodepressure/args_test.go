@@ -34,7 +34,8 @@ func TestDefaults(t *testing.T) {
 		in:   RelieveNodePressureArgs{OOM: &OOMTrigger{}},
 		want: RelieveNodePressureArgs{
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](20), TargetPercent: ptr.To[int64](15),
-				NoLimitRequestPercent: ptr.To[int64](200), NoLimitAllocatablePermille: ptr.To[int64](100)},
+				NoLimitRequestPercent: ptr.To[int64](200), NoLimitAllocatablePermille: ptr.To[int64](100),
+				MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute}},
 			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
@@ -55,10 +56,12 @@ func TestDefaults(t *testing.T) {
 	}, {
 		name: "set values stay, zeros included; the target never goes below 0",
 		in: RelieveNodePressureArgs{OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](3),
-			NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0)}},
+			NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0),
+			MaxSampleAge: &metav1.Duration{}}},
 		want: RelieveNodePressureArgs{
 			OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](3), TargetPercent: ptr.To[int64](0),
-				NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0)},
+				NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0),
+				MaxSampleAge: &metav1.Duration{}},
 			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
@@ -95,6 +98,7 @@ func TestValidation(t *testing.T) {
 		{"OOM threshold 0", RelieveNodePressureArgs{OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](0), TargetPercent: ptr.To[int64](0)}}, "oom.thresholdPercent"},
 		{"request multiplier below 100", RelieveNodePressureArgs{OOM: &OOMTrigger{NoLimitRequestPercent: ptr.To[int64](99)}}, "oom.noLimitRequestPercent"},
 		{"allocatable share above 1000", RelieveNodePressureArgs{OOM: &OOMTrigger{NoLimitAllocatablePermille: ptr.To[int64](1001)}}, "oom.noLimitAllocatablePermille"},
+		{"negative memory sample age", RelieveNodePressureArgs{OOM: &OOMTrigger{MaxSampleAge: &metav1.Duration{Duration: -time.Second}}}, "oom.maxSampleAge"},
 		{"annotation key", RelieveNodePressureArgs{DeletePriorityAnnotation: "not a key!"}, "deletePriorityAnnotation"},
 		{"include and exclude", RelieveNodePressureArgs{Namespaces: &api.Namespaces{Include: []string{"a"}, Exclude: []string{"b"}}}, "namespaces"},
 		{"floor above 100 %", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinPodPIDsPercent: ptr.To[int64](101)}}, "pids.minPodPIDsPercent"},

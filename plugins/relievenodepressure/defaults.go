@@ -96,6 +96,9 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 		if o.NoLimitAllocatablePermille == nil {
 			o.NoLimitAllocatablePermille = ptr.To[int64](DefaultNoLimitAllocatablePermille)
 		}
+		if o.MaxSampleAge == nil {
+			o.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+		}
 	}
 	if len(args.SchedulerNames) == 0 {
 		args.SchedulerNames = []string{DefaultSchedulerName}

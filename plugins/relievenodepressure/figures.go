@@ -96,12 +96,15 @@ func (c *cycle) assessPIDs(node *v1.Node, pods []*v1.Pod) (*pidPressure, error) 
 
 // assessOOM returns the memory-shortfall figures of node, or nil and why they
 // are unknown.
-func assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPressure, error) {
+// The model is OOMRisk's: on the node's memory sample where it is fresh and
+// valid (oomkill.MemorySampleOf), on declarations alone otherwise.
+func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPressure, error) {
 	est := oomkill.Estimate{
 		RequestMultiplierPercent:      *t.NoLimitRequestPercent,
 		FractionOfAllocatablePermille: *t.NoLimitAllocatablePermille,
 	}
-	model, err := oomkill.NewNode(node, pods, est)
+	opts, _, _ := oomkill.MemorySampleOf(node, c.now, t.MaxSampleAge.Duration)
+	model, err := oomkill.NewNode(node, pods, est, opts...)
 	if err != nil {
 		return nil, err
 	}

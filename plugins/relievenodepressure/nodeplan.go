@@ -83,7 +83,7 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 	}
 	if t := c.args.OOM; t != nil && st.oom == nil {
 		pods, _ := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
-		if _, err := assessOOM(t, node, pods); err != nil {
+		if _, err := c.assessOOM(t, node, pods); err != nil {
 			out.Unknown["OOM"] = err.Error()
 		}
 	}

@@ -298,7 +298,7 @@ func (c *cycle) assess(logger klog.Logger, node *v1.Node, pods []*v1.Pod) *press
 		st.pids = p
 	}
 	if t := c.args.OOM; t != nil {
-		p, err := assessOOM(t, node, pods)
+		p, err := c.assessOOM(t, node, pods)
 		if err != nil {
 			logger.V(4).Info("Memory unknown; the OOM trigger leaves the node alone", "reason", err.Error())
 		}

@@ -1,19 +1,24 @@
 package relievenodepressure
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 	"sigs.k8s.io/descheduler/test"
 
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // On n1 (capacity 10000, 9700 used: 97 % > 95 %) every pod frees 300 PIDs
@@ -342,5 +347,34 @@ func TestEventReasonFitsTheAPILimit(t *testing.T) {
 	long := strings.Repeat("ü", 100)
 	if r := eventReason(long); len(r) > maxEventReason || !strings.HasPrefix(long, r) {
 		t.Fatalf("eventReason kept %d bytes: %q", len(r), r)
+	}
+}
+
+// TestOOMTriggerCountsWhatPodsHold: four BestEffort pods are estimated at
+// 10 % of the node's 10Gi each (4Gi in all: no shortfall), but the node's
+// memory sample finds each holding 3.5Gi. The model is OOMRisk's: a
+// container's worst case is at least what it holds, 14Gi in all, a 40 %
+// shortfall over the 20 % threshold; one eviction brings it to 5 %, under
+// the 15 % target. Without the sample nothing is evicted.
+func TestOOMTriggerCountsWhatPodsHold(t *testing.T) {
+	var pods []*v1.Pod
+	var held []sample.PodFigure
+	for i, name := range []string{"b1", "b2", "b3", "b4"} {
+		p := testPod(name, "n1", pids(0), restarts(int32(4-i)))
+		p.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		pods = append(pods, p)
+		held = append(held, sample.PodFigure{UID: p.UID, Value: 3584 << 20})
+	}
+	args := RelieveNodePressureArgs{OOM: &OOMTrigger{}}
+	n1, n2 := memoryNode("n1"), spareNode("n2")
+	e := newEnv(t, setup{args: args}, objects([]*v1.Node{n1, n2}, pods)...)
+	if got := e.run(t, n1, n2); len(got) != 0 {
+		t.Fatalf("without a memory sample, evicted %v", got)
+	}
+	measured := memoryNode("n1")
+	maps.Copy(measured.Annotations, memstats.NodeStats{Used: 14 << 30, SampledAt: now.Add(-time.Minute), Pods: memstats.PodListFormat.New(held)}.Annotations())
+	e = newEnv(t, setup{args: args}, objects([]*v1.Node{measured, n2}, pods)...)
+	if got, want := e.run(t, measured, n2), []string{"b1"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
 	}
 }

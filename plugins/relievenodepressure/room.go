@@ -81,7 +81,7 @@ func (c *cycle) buildRoom() *room {
 			if err != nil {
 				c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", err.Error())
 				rn.full = true
-			} else if model, err := assessOOM(t, node, pods); err == nil {
+			} else if model, err := c.assessOOM(t, node, pods); err == nil {
 				rn.oom = model.model
 			}
 		}

@@ -117,4 +117,10 @@ type OOMTrigger struct {
 	// node's allocatable memory, whichever is larger; in [0, 1000]; default
 	// 100, as OOMRisk.
 	NoLimitAllocatablePermille *int64 `json:"noLimitAllocatablePermille,omitempty"`
+	// MaxSampleAge is how old a node's memory sample (headroom.dev/memory-*)
+	// may be before the model does without it, as OOMRisk's maxSampleAge:
+	// on a fresh sample the kill order is the kernel's, by what containers
+	// hold, and a container's worst case is at least what it holds. "0s"
+	// means never. Default 10m.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
 }

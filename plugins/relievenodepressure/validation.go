@@ -55,6 +55,9 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 		if v := *o.NoLimitAllocatablePermille; v < 0 || v > 1000 {
 			errs = append(errs, field.Invalid(path.Child("noLimitAllocatablePermille"), v, "must be within [0, 1000]"))
 		}
+		if o.MaxSampleAge.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), o.MaxSampleAge.Duration.String(), "must not be negative"))
+		}
 	}
 
 	if v := *args.PressureSamples; v < 1 || v > maxPressureSamples {

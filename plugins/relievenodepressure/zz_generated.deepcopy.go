@@ -50,6 +50,11 @@ func (in *OOMTrigger) DeepCopyInto(out *OOMTrigger) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.MaxSampleAge != nil {
+		in, out := &in.MaxSampleAge, &out.MaxSampleAge
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 
