@@ -19,7 +19,9 @@ const ServiceIP = "10.96.0.1"
 // kube-proxy. An address left by a run that was killed is taken over.
 func (cp *ControlPlane) addServiceIP() error {
 	out, err := exec.Command("ip", "addr", "add", ServiceIP+"/32", "dev", "lo").CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "File exists") {
+	// iproute2 says "File exists" or, in newer releases, "Address already
+	// assigned" for an address lo already has.
+	if err != nil && !strings.Contains(string(out), "File exists") && !strings.Contains(string(out), "Address already assigned") {
 		return fmt.Errorf("ip addr add %s/32 dev lo: %v: %s (a real node needs root)", ServiceIP, err, out)
 	}
 	cp.serviceIPAdded = true
