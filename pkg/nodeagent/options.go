@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -195,8 +196,11 @@ func (b *byteQuantity) Set(v string) error {
 	if err != nil {
 		return err
 	}
-	n, ok := q.AsInt64()
-	if !ok || n < 0 || q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0 {
+	if q.Sign() < 0 || q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0 {
+		return fmt.Errorf("%q is not a whole, non-negative number of bytes", v)
+	}
+	n := q.Value() // rounded up: a fraction of a byte differs below
+	if q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0 {
 		return fmt.Errorf("%q is not a whole, non-negative number of bytes", v)
 	}
 	*b = byteQuantity(n)
