@@ -151,11 +151,11 @@ func TestReadWorkingSet(t *testing.T) {
 func TestReadMemTotal(t *testing.T) {
 	for content, want := range map[string]int64{
 		"MemTotal:       16384000 kB\nMemFree: 1 kB\n": 16384000 * 1024,
-		"MemFree: 1 kB\nMemTotal: 1 kB\n":             1024,
-		"MemTotal: 12 MB\n":                           -1,
-		"MemTotal: 0 kB\n":                            -1,
-		"MemTotal: 99999999999999999999 kB\n":         -1,
-		"MemFree: 1 kB\n":                             -1,
+		"MemFree: 1 kB\nMemTotal: 1 kB\n":              1024,
+		"MemTotal: 12 MB\n":                            -1,
+		"MemTotal: 0 kB\n":                             -1,
+		"MemTotal: 99999999999999999999 kB\n":          -1,
+		"MemFree: 1 kB\n":                              -1,
 	} {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "meminfo"), content)
