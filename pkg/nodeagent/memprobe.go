@@ -83,6 +83,8 @@ type MemoryProbe struct {
 	Hysteresis MemoryHysteresis
 	// MaxAge is how old an adopted sample may be (the max interval).
 	MaxAge time.Duration
+
+	unknownLogged bool // "no memory controller" was logged
 }
 
 // MemoryProbeName is the MemoryProbe's name in logs and metrics.
@@ -91,8 +93,27 @@ const MemoryProbeName = "memory"
 // Name implements Probe.
 func (p *MemoryProbe) Name() string { return MemoryProbeName }
 
-// Sample implements Probe.
+// Sample implements Probe. Where --cgroup-root holds no memory controller
+// at all (no v1 memory hierarchy, no v2 root memory.stat: a kernel whose v2
+// root has no statistics yet, where the kubelet's own root figures are
+// incomplete, or a tree without one), the node's memory is unknown, not an
+// error: nothing is published, readers keep to the pods' declarations, and
+// that is logged once, as for an IPAM the agent cannot read.
 func (p *MemoryProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
+	logger := klog.FromContext(ctx)
+	if _, _, ok := memoryHierarchy(p.CgroupRoot); !ok {
+		if !p.unknownLogged {
+			logger.Info("Memory is unknown on this node; publishing no memory figures",
+				"reason", fmt.Sprintf("no memory controller under %s (neither %s nor %s)", p.CgroupRoot,
+					filepath.Join(cgroupV1Memory, memoryUsageV1), memoryStat))
+			p.unknownLogged = true
+		}
+		return nil, nil
+	}
+	if p.unknownLogged {
+		logger.Info("Memory figures readable again", "cgroupRoot", p.CgroupRoot)
+		p.unknownLogged = false
+	}
 	used, where, err := ReadNodeWorkingSet(p.CgroupRoot)
 	if err != nil {
 		return nil, err
@@ -105,7 +126,7 @@ func (p *MemoryProbe) Sample(ctx context.Context, now time.Time) (Sample, error)
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	klog.FromContext(ctx).V(5).Info("Read the node's working set", "cgroup", where, "workingSetBytes", used, "capacityBytes", capacity)
+	logger.V(5).Info("Read the node's working set", "cgroup", where, "workingSetBytes", used, "capacityBytes", capacity)
 	return memSample{stats: s, capacity: capacity, hysteresis: p.Hysteresis}, nil
 }
 
@@ -190,6 +211,9 @@ func (p *MemoryPodsProbe) DependsOn() string { return MemoryProbeName }
 // a pod cgroup without the memory files is an error (the memory controller
 // is not enabled there), not a pod that stopped.
 func (p *MemoryPodsProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
+	if _, _, ok := memoryHierarchy(p.CgroupRoot); !ok {
+		return nil, nil // the node's memory is unknown (MemoryProbe)
+	}
 	return samplePodList(ctx, p.CgroupRoot, cgroupV1Memory, func(pod PodCgroup, l CgroupLayout) (int64, error) {
 		n, err := ReadWorkingSet(pod.Dir, l.V1)
 		if errors.Is(err, fs.ErrNotExist) && isDir(pod.Dir) {
@@ -208,22 +232,32 @@ func (p *MemoryPodsProbe) emptySample() podSample {
 	return podSample{format: memstats.PodListFormat, unit: "bytes", hysteresis: p.HysteresisBytes}
 }
 
-// ReadNodeWorkingSet reads the node's working set from the root cgroup of
-// the memory controller under cgroupRoot (the host's cgroup mount): the v1
-// memory hierarchy (<root>/memory) where there is one, else the v2 root.
-// It returns the cgroup directory it read, for messages.
-func ReadNodeWorkingSet(cgroupRoot string) (int64, string, error) {
-	v1 := filepath.Join(cgroupRoot, cgroupV1Memory)
-	if _, err := os.Stat(filepath.Join(v1, memoryUsageV1)); err == nil {
-		n, err := ReadWorkingSet(v1, true)
-		return n, v1, err
+// memoryHierarchy is the root cgroup of the memory controller under
+// cgroupRoot (the host's cgroup mount): the v1 memory hierarchy
+// (<root>/memory) where there is one, else the v2 root when it has
+// memory.stat; ok false for neither.
+func memoryHierarchy(cgroupRoot string) (dir string, v1, ok bool) {
+	v1Dir := filepath.Join(cgroupRoot, cgroupV1Memory)
+	if _, err := os.Stat(filepath.Join(v1Dir, memoryUsageV1)); err == nil {
+		return v1Dir, true, true
 	}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, memoryStat)); err != nil {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, memoryStat)); err == nil {
+		return cgroupRoot, false, true
+	}
+	return "", false, false
+}
+
+// ReadNodeWorkingSet reads the node's working set from the root cgroup of
+// the memory controller under cgroupRoot (memoryHierarchy). It returns the
+// cgroup directory it read, for messages.
+func ReadNodeWorkingSet(cgroupRoot string) (int64, string, error) {
+	dir, v1, ok := memoryHierarchy(cgroupRoot)
+	if !ok {
 		return 0, cgroupRoot, fmt.Errorf("no memory cgroup under %s (looked for %s and %s): is --cgroup-root the host's cgroup mount?",
 			cgroupRoot, filepath.Join(cgroupV1Memory, memoryUsageV1), memoryStat)
 	}
-	n, err := ReadWorkingSet(cgroupRoot, false)
-	return n, cgroupRoot, err
+	n, err := ReadWorkingSet(dir, v1)
+	return n, dir, err
 }
 
 // ReadWorkingSet reads the working set of the cgroup in dir (see the rule

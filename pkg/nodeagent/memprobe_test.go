@@ -178,8 +178,16 @@ func TestReadMemTotal(t *testing.T) {
 func TestMemoryProbeErrors(t *testing.T) {
 	root := t.TempDir()
 	p := &MemoryProbe{CgroupRoot: root, ProcRoot: root}
-	if s, err := p.Sample(context.Background(), t0); s != nil || err == nil || !strings.Contains(err.Error(), "no memory cgroup under "+root) {
-		t.Fatalf("no cgroups: %v, %v", s, err)
+	// No memory controller at all: unknown, not an error; nothing to write.
+	writeFile(t, filepath.Join(root, "pids", "kubepods", pidsCurrent), "1\n")
+	if s, err := p.Sample(context.Background(), t0); s != nil || err != nil {
+		t.Fatalf("no memory controller: %v, %v; want no sample and no error", s, err)
+	}
+	if s, err := (&MemoryPodsProbe{CgroupRoot: root}).Sample(context.Background(), t0); s != nil || err != nil {
+		t.Fatalf("per-pod, no memory controller: %v, %v; want no sample and no error", s, err)
+	}
+	if _, _, err := ReadNodeWorkingSet(root); err == nil || !strings.Contains(err.Error(), "no memory cgroup under "+root) {
+		t.Fatalf("ReadNodeWorkingSet: %v", err)
 	}
 	writeFile(t, filepath.Join(root, memoryStat), "anon 1\nfile 1\ninactive_file 1\n")
 	if s, err := p.Sample(context.Background(), t0); s != nil || err == nil || !strings.Contains(err.Error(), "meminfo") {
@@ -195,6 +203,7 @@ func TestMemoryProbeErrors(t *testing.T) {
 
 func TestMemoryPodsProbeErrors(t *testing.T) {
 	root := t.TempDir()
+	writeFile(t, filepath.Join(root, memoryStat), "anon 1\nfile 1\ninactive_file 1\n") // a v2 root
 	p := &MemoryPodsProbe{CgroupRoot: root}
 	s, err := p.Sample(context.Background(), t0)
 	if err == nil || !strings.Contains(err.Error(), "no kubepods cgroup under "+root) {
@@ -249,6 +258,7 @@ func TestMemoryPodsBounds(t *testing.T) {
 		t.Fatalf("MaxMemoryPodsBytes %d, cap %d, memstats' bound %d", MaxMemoryPodsBytes, AnnotationCaps[memstats.AnnotationPods], memstats.PodListFormat.MaxBytes())
 	}
 	root := t.TempDir()
+	writeFile(t, filepath.Join(root, memoryStat), "anon 1\nfile 1\ninactive_file 1\n") // a v2 root
 	for i := range 40 {
 		uid := fmt.Sprintf("0a1b2c3d-0000-4000-8000-%012d", i)
 		usage := memstats.MaxBytes - 1 - int64(i) // the longest figures there are
@@ -383,17 +393,13 @@ func TestTickMemory(t *testing.T) {
 
 	// The node's figure fails: the list stays with the figure it was
 	// taken with, even when a pod moves far.
-	if err := os.Rename(filepath.Join(h.cgroups, memoryStat), filepath.Join(h.cgroups, "saved")); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, filepath.Join(h.cgroups, memoryStat), "anon lots\n")
 	h.setPodMemory(podB, 3*gi, 0)
 	if err := h.tick(10 * time.Second); err == nil || !strings.Contains(err.Error(), "probe memory") {
 		t.Fatalf("err = %v", err)
 	}
 	h.wantPatches(3)
-	if err := os.Rename(filepath.Join(h.cgroups, "saved"), filepath.Join(h.cgroups, memoryStat)); err != nil {
-		t.Fatal(err)
-	}
+	h.setNodeMemory(4*gi + 700*mi)
 
 	// Pod B's cgroup unreadable: the list is withdrawn with the next write
 	// of the node's figure, here forced by the node moving.
