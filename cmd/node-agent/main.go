@@ -1,7 +1,8 @@
 // Command headroom-node-agent publishes its node's PID capacity,
-// reservation and use, the PIDs of its biggest pods, and the pod-IP capacity
-// and use of its CNI IPAM, as headroom.dev/pid-* and headroom.dev/ip-* Node
-// annotations. See README.md.
+// reservation and use, the PIDs of its biggest pods, the pod-IP capacity
+// and use of its CNI IPAM, and the memory working sets of the node and its
+// biggest pods, as headroom.dev/pid-*, headroom.dev/ip-* and
+// headroom.dev/memory-* Node annotations. See README.md.
 package main
 
 import (
@@ -75,7 +76,8 @@ func run() error {
 		"containerRuntimeEndpoint", cfg.ContainerRuntimeEndpoint, "ipLeakGrace", cfg.IPLeakGrace,
 		"reclaimLeakedIPs", cfg.ReclaimLeakedIPs, "reclaimLeakedIPsAfter", cfg.ReclaimLeakedIPsAfter,
 		"reservedPIDs", cfg.ReservedPIDs, "interval", cfg.Interval, "maxInterval", cfg.MaxInterval,
-		"hysteresisPIDs", cfg.Hysteresis.PIDs, "hysteresisPercent", cfg.Hysteresis.Percent, "once", opts.Once)
+		"hysteresisPIDs", cfg.Hysteresis.PIDs, "hysteresisPercent", cfg.Hysteresis.Percent,
+		"memoryHysteresisBytes", cfg.MemoryHysteresis.Bytes, "memoryHysteresisPercent", cfg.MemoryHysteresis.Percent, "once", opts.Once)
 	if opts.Once {
 		return agent.Once(ctx)
 	}

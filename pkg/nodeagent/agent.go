@@ -40,6 +40,13 @@ const (
 	// when it reaches 5% of the pool (at least 1), and always near
 	// exhaustion (IPProbe).
 	DefaultIPHysteresisPercent = 5.0
+	// DefaultMemoryHysteresisBytes is 100 MiB, the kubelet's default hard
+	// eviction threshold (memory.available<100Mi): a smaller move of a
+	// node far from it decides nothing. It is also the hysteresis of one
+	// pod's figure in memory-pods.
+	DefaultMemoryHysteresisBytes = 100 << 20
+	// DefaultMemoryHysteresisPercent of the node's memory, as for PIDs.
+	DefaultMemoryHysteresisPercent = 2.0
 	// DefaultMaxIntervalJitter pulls each forced write up to 10% earlier, so
 	// that agents started together do not write in lock-step for ever.
 	DefaultMaxIntervalJitter = 0.1
@@ -77,6 +84,8 @@ type Config struct {
 	// IPHysteresisPercent is the pod-IP probe's hysteresis, in percent of
 	// the pool.
 	IPHysteresisPercent float64
+	// MemoryHysteresis is the memory probes' hysteresis.
+	MemoryHysteresis MemoryHysteresis
 	// MaxInterval bounds the time between writes, so that readers can tell
 	// a live agent from a dead one by the sample's age.
 	MaxInterval time.Duration
@@ -103,6 +112,7 @@ func DefaultConfig() Config {
 		ReclaimLeakedIPsAfter:    DefaultReclaimLeakedIPsAfter,
 		Interval:                 DefaultInterval,
 		Hysteresis:               Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
+		MemoryHysteresis:         MemoryHysteresis{Bytes: DefaultMemoryHysteresisBytes, Percent: DefaultMemoryHysteresisPercent},
 		MaxInterval:              DefaultMaxInterval,
 		MaxIntervalJitter:        DefaultMaxIntervalJitter,
 		Backoff:                  DefaultBackoff(),
@@ -139,6 +149,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hysteresis percent %v is not within [0, 100]", c.Hysteresis.Percent)
 	case !(c.IPHysteresisPercent >= 0 && c.IPHysteresisPercent <= 100):
 		return fmt.Errorf("pod-IP hysteresis percent %v is not within [0, 100]", c.IPHysteresisPercent)
+	case c.MemoryHysteresis.Bytes < 0:
+		return fmt.Errorf("memory hysteresis bytes %d is negative", c.MemoryHysteresis.Bytes)
+	case !(c.MemoryHysteresis.Percent >= 0 && c.MemoryHysteresis.Percent <= 100):
+		return fmt.Errorf("memory hysteresis percent %v is not within [0, 100]", c.MemoryHysteresis.Percent)
 	case !(c.MaxIntervalJitter >= 0 && c.MaxIntervalJitter < 1):
 		return fmt.Errorf("max interval jitter %v is not within [0, 1)", c.MaxIntervalJitter)
 	case c.Backoff.Duration <= 0:
@@ -205,7 +219,8 @@ func WithDynamicClient(c dynamic.Interface) Option { return func(a *Agent) { a.d
 func WithSandboxLister(l SandboxLister) Option { return func(a *Agent) { a.sandboxes = l } }
 
 // New returns an Agent for cfg, which must be valid, with the node PID
-// probe, the per-pod PID probe and the pod-IP probe.
+// probe, the per-pod PID probe, the pod-IP probe, the node memory probe and
+// the per-pod memory probe.
 func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -229,6 +244,8 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 			&PIDProbe{ProcRoot: cfg.ProcRoot, Reserved: cfg.ReservedPIDs, Hysteresis: cfg.Hysteresis, MaxAge: cfg.MaxInterval, Read: a.read},
 			&PodPIDsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisPIDs: cfg.Hysteresis.PIDs},
 			a.ipProbe(),
+			&MemoryProbe{CgroupRoot: cfg.CgroupRoot, ProcRoot: cfg.ProcRoot, Hysteresis: cfg.MemoryHysteresis, MaxAge: cfg.MaxInterval},
+			&MemoryPodsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisBytes: cfg.MemoryHysteresis.Bytes},
 		}
 	}
 	a.started = a.clock.Now()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"os"
@@ -26,6 +28,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -82,6 +85,14 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node, opts ...Option) *ha
 		if err := os.MkdirAll(filepath.Join(cfg.CgroupRoot, "kubepods", "burstable"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// The v2 root cgroup: 3 GiB working set (anon 2 GiB + file 1.5 GiB
+		// − inactive file 0.5 GiB).
+		writeFile(t, filepath.Join(cfg.CgroupRoot, memoryStat), "anon 2147483648\nfile 1610612736\ninactive_file 536870912\nactive_file 1073741824\n")
+	}
+	if cfg.ProcRoot == DefaultProcRoot {
+		// The memory probe's capacity: 16 GiB. (The PID probe reads a fake.)
+		cfg.ProcRoot = t.TempDir()
+		writeFile(t, filepath.Join(cfg.ProcRoot, "meminfo"), "MemTotal:       16777216 kB\nMemFree:         1000000 kB\n")
 	}
 	if cfg.CNIConfDir == cniipam.DefaultConfDir {
 		cfg.CNIConfDir = t.TempDir() // no pod network: no pod-IP figures
@@ -110,7 +121,8 @@ func newHarness(t *testing.T, cfg Config, node *corev1.Node, opts ...Option) *ha
 	return h
 }
 
-// setPodPIDs puts a burstable pod's cgroup with pids.current = n into the tree.
+// setPodPIDs puts a burstable pod's cgroup with pids.current = n into the
+// tree; one that holds no memory, unless setPodMemory said otherwise.
 func (h *harness) setPodPIDs(uid string, n int) {
 	h.t.Helper()
 	dir := filepath.Join(h.cgroups, "kubepods", "burstable", "pod"+uid)
@@ -120,6 +132,26 @@ func (h *harness) setPodPIDs(uid string, n int) {
 	if err := os.WriteFile(filepath.Join(dir, "pids.current"), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, memoryCurrentV2)); err != nil {
+		h.setPodMemory(uid, 0, 0)
+	}
+}
+
+// setPodMemory sets a burstable pod's memory.current and inactive_file.
+func (h *harness) setPodMemory(uid string, current, inactiveFile int64) {
+	h.t.Helper()
+	dir := filepath.Join(h.cgroups, "kubepods", "burstable", "pod"+uid)
+	writeFile(h.t, filepath.Join(dir, memoryCurrentV2), strconv.FormatInt(current, 10)+"\n")
+	writeFile(h.t, filepath.Join(dir, memoryStat), fmt.Sprintf("anon %d\nfile %d\ninactive_file %d\n", current, 0, inactiveFile))
+	if _, err := os.Stat(filepath.Join(dir, pidsCurrent)); err != nil {
+		writeFile(h.t, filepath.Join(dir, pidsCurrent), "1\n")
+	}
+}
+
+// setNodeMemory sets the root cgroup's working set (v2: anon, no file).
+func (h *harness) setNodeMemory(workingSet int64) {
+	h.t.Helper()
+	writeFile(h.t, filepath.Join(h.cgroups, memoryStat), fmt.Sprintf("anon %d\nfile 0\ninactive_file 0\n", workingSet))
 }
 
 // patchedKeys returns the annotation keys of patch i.
@@ -179,6 +211,8 @@ func TestTickWritesEveryProbeInOnePatch(t *testing.T) {
 	h := newHarness(t, testConfig(), nil)
 	h.setPodPIDs(podA, 300)
 	h.setPodPIDs(podB, 1200)
+	h.setPodMemory(podA, 700<<20, 100<<20) // 600 MiB working set
+	h.setPodMemory(podB, 50<<20, 60<<20)   // inactive file above usage: 0
 	if err := h.r.Tick(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +238,9 @@ func TestTickWritesEveryProbeInOnePatch(t *testing.T) {
 		pidstats.AnnotationUsed:      "5000",
 		pidstats.AnnotationSampledAt: "2026-05-01T12:00:00Z",
 		pidstats.AnnotationPIDPods:   podB + "=1200," + podA + "=300",
+		memstats.AnnotationUsed:      "3221225472",
+		memstats.AnnotationSampledAt: "2026-05-01T12:00:00Z",
+		memstats.AnnotationPods:      podA + "=629145600",
 	}
 	if len(body.Metadata.Annotations) != len(want) {
 		t.Errorf("patch annotations %v, want exactly %v", body.Metadata.Annotations, want)
@@ -424,8 +461,16 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		// The per-pod list is one sample with the totals: without them it
-		// is not written either.
-		h.wantPatches(0)
+		// is not written either. The memory figures are written alone.
+		h.wantPatches(1)
+		for k := range h.patched(0) {
+			if strings.HasPrefix(k, "headroom.dev/pid-") {
+				t.Errorf("patch writes %s", k)
+			}
+		}
+		if got := h.patched(0)[memstats.AnnotationUsed]; got != "3221225472" {
+			t.Errorf("memory-used %q", got)
+		}
 		if got, err := testutil.GetCounterMetricValue(h.r.Metrics().probeErrors.WithLabelValues(PIDProbeName)); err != nil || got != 1 {
 			t.Errorf("probe errors of %s = %v, want 1", PIDProbeName, got)
 		}
@@ -446,7 +491,13 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		}
-		h.wantPatches(1)
+		// Only the memory figures' forced writes, at 5 and 10 minutes.
+		h.wantPatches(3)
+		for _, i := range []int{1, 2} {
+			if _, ok := h.patched(i)[pidstats.AnnotationPIDPods]; ok {
+				t.Errorf("patch %d writes pid-pods without the PID totals: %v", i, h.patched(i))
+			}
+		}
 		h.wantUsed("5000")
 		if got := h.node().Annotations[pidstats.AnnotationPIDPods]; got != podA+"=300" {
 			t.Errorf("pid-pods = %q, want the list of the written sample", got)
@@ -463,8 +514,8 @@ func TestFailingProbeLeavesItsAnnotationsAlone(t *testing.T) {
 		if err := h.tick(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		h.wantPatches(2)
-		if got := h.patched(1); got[pidstats.AnnotationPIDPods] != podA+"=3000,"+podB+"=1200" || got[pidstats.AnnotationUsed] != "5000" ||
+		h.wantPatches(4)
+		if got := h.patched(3); got[pidstats.AnnotationPIDPods] != podA+"=3000,"+podB+"=1200" || got[pidstats.AnnotationUsed] != "5000" ||
 			got[pidstats.AnnotationSampledAt] != "2026-05-01T12:10:10Z" {
 			t.Errorf("patch %v", got)
 		}
@@ -571,6 +622,12 @@ func TestMetrics(t *testing.T) {
 # HELP headroom_node_agent_last_written_sample_age_seconds [ALPHA] Age of the oldest sample in the node's annotations as last written (or adopted at start); NaN before any.
 # TYPE headroom_node_agent_last_written_sample_age_seconds gauge
 headroom_node_agent_last_written_sample_age_seconds 17
+# HELP headroom_node_agent_memory_capacity_bytes [ALPHA] The node's memory in bytes (MemTotal) at the latest sample, which the memory hysteresis is a percentage of.
+# TYPE headroom_node_agent_memory_capacity_bytes gauge
+headroom_node_agent_memory_capacity_bytes 1.7179869184e+10
+# HELP headroom_node_agent_memory_used_bytes [ALPHA] The node's memory working set in bytes at the latest sample, as headroom.dev/memory-used carries it.
+# TYPE headroom_node_agent_memory_used_bytes gauge
+headroom_node_agent_memory_used_bytes 3.221225472e+09
 # HELP headroom_node_agent_pids_capacity [ALPHA] PIDs the node can hold at the latest sample (headroom.dev/pid-capacity).
 # TYPE headroom_node_agent_pids_capacity gauge
 headroom_node_agent_pids_capacity 32768
@@ -583,6 +640,8 @@ headroom_node_agent_pids_used 9000
 # HELP headroom_node_agent_samples_total [ALPHA] Samples taken, by probe, whether or not they succeeded.
 # TYPE headroom_node_agent_samples_total counter
 headroom_node_agent_samples_total{probe="ips"} 2
+headroom_node_agent_samples_total{probe="memory"} 2
+headroom_node_agent_samples_total{probe="memory-pods"} 2
 headroom_node_agent_samples_total{probe="pid-pods"} 2
 headroom_node_agent_samples_total{probe="pids"} 2
 # HELP headroom_node_agent_write_failures_total [ALPHA] Node annotation patches that failed.
@@ -598,7 +657,8 @@ headroom_node_agent_writes_total 1
 		// The figures of the latest sample, the failed write's; no pod
 		// network here, so no pod-IP figures at all.
 		"headroom_node_agent_pids_used", "headroom_node_agent_pids_capacity", "headroom_node_agent_pids_reserved",
-		"headroom_node_agent_pod_ips_used", "headroom_node_agent_pod_ips_capacity"); err != nil {
+		"headroom_node_agent_pod_ips_used", "headroom_node_agent_pod_ips_capacity",
+		"headroom_node_agent_memory_used_bytes", "headroom_node_agent_memory_capacity_bytes"); err != nil {
 		t.Error(err)
 	}
 	rec := httptest.NewRecorder()
@@ -653,7 +713,11 @@ func TestAdopt(t *testing.T) {
 		return a
 	}
 	t.Run("matching fresh annotations are adopted", func(t *testing.T) {
-		h := newHarness(t, testConfig(), node(withPods(fresh.Annotations(), "")))
+		a := withPods(fresh.Annotations(), "")
+		// The memory figures too: 3 GiB and no pod, as the harness's tree.
+		maps.Copy(a, memstats.NodeStats{Used: 3 << 30, SampledAt: t0.Add(-time.Minute), Pods: memstats.PodListFormat.New(nil)}.Annotations())
+		a[memstats.AnnotationPods] = ""
+		h := newHarness(t, testConfig(), node(a))
 		if err := h.r.adopt(h.ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -748,7 +812,10 @@ func TestOnce(t *testing.T) {
 		if err := h.r.Once(h.ctx); err == nil || !strings.Contains(err.Error(), "no loadavg") {
 			t.Fatalf("err = %v", err)
 		}
-		h.wantPatches(0) // the per-pod list is not written without its totals
+		h.wantPatches(1) // the memory figures; the PID list not without its totals
+		if _, ok := h.node().Annotations[pidstats.AnnotationPIDPods]; ok {
+			t.Error("pid-pods written without the PID totals")
+		}
 		if _, ok := h.node().Annotations[pidstats.AnnotationUsed]; ok {
 			t.Error("PID totals written despite the error")
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -20,29 +21,19 @@ import (
 //     (sample.FormatTime, 20 bytes, "2006-01-02T15:04:05Z"); the cap is the
 //     longest form Go writes, with nanoseconds and a numeric offset
 //     (time.RFC3339Nano, 35 bytes), which the readers accept as well;
-//   - a per-pod list: at most pidstats.MaxListedPods entries
-//     "<pod UID>=<figure>" (a 36-byte UUID, "=", the figure) separated by
-//     commas. For pid-pods the figure is at most 7 digits (2^22 =
-//     4194304), pidstats.MaxPodListBytes in all; for memory-pods, bytes
-//     held, it is an integer of at most 20 digits.
+//   - a per-pod list: at most 32 entries "<pod UID>=<figure>" (a 36-byte
+//     UUID, "=", the figure) separated by commas. For pid-pods the figure
+//     is at most 7 digits (2^22 = 4194304), pidstats.MaxPodListBytes in
+//     all; for memory-pods, bytes held, at most 16 digits (memstats.MaxBytes
+//     = 2^50 = 1125899906842624), memstats.PodListFormat.MaxBytes() in all.
 const (
 	MaxIntegerBytes = 20
 	MaxTimeBytes    = len(time.RFC3339Nano)
 	// MaxPIDPodsBytes is pidstats.MaxPodListBytes: 32 × (36+1+7+1) − 1.
 	MaxPIDPodsBytes = pidstats.MaxPodListBytes
-	// MaxMemoryPodsBytes is 32 × (36+1+20+1) − 1.
-	MaxMemoryPodsBytes = pidstats.MaxListedPods*(36+len("=")+MaxIntegerBytes+len(",")) - len(",")
-)
-
-// Node annotations of the project contract that no package of this tree
-// defines yet: the memory figures and the pod IPs leaked by the IPAM.
-// The agent's policy allows them already, so that an agent that writes
-// them runs under the policy shipped today.
-const (
-	annotationMemoryUsed      = "headroom.dev/memory-used"
-	annotationMemoryPods      = "headroom.dev/memory-pods"
-	annotationMemorySampledAt = "headroom.dev/memory-sampled-at"
-	annotationIPLeaked        = "headroom.dev/ip-leaked"
+	// MaxMemoryPodsBytes is memstats.PodListFormat.MaxBytes(),
+	// 32 × (36+1+16+1) − 1.
+	MaxMemoryPodsBytes = memstats.MaxListedPods*(36+len("=")+len("1125899906842624")+len(",")) - len(",")
 )
 
 // AnnotationCaps maps every Node annotation the agent may write to the
@@ -61,10 +52,10 @@ var AnnotationCaps = map[string]int{
 	ipstats.AnnotationCapacity:   MaxIntegerBytes,
 	ipstats.AnnotationUsed:       MaxIntegerBytes,
 	ipstats.AnnotationSampledAt:  MaxTimeBytes,
-	annotationIPLeaked:           MaxIntegerBytes,
-	annotationMemoryUsed:         MaxIntegerBytes,
-	annotationMemorySampledAt:    MaxTimeBytes,
-	annotationMemoryPods:         MaxMemoryPodsBytes,
+	ipstats.AnnotationLeaked:     MaxIntegerBytes,
+	memstats.AnnotationUsed:      MaxIntegerBytes,
+	memstats.AnnotationSampledAt: MaxTimeBytes,
+	memstats.AnnotationPods:      MaxMemoryPodsBytes,
 }
 
 // CheckAnnotation reports an error when the agent's admission policy would

@@ -42,7 +42,8 @@ const (
 	kubepodsName   = "kubepods"
 	podPrefix      = "pod"
 	systemdSuffix  = ".slice"
-	cgroupV1PIDs   = "pids" // the v1 hierarchy of the pids controller
+	cgroupV1PIDs   = "pids"   // the v1 hierarchy of the pids controller
+	cgroupV1Memory = "memory" // the v1 hierarchy of the memory controller
 	pidsCurrent    = "pids.current"
 	qosBurstable   = "burstable"
 	qosBestEffort  = "besteffort"
@@ -59,19 +60,26 @@ type CgroupLayout struct {
 	Driver CgroupDriver
 }
 
-// DetectCgroupLayout finds the kubepods cgroup under root: the v1 pids
-// hierarchy (root/pids/kubepods[.slice]) first, as on hybrid hosts the v2
-// tree at root/unified carries no pids controller, then the v2 unified
+// DetectCgroupLayout finds the kubepods cgroup under root in the pids
+// controller's hierarchy: DetectControllerLayout(root, "pids").
+func DetectCgroupLayout(root string) (CgroupLayout, error) {
+	return DetectControllerLayout(root, cgroupV1PIDs)
+}
+
+// DetectControllerLayout finds the kubepods cgroup under root for a
+// controller (pids, memory): its cgroup v1 hierarchy
+// (root/<controller>/kubepods[.slice]) first, as on hybrid hosts the v2
+// tree at root/unified carries no controller, then the v2 unified
 // hierarchy (root/kubepods[.slice]). Where none is there, the same names
 // one level deeper: a kubelet with a cgroupRoot of its own (kind's
 // /kubelet, a test node's) nests kubepods below it. One such cgroup must be
 // found there; several are an error that names them, since the agent
 // cannot tell which kubelet is its node's.
-func DetectCgroupLayout(root string) (CgroupLayout, error) {
+func DetectControllerLayout(root, controller string) (CgroupLayout, error) {
 	candidates := func(base string) []CgroupLayout {
 		return []CgroupLayout{
-			{Dir: filepath.Join(root, cgroupV1PIDs, base, kubepodsName), V1: true, Driver: DriverCgroupfs},
-			{Dir: filepath.Join(root, cgroupV1PIDs, base, systemdPodsDir), V1: true, Driver: DriverSystemd},
+			{Dir: filepath.Join(root, controller, base, kubepodsName), V1: true, Driver: DriverCgroupfs},
+			{Dir: filepath.Join(root, controller, base, systemdPodsDir), V1: true, Driver: DriverSystemd},
 			{Dir: filepath.Join(root, base, kubepodsName), Driver: DriverCgroupfs},
 			{Dir: filepath.Join(root, base, systemdPodsDir), Driver: DriverSystemd},
 		}
@@ -81,12 +89,12 @@ func DetectCgroupLayout(root string) (CgroupLayout, error) {
 			return c, nil
 		}
 	}
-	// One level deeper: the v1 pids hierarchy's children on a v1 host,
-	// else the v2 tree's.
+	// One level deeper: the v1 hierarchy's children on a v1 host, else the
+	// v2 tree's.
 	var found []CgroupLayout
 	parent, v1 := root, false
-	if isDir(filepath.Join(root, cgroupV1PIDs)) {
-		parent, v1 = filepath.Join(root, cgroupV1PIDs), true
+	if isDir(filepath.Join(root, controller)) {
+		parent, v1 = filepath.Join(root, controller), true
 	}
 	entries, _ := os.ReadDir(parent)
 	for _, e := range entries {
@@ -104,14 +112,14 @@ func DetectCgroupLayout(root string) (CgroupLayout, error) {
 		return found[0], nil
 	case 0:
 		return CgroupLayout{}, fmt.Errorf("no kubepods cgroup under %s (looked for %s, %s, %s and %s, and the same one level deeper): is --cgroup-root the host's cgroup mount, and does the kubelet run with cgroupsPerQOS?",
-			root, filepath.Join(cgroupV1PIDs, kubepodsName), filepath.Join(cgroupV1PIDs, systemdPodsDir), kubepodsName, systemdPodsDir)
+			root, filepath.Join(controller, kubepodsName), filepath.Join(controller, systemdPodsDir), kubepodsName, systemdPodsDir)
 	default:
 		dirs := make([]string, len(found))
 		for i, c := range found {
 			dirs[i] = c.Dir
 		}
-		return CgroupLayout{}, fmt.Errorf("several kubepods cgroups under %s (%s): point --cgroup-root at the one of this node's kubelet (<mount>/pids/<cgroupRoot> on v1, <mount>/<cgroupRoot> on v2)",
-			root, strings.Join(dirs, ", "))
+		return CgroupLayout{}, fmt.Errorf("several kubepods cgroups under %s (%s): point --cgroup-root at the one of this node's kubelet (<mount>/<cgroupRoot> on v2, <mount>/%s/<cgroupRoot> on v1)",
+			root, strings.Join(dirs, ", "), controller)
 	}
 }
 

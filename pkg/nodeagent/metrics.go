@@ -30,6 +30,7 @@ type Metrics struct {
 	// without labels, so that "not known" does not read as 0).
 	pidsUsed, pidsCapacity, pidsReserved *metrics.GaugeVec
 	podIPsUsed, podIPsCapacity           *metrics.GaugeVec
+	memoryUsed, memoryCapacity           *metrics.GaugeVec
 	// lastWrittenSample is the UnixNano time of the oldest sample of the
 	// last accepted write (or of the adopted annotations); 0 for none.
 	// collectors are all it registered, for Names.
@@ -67,6 +68,8 @@ func NewMetrics() *Metrics {
 		pidsReserved:   figure("pids_reserved", "PIDs reserved for the system and the kubelet (headroom.dev/pid-reserved)."),
 		podIPsUsed:     figure("pod_ips_used", "Pod IPs allocated in the node's CNI IPAM state at the latest sample (headroom.dev/ip-used)."),
 		podIPsCapacity: figure("pod_ips_capacity", "Pod IPs the node's CNI IPAM can hand out at the latest sample (headroom.dev/ip-capacity)."),
+		memoryUsed:     figure("memory_used_bytes", "The node's memory working set in bytes at the latest sample, as headroom.dev/memory-used carries it."),
+		memoryCapacity: figure("memory_capacity_bytes", "The node's memory in bytes (MemTotal) at the latest sample, which the memory hysteresis is a percentage of."),
 		podIPsLeaked: metrics.NewGauge(&metrics.GaugeOpts{
 			Subsystem: metricsSubsystem, Name: "pod_ips_leaked",
 			Help:           "Pod IPs of the node's host-local IPAM allocated to no pod sandbox at the last sample (headroom.dev/ip-leaked); NaN when that cannot be told.",
@@ -81,7 +84,7 @@ func NewMetrics() *Metrics {
 	var c clock.PassiveClock = clock.RealClock{}
 	m.clock.Store(&c)
 	own := []metrics.Registerable{m.samples, m.probeErrors, m.writes, m.writeFailures,
-		m.pidsUsed, m.pidsCapacity, m.pidsReserved, m.podIPsUsed, m.podIPsCapacity, m.podIPsLeaked, m.podIPsReleased}
+		m.pidsUsed, m.pidsCapacity, m.pidsReserved, m.podIPsUsed, m.podIPsCapacity, m.memoryUsed, m.memoryCapacity, m.podIPsLeaked, m.podIPsReleased}
 	m.registry.MustRegister(own...)
 	m.podIPsLeaked.Set(math.NaN())
 	raw := []prometheus.Collector{
@@ -120,6 +123,9 @@ func (m *Metrics) observe(s Sample) {
 		m.pidsUsed.WithLabelValues().Set(float64(s.stats.Used))
 		m.pidsCapacity.WithLabelValues().Set(float64(s.stats.Capacity))
 		m.pidsReserved.WithLabelValues().Set(float64(s.stats.Reserved))
+	case memSample:
+		m.memoryUsed.WithLabelValues().Set(float64(s.stats.Used))
+		m.memoryCapacity.WithLabelValues().Set(float64(s.capacity))
 	case ipSample:
 		m.podIPsUsed.WithLabelValues().Set(float64(s.stats.Used))
 		m.podIPsCapacity.WithLabelValues().Set(float64(s.stats.Capacity))

@@ -3,9 +3,12 @@ package nodeagent
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
@@ -33,8 +36,12 @@ type Options struct {
 	HysteresisPIDs      int64
 	HysteresisPercent   float64
 	IPHysteresisPercent float64
-	RequestTimeout      time.Duration
-	Once                bool
+	// MemoryHysteresisBytes is a byte count, given in Kubernetes quantity
+	// syntax (100Mi) or as a plain integer.
+	MemoryHysteresisBytes   int64
+	MemoryHysteresisPercent float64
+	RequestTimeout          time.Duration
+	Once                    bool
 	// Logs is component-base's logging configuration: -v, --vmodule,
 	// --logging-format (text or json), as kube-scheduler takes them.
 	Logs *logsapi.LoggingConfiguration
@@ -48,22 +55,24 @@ type Options struct {
 func NewOptions(nodeName string) *Options {
 	d := DefaultConfig()
 	return &Options{
-		NodeName:            nodeName,
-		ProcRoot:            d.ProcRoot,
-		CgroupRoot:          d.CgroupRoot,
-		CNIConfDir:          d.CNIConfDir,
-		RuntimeEndpoint:     d.ContainerRuntimeEndpoint,
-		IPLeakGrace:         d.IPLeakGrace,
-		ReclaimAfter:        d.ReclaimLeakedIPsAfter,
-		IPHysteresisPercent: d.IPHysteresisPercent,
-		MetricsAddress:      DefaultMetricsAddress,
-		Interval:            d.Interval,
-		MaxInterval:         d.MaxInterval,
-		HysteresisPIDs:      d.Hysteresis.PIDs,
-		HysteresisPercent:   d.Hysteresis.Percent,
-		RequestTimeout:      d.RequestTimeout,
-		Logs:                logsapi.NewLoggingConfiguration(),
-		Serving:             NewServingOptions(),
+		NodeName:                nodeName,
+		ProcRoot:                d.ProcRoot,
+		CgroupRoot:              d.CgroupRoot,
+		CNIConfDir:              d.CNIConfDir,
+		RuntimeEndpoint:         d.ContainerRuntimeEndpoint,
+		IPLeakGrace:             d.IPLeakGrace,
+		ReclaimAfter:            d.ReclaimLeakedIPsAfter,
+		IPHysteresisPercent:     d.IPHysteresisPercent,
+		MetricsAddress:          DefaultMetricsAddress,
+		Interval:                d.Interval,
+		MaxInterval:             d.MaxInterval,
+		HysteresisPIDs:          d.Hysteresis.PIDs,
+		HysteresisPercent:       d.Hysteresis.Percent,
+		MemoryHysteresisBytes:   d.MemoryHysteresis.Bytes,
+		MemoryHysteresisPercent: d.MemoryHysteresis.Percent,
+		RequestTimeout:          d.RequestTimeout,
+		Logs:                    logsapi.NewLoggingConfiguration(),
+		Serving:                 NewServingOptions(),
 	}
 }
 
@@ -99,6 +108,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"hysteresis as a percentage of allocatable PIDs; see --hysteresis-pids")
 	fs.Float64Var(&o.IPHysteresisPercent, "ip-hysteresis-percent", o.IPHysteresisPercent,
 		"write when pod IPs in use moved by at least max(1, this percentage of the pool) since the last write, and on every change once no more than that many are free")
+	fs.Var((*byteQuantity)(&o.MemoryHysteresisBytes), "memory-hysteresis-bytes",
+		"write when the node's memory working set moved by more than max(this, --memory-hysteresis-percent of the node's memory) since the last write, or one pod's working set by more than this; a quantity (100Mi) or a byte count")
+	fs.Float64Var(&o.MemoryHysteresisPercent, "memory-hysteresis-percent", o.MemoryHysteresisPercent,
+		"memory hysteresis as a percentage of the node's memory (MemTotal); see --memory-hysteresis-bytes")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
 	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
 	logsapi.AddFlags(o.Logs, fs)
@@ -155,6 +168,7 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.MaxInterval = o.MaxInterval
 	cfg.Hysteresis.PIDs = o.HysteresisPIDs
 	cfg.Hysteresis.Percent = o.HysteresisPercent
+	cfg.MemoryHysteresis = MemoryHysteresis{Bytes: o.MemoryHysteresisBytes, Percent: o.MemoryHysteresisPercent}
 	cfg.RequestTimeout = o.RequestTimeout
 	if o.KubeletConfig != "" {
 		n, err := ReservedFromKubeletConfigFile(o.KubeletConfig)
@@ -168,3 +182,29 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	}
 	return cfg, nil
 }
+
+// byteQuantity is a flag of bytes in Kubernetes quantity syntax (64Mi,
+// 1G, 1048576): a whole, non-negative number of bytes.
+type byteQuantity int64
+
+func (b *byteQuantity) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *byteQuantity) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return err
+	}
+	if q.Sign() < 0 || q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0 {
+		return fmt.Errorf("%q is not a whole, non-negative number of bytes", v)
+	}
+	n := q.Value() // rounded up: a fraction of a byte differs below
+	if q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0 {
+		return fmt.Errorf("%q is not a whole, non-negative number of bytes", v)
+	}
+	*b = byteQuantity(n)
+	return nil
+}
+
+func (b *byteQuantity) Type() string { return "quantity" }

@@ -1,6 +1,8 @@
 package nodeagent
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +34,8 @@ func TestOptionsDefaults(t *testing.T) {
 		cfg.Hysteresis.PIDs != 500 || cfg.Hysteresis.Percent != 2 || cfg.MaxIntervalJitter != 0.1 ||
 		cfg.RequestTimeout != 10*time.Second || o.Once || o.Kubeconfig != "" ||
 		cfg.CgroupRoot != "/sys/fs/cgroup" || o.MetricsAddress != ":8080" ||
-		cfg.CNIConfDir != "/etc/cni/net.d" || cfg.IPHysteresisPercent != 5 {
+		cfg.CNIConfDir != "/etc/cni/net.d" || cfg.IPHysteresisPercent != 5 ||
+		cfg.MemoryHysteresis != (MemoryHysteresis{Bytes: 100 << 20, Percent: 2}) {
 		t.Errorf("defaults: %+v, once %v", cfg, o.Once)
 	}
 	if cfg.Backoff != DefaultBackoff() {
@@ -44,7 +47,8 @@ func TestOptionsFlags(t *testing.T) {
 	cfg, o, err := parse(t, "from-env", "--node-name=n2", "--proc-root=/host/proc", "--reserved-pids=1500",
 		"--interval=30s", "--max-interval=10m", "--hysteresis-pids=100", "--hysteresis-percent=0.5",
 		"--request-timeout=3s", "--once", "--kubeconfig=/tmp/kc", "--cgroup-root=/host/cgroup", "--metrics-bind-address=127.0.0.1:9000",
-		"--cni-conf-dir=/host/etc/cni/net.d", "--ip-hysteresis-percent=10")
+		"--cni-conf-dir=/host/etc/cni/net.d", "--ip-hysteresis-percent=10",
+		"--memory-hysteresis-bytes=64Mi", "--memory-hysteresis-percent=1.5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +56,45 @@ func TestOptionsFlags(t *testing.T) {
 		cfg.Interval != 30*time.Second || cfg.MaxInterval != 10*time.Minute ||
 		cfg.Hysteresis.PIDs != 100 || cfg.Hysteresis.Percent != 0.5 || cfg.RequestTimeout != 3*time.Second ||
 		!o.Once || o.Kubeconfig != "/tmp/kc" || cfg.CgroupRoot != "/host/cgroup" || o.MetricsAddress != "127.0.0.1:9000" ||
-		cfg.CNIConfDir != "/host/etc/cni/net.d" || cfg.IPHysteresisPercent != 10 {
+		cfg.CNIConfDir != "/host/etc/cni/net.d" || cfg.IPHysteresisPercent != 10 ||
+		cfg.MemoryHysteresis != (MemoryHysteresis{Bytes: 64 << 20, Percent: 1.5}) {
 		t.Errorf("parsed: %+v %+v", cfg, o)
 	}
+}
+
+func TestOptionsMemoryHysteresisBytes(t *testing.T) {
+	for v, want := range map[string]int64{"0": 0, "1048576": 1 << 20, "100Mi": 100 << 20, "1G": 1e9, "1.5Gi": 3 << 29} {
+		cfg, _, err := parse(t, "n", "--memory-hysteresis-bytes="+v)
+		if err != nil || cfg.MemoryHysteresis.Bytes != want {
+			t.Errorf("%s: %d, %v; want %d", v, cfg.MemoryHysteresis.Bytes, err, want)
+		}
+	}
+	for _, v := range []string{"-1", "1.5", "100m", "lots"} {
+		o := NewOptions("n")
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{"--memory-hysteresis-bytes=" + v}); err == nil {
+			t.Errorf("%s: accepted as %d bytes", v, o.MemoryHysteresisBytes)
+		}
+	}
+	if _, _, err := parse(t, "n", "--memory-hysteresis-percent=101"); err == nil || !strings.Contains(err.Error(), "memory hysteresis percent") {
+		t.Errorf("--memory-hysteresis-percent=101: err = %v", err)
+	}
+	if got := fmt.Sprint(NewOptions("n").flag(t, "memory-hysteresis-bytes").DefValue); got != "100Mi" {
+		t.Errorf("default shown as %q", got)
+	}
+}
+
+func (o *Options) flag(t *testing.T, name string) *pflag.Flag {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	f := fs.Lookup(name)
+	if f == nil {
+		t.Fatalf("no --%s", name)
+	}
+	return f
 }
 
 func TestOptionsReservedSources(t *testing.T) {

@@ -25,7 +25,12 @@ type Hysteresis struct {
 // Threshold is the hysteresis in PIDs for a node with the given allocatable
 // PIDs: max(PIDs, Percent% of allocatable).
 func (h Hysteresis) Threshold(allocatable int64) int64 {
-	pct := float64(max(allocatable, 0)) * h.Percent / 100
+	return threshold(h.PIDs, h.Percent, allocatable)
+}
+
+// threshold is max(abs, percent% of of, 0), the percentage rounded up.
+func threshold(abs int64, percent float64, of int64) int64 {
+	pct := float64(max(of, 0)) * percent / 100
 	var fromPct int64
 	switch {
 	case pct >= math.MaxInt64: // converting an out-of-range float is undefined
@@ -33,7 +38,7 @@ func (h Hysteresis) Threshold(allocatable int64) int64 {
 	case pct > 0:
 		fromPct = int64(math.Ceil(pct))
 	}
-	return max(h.PIDs, fromPct, 0)
+	return max(abs, fromPct, 0)
 }
 
 // PIDProbe publishes the node's PID capacity, reservation and use

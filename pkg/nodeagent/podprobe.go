@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // PodPIDsProbe publishes the PIDs of the node's biggest PID users as
@@ -44,8 +45,25 @@ func (p *PodPIDsProbe) DependsOn() string { return PIDProbeName }
 // was taken with. A pod whose cgroup vanishes while it is read (it just
 // stopped) is skipped.
 func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
-	withdrawn := podSample{withdrawn: true, hysteresis: p.HysteresisPIDs}
-	layout, err := DetectCgroupLayout(p.CgroupRoot)
+	return samplePodList(ctx, p.CgroupRoot, cgroupV1PIDs, func(pod PodCgroup, _ CgroupLayout) (int64, error) {
+		return ReadPIDsCurrent(pod.Dir)
+	}, p.emptySample())
+}
+
+func (p *PodPIDsProbe) emptySample() podSample {
+	return podSample{format: pidstats.PodListFormat, unit: "PIDs", hysteresis: p.HysteresisPIDs}
+}
+
+// samplePodList is the per-pod probes' one way to measure: every pod cgroup
+// of the kubepods cgroup of controller's hierarchy under cgroupRoot, each
+// read with read, published as empty's format. A pod whose read fails with
+// fs.ErrNotExist (its cgroup vanished: it just stopped) is skipped, and so
+// is a pod holding nothing (a pod that holds nothing frees nothing: no use
+// listing it). Any other failure withdraws the list, with the error.
+func samplePodList(ctx context.Context, cgroupRoot, controller string, read func(PodCgroup, CgroupLayout) (int64, error), empty podSample) (Sample, error) {
+	withdrawn := empty
+	withdrawn.withdrawn = true
+	layout, err := DetectControllerLayout(cgroupRoot, controller)
 	if err != nil {
 		return withdrawn, err
 	}
@@ -53,10 +71,10 @@ func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error
 	if err != nil {
 		return withdrawn, err
 	}
-	usage := make([]pidstats.PodUsage, 0, len(pods))
+	figures := make([]sample.PodFigure, 0, len(pods))
 	var errs []error
 	for _, pod := range pods {
-		n, err := ReadPIDsCurrent(pod.Dir)
+		n, err := read(pod, layout)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
@@ -64,49 +82,63 @@ func (p *PodPIDsProbe) Sample(ctx context.Context, now time.Time) (Sample, error
 			errs = append(errs, err)
 			continue
 		}
-		if n > 0 { // a pod holding nothing frees nothing: no use listing it
-			usage = append(usage, pidstats.PodUsage{UID: pod.UID, Value: n})
+		if n > 0 {
+			figures = append(figures, sample.PodFigure{UID: pod.UID, Value: n})
 		}
 	}
 	if len(errs) > 0 {
-		return withdrawn, fmt.Errorf("withdrawing %s, which would be incomplete: %w", pidstats.AnnotationPIDPods, errors.Join(errs...))
+		return withdrawn, fmt.Errorf("withdrawing %s, which would be incomplete: %w", empty.format.Key, errors.Join(errs...))
 	}
-	klog.FromContext(ctx).V(5).Info("Read pod cgroups", "layout", layout, "pods", len(usage))
-	return podSample{list: pidstats.NewPodList(usage), hysteresis: p.HysteresisPIDs}, nil
+	klog.FromContext(ctx).V(5).Info("Read pod cgroups", "layout", layout, "pods", len(figures), "annotation", empty.format.Key)
+	s := empty
+	s.list = empty.format.New(figures)
+	return s, nil
 }
 
 // Adopt implements Probe.
 func (p *PodPIDsProbe) Adopt(annotations map[string]string, _ time.Time) (Sample, error) {
-	v, ok := annotations[pidstats.AnnotationPIDPods]
+	return adoptPodList(annotations, p.emptySample())
+}
+
+// adoptPodList is the per-pod probes' Adopt: the list the node carries
+// under empty's key, parsed strictly.
+func adoptPodList(annotations map[string]string, empty podSample) (Sample, error) {
+	v, ok := annotations[empty.format.Key]
 	if !ok {
-		return nil, fmt.Errorf("no %s annotation", pidstats.AnnotationPIDPods)
+		return nil, fmt.Errorf("no %s annotation", empty.format.Key)
 	}
-	l, err := pidstats.ParsePodList(v)
+	l, err := empty.format.Parse(v)
 	if err != nil {
 		return nil, err
 	}
-	return podSample{list: l, hysteresis: p.HysteresisPIDs}, nil
+	s := empty
+	s.list = l
+	return s, nil
 }
 
+// podSample is a sample of a per-pod probe (pid-pods, memory-pods).
 type podSample struct {
-	list pidstats.PodList
+	format sample.PodListFormat
+	list   sample.PodList
 	// withdrawn: the probe could not measure every pod; the annotation is
 	// removed with the next write instead of written.
 	withdrawn  bool
 	hysteresis int64
+	// unit names the figure in log lines ("PIDs", "bytes").
+	unit string
 }
 
 func (s podSample) Annotations() map[string]string {
 	if s.withdrawn {
 		return nil
 	}
-	return map[string]string{pidstats.AnnotationPIDPods: s.list.String()}
+	return map[string]string{s.format.Key: s.list.String()}
 }
 
 // Withdrawn implements Withdrawer.
 func (s podSample) Withdrawn() []string {
 	if s.withdrawn {
-		return []string{pidstats.AnnotationPIDPods}
+		return []string{s.format.Key}
 	}
 	return nil
 }
@@ -152,7 +184,7 @@ func (s podSample) Changed(last Sample) (bool, string) {
 		}
 	}
 	if worst > s.hysteresis {
-		return true, fmt.Sprintf("pod %s moved by %d PIDs, more than the hysteresis of %d", who, worst, s.hysteresis)
+		return true, fmt.Sprintf("pod %s moved by %d %s, more than the hysteresis of %d", who, worst, s.unit, s.hysteresis)
 	}
 	return false, ""
 }

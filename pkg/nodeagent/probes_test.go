@@ -93,7 +93,7 @@ func TestPodSampleChanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return podSample{list: l, hysteresis: 500}
+		return podSample{format: pidstats.PodListFormat, unit: "PIDs", list: l, hysteresis: 500}
 	}
 	last := list(a + "=2000," + b + "=400")
 	tests := []struct {
@@ -105,7 +105,7 @@ func TestPodSampleChanged(t *testing.T) {
 		{"same", list(a + "=2000," + b + "=400"), false, ""},
 		{"big pod within the hysteresis", list(a + "=2500," + b + "=1"), false, ""},
 		{"small pod leaves, small pod comes", list(a + "=2000," + c + "=500"), false, ""},
-		{"big pod moves past the hysteresis", list(a + "=1499," + b + "=400"), true, "pod " + a + " moved by 501"},
+		{"big pod moves past the hysteresis", list(a + "=1499," + b + "=400"), true, "pod " + a + " moved by 501 PIDs"},
 		{"big pod leaves", list(b + "=400"), true, "moved by 2000"},
 		{"big pod comes", list(c + "=3000," + a + "=2000," + b + "=400"), true, "pod " + c + " moved by 3000"},
 		{"empty list", list(""), true, "moved by 2000"},
