@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, MixedFleet and Churn (make perf reports the median)")
+	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, TightFleet, MixedFleet and Churn (make perf reports the median)")
 	order        = flag.String("perf-order", "abba", "order of the profiles in the runs of a workload: abba (A B, B A, A B, ...) or ab (A B, A B, ...)")
 	warmup       = flag.Bool("perf-warmup", true, "run an unmeasured 500-node workload with the first profile before the others")
 	profileNames = flag.String("perf-profiles", "Default,Headroom", "comma-separated profiles to compare, the baseline first: "+
@@ -352,6 +352,8 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			Params: map[string]int{"nodes": 500, "initPods": 500, "measurePods": 1000}}, 1},
 		{testCase{Name: "SchedulingBasic", Workload: "5000Nodes",
 			Params: map[string]int{"nodes": 5000, "initPods": 1000, "measurePods": 10000}}, *runs},
+		{testCase{Name: "TightFleet", Workload: "5000Nodes",
+			Params: map[string]int{"nodes": 5000, "initPods": 5000, "measurePods": 6000}}, *runs},
 		{testCase{Name: "MixedFleet", Workload: "1000Nodes",
 			Params: map[string]int{"nodesUsual": 600, "nodesPIDShort": 200, "nodesSmall": 100, "nodesUnknown": 100,
 				"initPods": 500, "measurePods": 3000}}, *runs},
