@@ -2,6 +2,7 @@ package oomrisk
 
 import (
 	"context"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -26,6 +27,19 @@ type nodeEntry struct {
 	capacity, allocatable int64
 	err                   error // the node's memory is unknown
 	node                  *oomkill.Node
+	// memo is the score of the last pod shape scored on this model of the
+	// node: in a cluster most pods come in a few shapes, and the node's
+	// model changes only with its generation.
+	memo *memo
+}
+
+// memo holds a node's last score; Score runs in parallel over nodes, and
+// a copy of a NodeInfo shares its generation's entry.
+type memo struct{ atomic.Pointer[scoreMemo] }
+
+type scoreMemo struct {
+	shape string
+	score int64
 }
 
 // The entry's summary (nodecache.Summary), all that Score reads of it on a
@@ -53,7 +67,7 @@ func (pl *OOMRisk) computeEntry(_ context.Context, ni fwk.NodeInfo, _ *nodeEntry
 		pods[i] = pi.GetPod()
 	}
 	n, err := oomkill.NewNode(ni.Node(), pods, pl.est)
-	e := nodeEntry{node: n, err: err, slack: -1}
+	e := nodeEntry{node: n, err: err, slack: -1, memo: &memo{}}
 	if err == nil {
 		e.capacity, e.allocatable = n.Capacity(), n.Allocatable()
 		if n.Shortfall() == 0 {

@@ -2,6 +2,7 @@ package oomrisk
 
 import (
 	"context"
+	"encoding/json"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,6 +38,16 @@ type memoryPair struct {
 // sign pods loses batching altogether.
 func (pl *OOMRisk) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return []fwk.SignFragment{{Key: memorySignerName, Value: shapeOf(pod)}}, nil
+}
+
+// shapeKey is the pod's memory shape as a string, "" when it cannot be
+// written.
+func shapeKey(pod *corev1.Pod) string {
+	b, err := json.Marshal(shapeOf(pod))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 func shapeOf(pod *corev1.Pod) memoryShape {
