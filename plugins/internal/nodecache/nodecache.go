@@ -105,6 +105,9 @@ type nodes struct {
 	pass                 uncoveredPass
 	// current is view once refreshed: what Filter and Score look in first.
 	current atomic.Pointer[view]
+	// candidates is the last cycle's candidates, each with its position in
+	// current (candidates.go): what Score looks in before current.
+	candidates atomic.Pointer[candidates]
 }
 
 // index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
@@ -281,7 +284,7 @@ func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
 		return c.summarize(&e.value)
 	}
 	if v := c.nodes.current.Load(); v != nil {
-		if i, ok := v.find(p); ok {
+		if i, ok := c.nodes.position(v, p); ok {
 			if sum, ok := v.hot[c.pos][i].read(generation); ok {
 				return sum
 			}
@@ -310,7 +313,7 @@ func (c *Cache[V]) get(ctx context.Context, ni fwk.NodeInfo, generation int64) (
 	var s *slot
 	var known bool
 	if v := c.nodes.current.Load(); v != nil && p != nil {
-		if i, ok := v.find(p); ok {
+		if i, ok := c.nodes.position(v, p); ok {
 			s, known = v.slots[i], true
 		}
 	}

@@ -114,8 +114,11 @@ type viewBounds struct {
 
 // bucket is where p's search in the table starts (Fibonacci hashing of
 // its address: the allocator aligns NodeInfos, so the low bits vary least).
-func (v *view) bucket(p *framework.NodeInfo) int {
-	return int((uint64(uintptr(unsafe.Pointer(p))) * 0x9E3779B97F4A7C15) >> v.shift)
+func (v *view) bucket(p *framework.NodeInfo) int { return bucket(p, v.shift) }
+
+// bucket is where p's search starts in a table of 2^(64-shift) entries.
+func bucket(p *framework.NodeInfo, shift uint) int {
+	return int((uint64(uintptr(unsafe.Pointer(p))) * 0x9E3779B97F4A7C15) >> shift)
 }
 
 // find returns p's position in the view.
@@ -242,6 +245,9 @@ func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, b Bou
 		if !b.Covers(ni) && ni.Node() != nil {
 			p.infos = append(p.infos, ni)
 		}
+	}
+	if v := n.current.Load(); v != nil {
+		n.candidates.Store(newCandidates(v, candidates))
 	}
 	return p.infos
 }
