@@ -19,7 +19,7 @@ import (
 // kept in the per-node state. Everything Filter and Score compare is worked
 // out here, once per change of the node or its pods, so that they cost a
 // lookup and a comparison.
-type entry struct {
+type entry[S Sample] struct {
 	// free is the estimated free units; room is free less the floor, the
 	// most a pod may need and still pass Filter (negative when none).
 	free, room int64
@@ -32,24 +32,24 @@ type entry struct {
 	// the generation but keep the object, so the annotations need not be
 	// read (nor an invalid one reported) again.
 	node   *corev1.Node
-	sample Sample
+	sample S
 	// used is the sample's use estimated with the node's pods; floor is
 	// what the node keeps free.
 	used, floor int64
 }
 
 // summary is what Filter and Score read of the entry on a hit.
-func (e *entry) summary() nodecache.Summary {
+func (e *entry[S]) summary() nodecache.Summary {
 	return summarize(e.free, e.room, e.staleAfter, e.err)
 }
 
 // unknownReason returns why the node's headroom is unknown at now, or nil;
 // it allocates, so it is for log lines only.
-func (e *entry) unknownReason(kind string, now time.Time, maxAge time.Duration) error {
+func (e *entry[S]) unknownReason(kind string, now time.Time, maxAge time.Duration) error {
 	if e.err != nil {
 		return e.err
 	}
-	return sample.CheckAge(kind, e.sample.SampledAt(), now, maxAge)
+	return sample.CheckAge(kind, e.sample.SampleTime(), now, maxAge)
 }
 
 // computeEntry is the per-node state's ComputeFunc: it reads the node's
@@ -57,20 +57,21 @@ func (e *entry) unknownReason(kind string, now time.Time, maxAge time.Duration) 
 // use from the node's pods. The clock is only used by Read's clock-skew
 // check; the age of a sample is judged at each use, since it changes
 // without the generation changing.
-func (pl *Plugin) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *entry) entry {
+func (pl *Plugin[S]) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *entry[S]) entry[S] {
 	node := ni.Node()
-	e := entry{node: node}
+	e := entry[S]{node: node}
 	if prev != nil && prev.node == node {
 		e.sample, e.err, e.staleAfter = prev.sample, prev.err, prev.staleAfter
 	} else {
 		e.sample, e.err = pl.figure.Read(node, pl.Clock.Now())
 		pl.reportInvalid(ctx, node, prev, &e)
 		if e.err == nil && pl.settings.MaxSampleAge > 0 {
-			e.staleAfter = e.sample.SampledAt().Add(pl.settings.MaxSampleAge)
+			e.staleAfter = e.sample.SampleTime().Add(pl.settings.MaxSampleAge)
 		}
 	}
 	if e.err == nil {
-		e.used, e.free, e.floor = e.sample.Estimate(pods(ni))
+		est := pl.figure.Estimate(e.sample, pods(ni))
+		e.used, e.free, e.floor = est.ReportedUsed(), est.Free(), pl.figure.Floor(est)
 		e.room = max(e.free, 0) - e.floor
 	}
 	return e
@@ -91,15 +92,24 @@ func pods(ni fwk.NodeInfo) iter.Seq[*corev1.Pod] {
 // why: an invalid figure (the node's headroom counts as unknown) or, the
 // sample valid, one the figure ignores (Sample.Ignored). key is "" when
 // nothing is ignored.
-func (pl *Plugin) invalid(e *entry) (key, note string, err error) {
+func (pl *Plugin[S]) invalid(e *entry[S]) (key, note string, err error) {
 	var ie *sample.InvalidError
 	if errors.As(e.err, &ie) {
 		return ie.Key, "the node's " + pl.names.Noun + " headroom counts as unknown", e.err
 	}
-	if e.err == nil {
-		return e.sample.Ignored()
+	if ig, ok := any(e.sample).(ignorer); ok && e.err == nil {
+		if key, err := ig.IgnoredAnnotation(); key != "" {
+			return key, "the node's reported " + pl.names.Noun + " use counts alone", err
+		}
 	}
 	return "", "", nil
+}
+
+// ignorer is a sample that names an annotation of its own the figure
+// ignores while the sample counts (pidstats.NodeStats: an invalid
+// per-pod list).
+type ignorer interface {
+	IgnoredAnnotation() (key string, err error)
 }
 
 // reportInvalid tells the operator that a node's annotation is ignored,
@@ -107,7 +117,7 @@ func (pl *Plugin) invalid(e *entry) (key, note string, err error) {
 // update: a log line, a Warning Event on the Node and a count in
 // headroom_invalid_annotations_total. prev is the node's previous entry,
 // nil when there is none.
-func (pl *Plugin) reportInvalid(ctx context.Context, node *corev1.Node, prev, e *entry) {
+func (pl *Plugin[S]) reportInvalid(ctx context.Context, node *corev1.Node, prev, e *entry[S]) {
 	key, note, err := pl.invalid(e)
 	if key == "" {
 		return
@@ -140,10 +150,10 @@ type Estimate struct {
 
 // Estimate returns what the plugin knows of ni, as Filter and Score judge
 // it (from the per-node state).
-func (pl *Plugin) Estimate(ctx context.Context, ni fwk.NodeInfo) Estimate {
+func (pl *Plugin[S]) Estimate(ctx context.Context, ni fwk.NodeInfo) Estimate {
 	e := pl.nodes.Get(ctx, ni)
 	if e.err != nil {
 		return Estimate{Err: e.err}
 	}
-	return Estimate{SampledAt: e.sample.SampledAt(), Used: e.used, Free: e.free, Floor: e.floor}
+	return Estimate{SampledAt: e.sample.SampleTime(), Used: e.used, Free: e.free, Floor: e.floor}
 }

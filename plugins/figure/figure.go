@@ -30,14 +30,32 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config/scheme"
 )
 
+// Sample is what the core reads of a node's sample as a figure's model
+// parsed it (pidstats.NodeStats, ipstats.NodeStats): its time, the use
+// it reports (or, estimated, Figure.Estimate's), and the free units that
+// use leaves.
+type Sample interface {
+	SampleTime() time.Time
+	ReportedUsed() int64
+	Free() int64
+}
+
 // Figure is what one figure plugin knows that the others do not, configured
-// by its args.
-type Figure interface {
+// by its args: how to read a node's sample S, how the node's pods change
+// it, the floor, and what a pod needs. A sample may also name an
+// annotation of its own that the figure ignores while the sample counts
+// (IgnoredAnnotation() (key string, err error)).
+type Figure[S Sample] interface {
 	// Read parses the node's sample without an age limit, at now (the
 	// model's clock-skew check). The error is the model's "no sample"
 	// error or an invalid-annotation error (sample.InvalidError): the
 	// node's headroom is unknown.
-	Read(node *corev1.Node, now time.Time) (Sample, error)
+	Read(node *corev1.Node, now time.Time) (S, error)
+	// Estimate returns the sample with its use estimated from the pods
+	// the scheduler holds for the node.
+	Estimate(s S, pods iter.Seq[*corev1.Pod]) S
+	// Floor is what the node keeps free.
+	Floor(s S) int64
 	// Need returns the units the pod takes of a node. takes is false for a
 	// pod that takes none whatever the node (a host-network pod's pod IP):
 	// PreFilter and PreScore skip it. err reports a malformed annotation
@@ -50,25 +68,6 @@ type Figure interface {
 	// Sign is SignPod's fragment: pods with equal fragments are alike to
 	// the figure.
 	Sign(pod *corev1.Pod) fwk.SignFragment
-}
-
-// Sample is one node's sample as a Figure read it.
-type Sample interface {
-	// SampledAt is the sample's time.
-	SampledAt() time.Time
-	// Estimate returns the node's use estimated from the sample and the
-	// pods the scheduler holds for the node, the free units that leaves
-	// and the floor the node keeps free.
-	Estimate(pods iter.Seq[*corev1.Pod]) (used, free, floor int64)
-	// Reported returns the free units at the reported use and the floor:
-	// what the queueing hints, which see no pods, judge by.
-	Reported() (free, floor int64)
-	// Ignored returns an annotation of a valid sample that the figure
-	// ignores, and why ("" when none): reported as an invalid annotation
-	// would be, the sample still counts.
-	Ignored() (key, note string, err error)
-	// Details are key/value pairs for the log line of a rejection.
-	Details() []any
 }
 
 // Settings are the args every figure plugin has.
@@ -107,8 +106,9 @@ type Names struct {
 }
 
 // Definition is a figure plugin: its names, its args (A, the internal
-// type; the v1 type NewV1Args returns) and the Figure they configure.
-type Definition[A any] struct {
+// type; the v1 type NewV1Args returns) and the Figure of samples S they
+// configure.
+type Definition[A any, S Sample] struct {
 	Names
 	// NewV1Args returns the plugin's empty v1 args, which the scheme
 	// defaults when a profile has no pluginConfig for the plugin.
@@ -116,12 +116,12 @@ type Definition[A any] struct {
 	// Validate validates the args; path is their field path.
 	Validate func(path *field.Path, args *A) error
 	// Configure returns the settings and the Figure of validated args.
-	Configure func(args *A) (Settings, Figure)
+	Configure func(args *A) (Settings, Figure[S])
 }
 
 // Args returns the plugin's args from obj, as the scheduler decoded them
 // (nil: the defaults), validated.
-func (d *Definition[A]) Args(obj runtime.Object) (*A, error) {
+func (d *Definition[A, S]) Args(obj runtime.Object) (*A, error) {
 	args, err := scheme.PluginArgs[A](d.Plugin, obj, d.NewV1Args())
 	if err != nil {
 		return nil, err
@@ -133,21 +133,21 @@ func (d *Definition[A]) Args(obj runtime.Object) (*A, error) {
 }
 
 // New builds the plugin from its args; it is the plugin's factory.
-func (d *Definition[A]) New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func (d *Definition[A, S]) New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := d.Args(obj)
 	if err != nil {
 		return nil, err
 	}
 	s, f := d.Configure(args)
-	return newPlugin(ctx, h, d.Names, s, f), nil
+	return newPlugin[S](ctx, h, d.Names, s, f), nil
 }
 
 // Name is the plugin's name.
-func (d *Definition[A]) Name() string { return d.Plugin }
+func (d *Definition[A, S]) Name() string { return d.Plugin }
 
 // DefaultArgs returns the plugin's args with every field defaulted, in the
 // internal type the plugin reads.
-func (d *Definition[A]) DefaultArgs() (runtime.Object, error) {
+func (d *Definition[A, S]) DefaultArgs() (runtime.Object, error) {
 	a, err := scheme.PluginArgs[A](d.Plugin, nil, d.NewV1Args())
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ import (
 // and registering it would run the hints on every status update of every
 // assigned pod. Such a pod is retried when the scheduler flushes its
 // unschedulable pods (5 minutes by default).
-func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+func (pl *Plugin[S]) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAnnotation}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDelete},
@@ -45,17 +45,15 @@ type reading struct {
 }
 
 // read reads the node's sample as the hints see it.
-func (pl *Plugin) read(node *corev1.Node) reading {
+func (pl *Plugin[S]) read(node *corev1.Node) reading {
 	now := pl.Clock.Now()
 	s, err := pl.figure.Read(node, now)
 	if err != nil {
 		return reading{err: err}
 	}
-	r := reading{sampledAt: s.SampledAt()}
-	r.err = sample.CheckAge(pl.names.Kind, s.SampledAt(), now, pl.settings.MaxSampleAge)
-	var floor int64
-	r.free, floor = s.Reported()
-	r.room = max(r.free, 0) - floor
+	r := reading{sampledAt: s.SampleTime(), free: s.Free()}
+	r.err = sample.CheckAge(pl.names.Kind, r.sampledAt, now, pl.settings.MaxSampleAge)
+	r.room = max(r.free, 0) - pl.figure.Floor(s)
 	return r
 }
 
@@ -72,7 +70,7 @@ func (pl *Plugin) read(node *corev1.Node) reading {
 //
 // and skips otherwise: a sample without room, an unchanged sample (another
 // annotation changed), a node whose headroom was and is unknown.
-func (pl *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+func (pl *Plugin[S]) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	oldNode, node, err := schedutil.As[*corev1.Node](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
@@ -131,7 +129,7 @@ func (pl *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1.P
 //
 // Terminal pods leave the scheduler's cache through this event too, and
 // stop counting then, so Counted must not look at the phase.
-func (pl *Plugin) isSchedulableAfterPodDelete(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+func (pl *Plugin[S]) isSchedulableAfterPodDelete(logger klog.Logger, pod *corev1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	deleted, _, err := schedutil.As[*corev1.Pod](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err

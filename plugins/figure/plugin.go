@@ -18,11 +18,12 @@ import (
 	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
 )
 
-// Plugin is a PreFilter, Filter, PreScore and Score plugin over one figure.
-type Plugin struct {
+// Plugin is a PreFilter, Filter, PreScore and Score plugin over one figure
+// of samples S.
+type Plugin[S Sample] struct {
 	names    Names
 	settings Settings
-	figure   Figure
+	figure   Figure[S]
 	handle   fwk.Handle
 	// Clock is the scheduler's clock: the age of every node's sample is
 	// judged against it. Tests replace it.
@@ -30,7 +31,7 @@ type Plugin struct {
 	// nodeLister lets the pod-deletion queueing hint look at the pod's
 	// node; nil when the handle has no informer factory.
 	nodeLister corelisters.NodeLister
-	nodes      nodecache.Store[entry]
+	nodes      nodecache.Store[entry[S]]
 	cycles     cyclestate.Last[*cycle]
 	// preFilter and preScore are the keys of what PreFilter and PreScore
 	// write to the cycle's state.
@@ -38,46 +39,46 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreFilterPlugin   = &Plugin{}
-	_ fwk.FilterPlugin      = &Plugin{}
-	_ fwk.PreScorePlugin    = &Plugin{}
-	_ fwk.ScorePlugin       = &Plugin{}
-	_ fwk.ScoreExtensions   = &Plugin{}
-	_ fwk.EnqueueExtensions = &Plugin{}
-	_ fwk.SignPlugin        = &Plugin{}
+	_ fwk.PreFilterPlugin   = &Plugin[Sample]{}
+	_ fwk.FilterPlugin      = &Plugin[Sample]{}
+	_ fwk.PreScorePlugin    = &Plugin[Sample]{}
+	_ fwk.ScorePlugin       = &Plugin[Sample]{}
+	_ fwk.ScoreExtensions   = &Plugin[Sample]{}
+	_ fwk.EnqueueExtensions = &Plugin[Sample]{}
+	_ fwk.SignPlugin        = &Plugin[Sample]{}
 )
 
-func newPlugin(ctx context.Context, h fwk.Handle, names Names, s Settings, f Figure) *Plugin {
-	pl := &Plugin{names: names, settings: s, figure: f, handle: h, Clock: clock.RealClock{},
+func newPlugin[S Sample](ctx context.Context, h fwk.Handle, names Names, s Settings, f Figure[S]) *Plugin[S] {
+	pl := &Plugin[S]{names: names, settings: s, figure: f, handle: h, Clock: clock.RealClock{},
 		preFilter: fwk.StateKey("PreFilter" + names.Plugin), preScore: fwk.StateKey("PreScore" + names.Plugin)}
 	if h != nil && h.SharedInformerFactory() != nil {
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 	}
-	pl.nodes = nodecache.New(h, pl.computeEntry, (*entry).summary, bounds...)
+	pl.nodes = nodecache.New(h, pl.computeEntry, (*entry[S]).summary, bounds...)
 	nodestate.Start(ctx, h, pl.NodeStateConfig())
 	headroommetrics.Register()
 	return pl
 }
 
 // Name returns the plugin's name.
-func (pl *Plugin) Name() string { return pl.names.Plugin }
+func (pl *Plugin[S]) Name() string { return pl.names.Plugin }
 
 // Settings returns the args every figure plugin has, as configured.
-func (pl *Plugin) Settings() Settings { return pl.settings }
+func (pl *Plugin[S]) Settings() Settings { return pl.settings }
 
 // NodeStateConfig is what the count of nodes by headroom state
 // (nodestate) needs to judge a node as the plugin does: the sample read as
 // the plugin reads it, without an age limit, and maxSampleAge.
-func (pl *Plugin) NodeStateConfig() nodestate.Config {
+func (pl *Plugin[S]) NodeStateConfig() nodestate.Config {
 	return nodestate.Config{Plugin: pl.names.Plugin, Kind: pl.names.Kind, MaxSampleAge: pl.settings.MaxSampleAge, Read: pl.readSampledAt}
 }
 
-func (pl *Plugin) readSampledAt(node *corev1.Node, now time.Time) (time.Time, error) {
+func (pl *Plugin[S]) readSampledAt(node *corev1.Node, now time.Time) (time.Time, error) {
 	s, err := pl.figure.Read(node, now)
 	if err != nil {
 		return time.Time{}, err
 	}
-	return s.SampledAt(), nil
+	return s.SampleTime(), nil
 }
 
 // cycle is what PreFilter and PreScore work out once per cycle: the pod's
@@ -97,7 +98,7 @@ func (s *cycle) Clone() fwk.StateData { return s }
 // newCycle works the pod's need out, and tells its owner when its
 // annotation is malformed: a log line, a metric and a Warning Event on the
 // pod. It returns nil for a pod that takes none of the figure.
-func (pl *Plugin) newCycle(ctx context.Context, pod *corev1.Pod) *cycle {
+func (pl *Plugin[S]) newCycle(ctx context.Context, pod *corev1.Pod) *cycle {
 	need, takes, err := pl.figure.Need(pod)
 	if !takes {
 		return nil
@@ -115,7 +116,7 @@ func (pl *Plugin) newCycle(ctx context.Context, pod *corev1.Pod) *cycle {
 
 // cycleOf returns what PreFilter or PreScore wrote under key, or works it
 // out afresh (without warning again) when that extension point did not run.
-func (pl *Plugin) cycleOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *cycle {
+func (pl *Plugin[S]) cycleOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.Pod) *cycle {
 	if s, ok := pl.cycles.Read(state, key); ok && s != nil {
 		return s
 	}
@@ -127,7 +128,7 @@ func (pl *Plugin) cycleOf(state fwk.CycleState, key fwk.StateKey, pod *corev1.Po
 // others it works the pod's need out once for the cycle, and whether every
 // node has room for it (then Filter passes the snapshot's nodes without a
 // look at them).
-func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *Plugin[S]) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	s := pl.newCycle(ctx, pod)
 	if s == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -140,11 +141,11 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *core
 
 // PreFilterExtensions returns nil: Filter reads the pods of the NodeInfo it
 // is given, so nominated pods and preemption victims need no extra state.
-func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+func (pl *Plugin[S]) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter rejects a node whose estimated free units, less the pod's need,
 // would fall below the floor. A node whose headroom is unknown passes.
-func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin[S]) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	node := ni.Node()
 	if node == nil {
 		return fwk.AsStatus(errors.New("node not found"))
@@ -166,9 +167,9 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	}
 	if v := klog.FromContext(ctx).V(4); v.Enabled() {
 		e := pl.nodes.Get(ctx, ni)
-		kv := []any{"pod", klog.KObj(pod), "node", klog.KObj(node), "need", s.need, "estimatedFree", e.free, "floor", e.floor,
-			"estimatedUsed", e.used, "sampledAt", e.sample.SampledAt()}
-		v.Info("Node has too little "+pl.names.Kind+" headroom for the pod", append(kv, e.sample.Details()...)...)
+		v.Info("Node has too little "+pl.names.Kind+" headroom for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
+			"need", s.need, "estimatedFree", e.free, "floor", e.floor, "estimatedUsed", e.used,
+			"reportedUsed", e.sample.ReportedUsed(), "sampledAt", e.sample.SampleTime(), "sample", e.sample)
 	}
 	return fwk.NewStatus(fwk.Unschedulable, pl.names.FilterReason)
 }
@@ -176,7 +177,7 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.
 // PreScore skips scoring for a pod that takes none of the figure, when
 // every candidate keeps Ample free after placement, and when no candidate
 // has known headroom: all of them would score the same.
-func (pl *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin[S]) PreScore(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	s, _ := pl.cycles.Read(state, pl.preFilter)
 	if s == nil {
 		if s = pl.newCycle(ctx, pod); s == nil {
@@ -193,7 +194,7 @@ func (pl *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *corev
 
 // Score returns the node's estimated free units after placing the pod, up
 // to Ample; NormalizeScore turns them into [0, MaxNodeScore].
-func (pl *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+func (pl *Plugin[S]) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	node := ni.Node()
 	if node == nil {
 		return 0, fwk.AsStatus(errors.New("node not found"))
@@ -211,13 +212,13 @@ func (pl *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.P
 }
 
 // ScoreExtensions returns the plugin itself: raw scores are free units.
-func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return pl }
+func (pl *Plugin[S]) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
 // NormalizeScore scales the free units after placement (Score's raw
 // scores) so that the node with the most scores MaxNodeScore and the
 // others in proportion; nodes with unknown headroom get UnknownScore, by
 // default the mean of the known nodes' scores.
-func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+func (pl *Plugin[S]) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
 	Normalize(scores, pl.settings.UnknownScore)
 	return nil
 }
@@ -225,7 +226,7 @@ func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.
 // SignPod lets the scheduler's opportunistic batching reuse results for
 // pods that the figure treats alike; a profile with an enabled plugin that
 // cannot sign pods loses batching altogether.
-func (pl *Plugin) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+func (pl *Plugin[S]) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return []fwk.SignFragment{pl.figure.Sign(pod)}, nil
 }
 

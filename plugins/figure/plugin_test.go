@@ -24,13 +24,23 @@ type units struct{}
 
 var errNoUnits = errors.New("no units")
 
-func (units) Read(node *corev1.Node, _ time.Time) (Sample, error) {
+func (units) Read(node *corev1.Node, _ time.Time) (unitSample, error) {
 	n, err := strconv.ParseInt(node.Annotations["units"], 10, 64)
 	if err != nil {
-		return nil, errNoUnits
+		return unitSample{}, errNoUnits
 	}
-	return unitSample(n), nil
+	return unitSample{capacity: n}, nil
 }
+
+// Estimate counts one unit a pod.
+func (units) Estimate(s unitSample, pods iter.Seq[*corev1.Pod]) unitSample {
+	for range pods {
+		s.used++
+	}
+	return s
+}
+
+func (units) Floor(unitSample) int64 { return 10 }
 
 func (units) Need(pod *corev1.Pod) (int64, bool, error) {
 	n, _ := strconv.ParseInt(pod.Annotations["need"], 10, 64)
@@ -40,20 +50,11 @@ func (units) Need(pod *corev1.Pod) (int64, bool, error) {
 func (units) Counted(*corev1.Pod) bool          { return true }
 func (units) Sign(*corev1.Pod) fwk.SignFragment { return fwk.SignFragment{Key: "units"} }
 
-type unitSample int64
+type unitSample struct{ capacity, used int64 }
 
-func (unitSample) SampledAt() time.Time { return testNow }
-
-func (s unitSample) Estimate(pods iter.Seq[*corev1.Pod]) (used, free, floor int64) {
-	for range pods {
-		used++
-	}
-	return used, int64(s) - used, 10
-}
-
-func (s unitSample) Reported() (free, floor int64)        { return int64(s), 10 }
-func (unitSample) Ignored() (key, note string, err error) { return "", "", nil }
-func (unitSample) Details() []any                         { return nil }
+func (unitSample) SampleTime() time.Time { return testNow }
+func (s unitSample) ReportedUsed() int64 { return s.used }
+func (s unitSample) Free() int64         { return max(s.capacity-s.used, 0) }
 
 var testNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
@@ -65,10 +66,10 @@ func needPod(name string, need int) *corev1.Pod {
 	return st.MakePod().Namespace("ns").Name(name).UID(name).Annotation("need", strconv.Itoa(need)).Obj()
 }
 
-func newTestPlugin(t *testing.T, nodes ...*corev1.Node) (*Plugin, plugintest.Handle) {
+func newTestPlugin(t *testing.T, nodes ...*corev1.Node) (*Plugin[unitSample], plugintest.Handle) {
 	t.Helper()
 	h := plugintest.NewHandle(t, nodes, nil)
-	pl := newPlugin(t.Context(), h, Names{Plugin: "Units", Kind: "unit", Noun: "unit", FilterReason: "node(s) had too few units"},
+	pl := newPlugin[unitSample](t.Context(), h, Names{Plugin: "Units", Kind: "unit", Noun: "unit", FilterReason: "node(s) had too few units"},
 		Settings{UnknownScore: -1}, units{})
 	pl.Clock = testingclock.NewFakePassiveClock(testNow)
 	return pl, h
@@ -81,7 +82,7 @@ func newTestPlugin(t *testing.T, nodes ...*corev1.Node) (*Plugin, plugintest.Han
 // shortcut off.
 func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	cycle := func(pl *Plugin, p *corev1.Pod) (fwk.CycleState, *cycle) {
+	cycle := func(pl *Plugin[unitSample], p *corev1.Pod) (fwk.CycleState, *cycle) {
 		t.Helper()
 		state := framework.NewCycleState()
 		if _, s := pl.PreFilter(ctx, state, p, nil); !s.IsSuccess() {

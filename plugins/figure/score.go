@@ -120,7 +120,7 @@ func room(s nodecache.Summary) int64 { return s[sumRoom] }
 
 // scoreOf is Score's raw score of a node with known headroom for a pod
 // that needs need units: the free units after placement, up to Ample.
-func (pl *Plugin) scoreOf(sum nodecache.Summary, need int64) int64 {
+func (pl *Plugin[S]) scoreOf(sum nodecache.Summary, need int64) int64 {
 	raw := FreeAfter(sum[sumFree], need)
 	if pl.settings.Ample > 0 {
 		raw = min(raw, pl.settings.Ample)
@@ -135,7 +135,7 @@ func (pl *Plugin) scoreOf(sum nodecache.Summary, need int64) int64 {
 // MaxNodeScore too (UnknownScore is the mean of the known nodes' scores or
 // MaxNodeScore) or there is none, stale samples included. PreScore then
 // skips Score: it would change no ranking.
-func (pl *Plugin) ampleEverywhere(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, need int64, now time.Time) bool {
+func (pl *Plugin[S]) ampleEverywhere(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, need int64, now time.Time) bool {
 	ample := pl.settings.Ample
 	if ample <= 0 {
 		return false
@@ -155,7 +155,7 @@ func (pl *Plugin) ampleEverywhere(ctx context.Context, state fwk.CycleState, nod
 // NodeInfo they cover without reading its summary, and judges the others
 // (copies with nominated pods added) one by one. Otherwise, or without a
 // snapshot, it returns the zero Bounds, which cover nothing.
-func (pl *Plugin) fitsEveryNode(ctx context.Context, state fwk.CycleState, need int64) nodecache.Bounds {
+func (pl *Plugin[S]) fitsEveryNode(ctx context.Context, state fwk.CycleState, need int64) nodecache.Bounds {
 	b, ok := pl.nodes.Refresh(ctx, state)
 	if !ok || need > room(b.Least) {
 		return nodecache.Bounds{}
@@ -165,13 +165,13 @@ func (pl *Plugin) fitsEveryNode(ctx context.Context, state fwk.CycleState, need 
 
 // known returns the node's summary and whether its headroom is known at
 // now (valid annotations, a fresh sample). It allocates nothing.
-func (pl *Plugin) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {
+func (pl *Plugin[S]) known(ctx context.Context, ni fwk.NodeInfo, now time.Time) (nodecache.Summary, bool) {
 	sum := pl.nodes.Summary(ctx, ni)
 	return sum, usable(sum, now)
 }
 
 // anyKnown reports whether one of the nodes has known headroom at now.
-func (pl *Plugin) anyKnown(ctx context.Context, nodes []fwk.NodeInfo, now time.Time) bool {
+func (pl *Plugin[S]) anyKnown(ctx context.Context, nodes []fwk.NodeInfo, now time.Time) bool {
 	for _, ni := range nodes {
 		if ni.Node() == nil {
 			continue

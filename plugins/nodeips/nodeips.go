@@ -43,17 +43,17 @@ const (
 
 // NodeIPs is the plugin: a PreFilter, Filter, PreScore and Score plugin
 // over the pod-IP figure.
-type NodeIPs = figure.Plugin
+type NodeIPs = figure.Plugin[ipstats.NodeStats]
 
 // Definition is NodeIPs as the registry lists it.
-var Definition = &figure.Definition[config.NodeIPsArgs]{
+var Definition = &figure.Definition[config.NodeIPsArgs, ipstats.NodeStats]{
 	Names: figure.Names{
 		Plugin: Name, Kind: "pod IP", Noun: "pod-IP", FilterReason: ErrReasonNoFreeIPs,
 		InvalidNodeEvent: EventReasonInvalidIPs,
 	},
 	NewV1Args: func() runtime.Object { return &configv1.NodeIPsArgs{} },
 	Validate:  validation.ValidateNodeIPsArgs,
-	Configure: func(a *config.NodeIPsArgs) (figure.Settings, figure.Figure) {
+	Configure: func(a *config.NodeIPsArgs) (figure.Settings, figure.Figure[ipstats.NodeStats]) {
 		return figure.Settings{MaxSampleAge: a.MaxSampleAge.Duration, UnknownScore: a.UnknownNodeScore, Ample: a.AmpleFreeIPs},
 			ips{minFreeIPs: a.MinFreeIPs}
 	},
@@ -64,20 +64,26 @@ var Definition = &figure.Definition[config.NodeIPsArgs]{
 // the defaults.
 var New = Definition.New
 
-// ips is the pod-IP figure: pkg/ipstats' model with NodeIPsArgs.
+// ips is the pod-IP figure: pkg/ipstats' model with NodeIPsArgs: one IP a
+// pod (ipstats: the figures are one family's, and every pod on the pod
+// network takes one address of each family), MinFreeIPs kept free.
 type ips struct{ minFreeIPs int64 }
 
-func (f ips) Read(node *corev1.Node, now time.Time) (figure.Sample, error) {
-	s, err := ipstats.ParseNode(node.Annotations, now, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &nodeSample{NodeStats: s, ips: f}, nil
+func (ips) Read(node *corev1.Node, now time.Time) (ipstats.NodeStats, error) {
+	return ipstats.ParseNode(node.Annotations, now, 0)
 }
 
-// Need is one pod IP (ipstats: the figures are one family's, and every pod
-// on the pod network takes one address of each family); a host-network pod
-// takes none, and no node's IPAM pool is a reason to keep it off.
+// Estimate adds to the reported use the node's pods placed after the
+// sample that take an IP (ipstats.EstimateUsed).
+func (ips) Estimate(s ipstats.NodeStats, pods iter.Seq[*corev1.Pod]) ipstats.NodeStats {
+	s.Used = ipstats.EstimateUsed(s, pods)
+	return s
+}
+
+func (f ips) Floor(ipstats.NodeStats) int64 { return f.minFreeIPs }
+
+// Need: a host-network pod takes no pod IP, and no node's IPAM pool is a
+// reason to keep it off.
 func (ips) Need(pod *corev1.Pod) (int64, bool, error) { return 1, ipstats.TakesIP(pod), nil }
 
 // Counted: a pod placed on the pod network after its node's sample was
@@ -89,28 +95,4 @@ func (ips) Counted(pod *corev1.Pod) bool { return !pod.Spec.HostNetwork }
 // Sign: every pod on the pod network takes one IP, a host-network pod none.
 func (ips) Sign(pod *corev1.Pod) fwk.SignFragment {
 	return fwk.SignFragment{Key: hostNetworkSignerName, Value: pod.Spec.HostNetwork}
-}
-
-// nodeSample is a node's pod-IP sample.
-type nodeSample struct {
-	ipstats.NodeStats
-	ips
-}
-
-func (s *nodeSample) SampledAt() time.Time { return s.NodeStats.SampledAt }
-
-// Estimate is the reported use plus the node's pods placed after the
-// sample that take an IP (ipstats.EstimateUsed).
-func (s *nodeSample) Estimate(pods iter.Seq[*corev1.Pod]) (used, free, floor int64) {
-	est := s.NodeStats
-	est.Used = ipstats.EstimateUsed(s.NodeStats, pods)
-	return est.Used, est.Free(), s.minFreeIPs
-}
-
-func (s *nodeSample) Reported() (free, floor int64) { return s.Free(), s.minFreeIPs }
-
-func (s *nodeSample) Ignored() (key, note string, err error) { return "", "", nil }
-
-func (s *nodeSample) Details() []any {
-	return []any{"capacity", s.Capacity, "reportedUsed", s.Used}
 }

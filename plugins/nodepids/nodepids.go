@@ -43,22 +43,7 @@ const (
 
 // NodePIDs is the plugin: a PreFilter, Filter, PreScore and Score plugin
 // over the PID figure.
-type NodePIDs = figure.Plugin
-
-// Definition is NodePIDs as the registry lists it.
-var Definition = &figure.Definition[config.NodePIDsArgs]{
-	Names: figure.Names{
-		Plugin: Name, Kind: "PID", Noun: "PID", FilterReason: ErrReasonTooFewPIDs,
-		InvalidNodeEvent: EventReasonInvalidNodePIDs,
-		InvalidPodEvent:  EventReasonInvalidPIDs, PodAnnotation: pidstats.AnnotationPodPIDs,
-	},
-	NewV1Args: func() runtime.Object { return &configv1.NodePIDsArgs{} },
-	Validate:  validation.ValidateNodePIDsArgs,
-	Configure: func(a *config.NodePIDsArgs) (figure.Settings, figure.Figure) {
-		return figure.Settings{MaxSampleAge: a.MaxSampleAge.Duration, UnknownScore: a.UnknownNodeScore, Ample: a.AmpleFreePIDs},
-			pids{defaultPodPIDs: a.DefaultPodPIDs, floor: pidstats.Floor{MinFreePIDs: a.MinFreePIDs, MinFreePercent: a.MinFreePercent}}
-	},
-}
+type NodePIDs = figure.Plugin[pidstats.NodeStats]
 
 // New builds the plugin from its args, which the kube-scheduler's scheme has
 // decoded and defaulted into the internal *config.NodePIDsArgs. Nil args mean
@@ -71,13 +56,19 @@ type pids struct {
 	floor          pidstats.Floor
 }
 
-func (f pids) Read(node *corev1.Node, now time.Time) (figure.Sample, error) {
-	s, err := pidstats.ParseNode(node.Annotations, now, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &nodeSample{NodeStats: s, pids: f}, nil
+func (pids) Read(node *corev1.Node, now time.Time) (pidstats.NodeStats, error) {
+	return pidstats.ParseNode(node.Annotations, now, 0)
 }
+
+// Estimate is the node's PID use as pkg/pidstats estimates it from the
+// sample and the node's pods (RelieveNodePressure uses the same estimate).
+func (f pids) Estimate(s pidstats.NodeStats, pods iter.Seq[*corev1.Pod]) pidstats.NodeStats {
+	s.Used = pidstats.EstimateUsedSeq(s, pods, f.defaultPodPIDs)
+	return s
+}
+
+// Floor is max(MinFreePIDs, MinFreePercent of the allocatable PIDs).
+func (f pids) Floor(s pidstats.NodeStats) int64 { return f.floor.Of(s.Allocatable()) }
 
 // Need is the pod's headroom.dev/pids, or DefaultPodPIDs. A malformed value
 // counts as one above the most a pod can hold (it fits nowhere).
@@ -99,34 +90,17 @@ func (f pids) Sign(pod *corev1.Pod) fwk.SignFragment {
 	return fwk.SignFragment{Key: podPIDsSignerName, Value: n}
 }
 
-// nodeSample is a node's PID sample.
-type nodeSample struct {
-	pidstats.NodeStats
-	pids
-}
-
-func (s *nodeSample) SampledAt() time.Time { return s.NodeStats.SampledAt }
-
-// Estimate is the node's PID use as pkg/pidstats estimates it from the
-// sample and the node's pods (RelieveNodePressure uses the same estimate).
-func (s *nodeSample) Estimate(pods iter.Seq[*corev1.Pod]) (used, free, floor int64) {
-	est := s.NodeStats
-	est.Used = pidstats.EstimateUsedSeq(s.NodeStats, pods, s.defaultPodPIDs)
-	return est.Used, est.Free(), s.floor.Of(est.Allocatable())
-}
-
-func (s *nodeSample) Reported() (free, floor int64) {
-	return s.Free(), s.floor.Of(s.Allocatable())
-}
-
-// Ignored is an invalid per-pod list: the reported use counts alone.
-func (s *nodeSample) Ignored() (key, note string, err error) {
-	if err := s.Pods.Err(); err != nil {
-		return pidstats.AnnotationPIDPods, "the node's reported PID use counts alone", err
-	}
-	return "", "", nil
-}
-
-func (s *nodeSample) Details() []any {
-	return []any{"allocatable", s.Allocatable(), "reportedUsed", s.Used}
+// Definition is NodePIDs as the registry lists it.
+var Definition = &figure.Definition[config.NodePIDsArgs, pidstats.NodeStats]{
+	Names: figure.Names{
+		Plugin: Name, Kind: "PID", Noun: "PID", FilterReason: ErrReasonTooFewPIDs,
+		InvalidNodeEvent: EventReasonInvalidNodePIDs,
+		InvalidPodEvent:  EventReasonInvalidPIDs, PodAnnotation: pidstats.AnnotationPodPIDs,
+	},
+	NewV1Args: func() runtime.Object { return &configv1.NodePIDsArgs{} },
+	Validate:  validation.ValidateNodePIDsArgs,
+	Configure: func(a *config.NodePIDsArgs) (figure.Settings, figure.Figure[pidstats.NodeStats]) {
+		return figure.Settings{MaxSampleAge: a.MaxSampleAge.Duration, UnknownScore: a.UnknownNodeScore, Ample: a.AmpleFreePIDs},
+			pids{defaultPodPIDs: a.DefaultPodPIDs, floor: pidstats.Floor{MinFreePIDs: a.MinFreePIDs, MinFreePercent: a.MinFreePercent}}
+	},
 }
