@@ -158,6 +158,13 @@ func (s NodeStats) Annotations() map[string]string {
 	return a
 }
 
+// SampleTime is SampledAt: what code that reads samples of every kind
+// (plugins/figure) asks of one, with ReportedUsed.
+func (s NodeStats) SampleTime() time.Time { return s.SampledAt }
+
+// ReportedUsed is Used.
+func (s NodeStats) ReportedUsed() int64 { return s.Used }
+
 // CheckAge returns a *sample.StaleError when maxAge > 0 and s was sampled
 // more than maxAge before now, nil otherwise.
 func (s NodeStats) CheckAge(now time.Time, maxAge time.Duration) error {

@@ -210,6 +210,22 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 	return s, nil
 }
 
+// SampleTime is SampledAt, and ReportedUsed is Used: what code that reads
+// samples of every kind (plugins/figure) asks of one.
+func (s NodeStats) SampleTime() time.Time { return s.SampledAt }
+
+// ReportedUsed is Used.
+func (s NodeStats) ReportedUsed() int64 { return s.Used }
+
+// IgnoredAnnotation names AnnotationPIDPods, and why, when the per-pod list
+// is invalid: the sample counts, with the reported use alone.
+func (s NodeStats) IgnoredAnnotation() (string, error) {
+	if err := s.Pods.Err(); err != nil {
+		return AnnotationPIDPods, err
+	}
+	return "", nil
+}
+
 // CheckAge returns a *StaleError when maxAge > 0 and s was sampled more than
 // maxAge before now, nil otherwise: ParseNode's staleness rule, for callers
 // that keep parsed stats and judge their age each time they use them.

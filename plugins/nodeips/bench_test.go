@@ -9,7 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/headroom-k8s/headroom/plugins/internal/nodesample"
+	"github.com/headroom-k8s/headroom/plugins/figure"
 )
 
 // benchNode is the scheduling snapshot's NodeInfo of a node with the given
@@ -104,7 +104,7 @@ func BenchmarkNormalizeScore(b *testing.B) {
 	for i := range raw {
 		raw[i] = int64(i*7919) % 254
 		if i%50 == 0 {
-			raw[i] = nodesample.UnknownRaw
+			raw[i] = figure.UnknownRaw
 		}
 	}
 	ctx := b.Context()

@@ -166,8 +166,11 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := p.(*NodeIPs)
-	if pl.minFreeIPs != configv1.DefaultMinFreeIPs || pl.MaxSampleAge != configv1.DefaultMaxSampleAge || pl.UnknownScore != configv1.DefaultUnknownNodeScore {
-		t.Errorf("nil args: %+v, want the v1 defaults", pl)
+	if s := pl.Settings(); s.MaxSampleAge != configv1.DefaultMaxSampleAge || s.UnknownScore != configv1.DefaultUnknownNodeScore || s.Ample != configv1.DefaultAmpleFreeIPs {
+		t.Errorf("nil args: %+v, want the v1 defaults", s)
+	}
+	if a, err := Definition.Args(nil); err != nil || a.MinFreeIPs != configv1.DefaultMinFreeIPs {
+		t.Errorf("nil args: %+v, %v; want the v1 defaults", a, err)
 	}
 	var typed *config.NodeIPsArgs
 	if _, err := New(ctx, typed, nil); err != nil {
@@ -178,8 +181,8 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl := p.(*NodeIPs); pl.minFreeIPs != 3 || pl.MaxSampleAge != time.Minute || pl.UnknownScore != 10 {
-		t.Errorf("args not taken: %+v", pl)
+	if s := p.(*NodeIPs).Settings(); s.MaxSampleAge != time.Minute || s.UnknownScore != 10 {
+		t.Errorf("args not taken: %+v", s)
 	}
 }
 
@@ -227,8 +230,8 @@ func TestCachedPathAllocatesNothing(t *testing.T) {
 	}); allocs != 0 {
 		t.Fatalf("cached Filter + Score: %v allocations per run", allocs)
 	}
-	if e := tp.Cache.Stored("n"); e == nil || e.estimatedUsed != 100+25 {
-		t.Fatalf("stored entry %+v, want estimated use 125 (25 pods bound since the sample)", e)
+	if e := tp.Estimate(ctx, ni); e.Err != nil || e.Used != 100+25 {
+		t.Fatalf("estimate %+v, want estimated use 125 (25 pods bound since the sample)", e)
 	}
 }
 
@@ -241,18 +244,18 @@ func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 		ipstats.AnnotationSampledAt, now.Format(time.RFC3339))
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{bad}, nil)
 	ni := tp.h.SnapshotNodeInfo(t, "n").(*framework.NodeInfo)
-	first := tp.Cache.Get(ctx, ni)
+	first := tp.Estimate(ctx, ni)
 	ni.AddPod(assumed(pod("p"), "n"))
-	second := tp.Cache.Get(ctx, ni)
-	if first == second || first.parseErr == nil || second.parseErr != first.parseErr {
-		t.Fatalf("a pod change should reuse the parse of the same Node object: %v / %v", first.parseErr, second.parseErr)
+	second := tp.Estimate(ctx, ni)
+	if first.Err == nil || second.Err != first.Err {
+		t.Fatalf("a pod change should reuse the parse of the same Node object: %v / %v", first.Err, second.Err)
 	}
 	// The agent writes again with the same invalid value: no new Event.
 	ni.SetNode(bad.DeepCopy())
-	tp.Cache.Get(ctx, ni)
+	tp.Estimate(ctx, ni)
 	// Another problem: a new Event.
 	ni.SetNode(annotatedNode("n", ipstats.AnnotationCapacity, "13"))
-	tp.Cache.Get(ctx, ni)
+	tp.Estimate(ctx, ni)
 	var events []string
 	for len(tp.h.Recorder.Events) > 0 {
 		events = append(events, <-tp.h.Recorder.Events)

@@ -39,6 +39,6 @@ func TestNodeStateAgreesWithFilter(t *testing.T) {
 	}
 	tp := newPlugin(t, args, nodes, nil)
 	clk := tp.Clock.(*testingclock.FakePassiveClock)
-	plugintest.NodeStates(t, tp.NodeIPs, clk.SetTime, tp.nodeStateConfig(), pod("p"), nodes,
+	plugintest.NodeStates(t, tp.NodeIPs, clk.SetTime, tp.NodeStateConfig(), pod("p"), nodes,
 		[]time.Time{now, now.Add(time.Second), now.Add(maxAge), now.Add(maxAge + time.Second), now.Add(time.Hour)}, want)
 }

@@ -29,30 +29,24 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	}
 	ni := snap.(*framework.NodeInfo)
 
-	first := tp.Cache.Get(ctx, ni)
-	if again := tp.Cache.Get(ctx, ni); again != first {
-		t.Fatal("same generation: the entry should be reused")
-	}
-	if first.estimatedUsed != 20000 {
-		t.Fatalf("estimated use %d, want the reported 20000", first.estimatedUsed)
+	first := tp.Estimate(ctx, ni)
+	if first.Used != 20000 {
+		t.Fatalf("estimated use %d, want the reported 20000", first.Used)
 	}
 
 	// A pod placed on the node: new generation, same Node object.
 	ni.AddPod(assumed(pod("p", "700"), "n"))
-	second := tp.Cache.Get(ctx, ni)
-	if second == first || second.estimatedUsed != 20700 {
-		t.Fatalf("after a pod was added: entry reused %v, estimate %d; want a new entry with 20700", second == first, second.estimatedUsed)
+	second := tp.Estimate(ctx, ni)
+	if second.Used != 20700 {
+		t.Fatalf("after a pod was added: estimate %d, want 20700", second.Used)
 	}
 
 	// A new Node object (the reporter wrote a sample).
 	ni.SetNode(pidNode("n", 32768, 0, 10000, now))
-	third := tp.Cache.Get(ctx, ni)
+	third := tp.Estimate(ctx, ni)
 	// The pod is assumed, not bound: it counts on top of any sample.
-	if third.stats.Used != 10000 || third.estimatedUsed != 10700 {
-		t.Fatalf("after a new sample: reported %d, estimated %d; want 10000 and 10700", third.stats.Used, third.estimatedUsed)
-	}
-	if tp.Cache.Len() != 1 {
-		t.Fatalf("cache holds %d entries for one node", tp.Cache.Len())
+	if !third.SampledAt.Equal(now) || third.Used != 10700 {
+		t.Fatalf("after a new sample: sampled at %v, estimated %d; want %v and 10700", third.SampledAt, third.Used, now)
 	}
 }
 
@@ -93,40 +87,16 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 	// A new Node object with the same bad value (a kubelet status update)
 	// is not reported again; another bad value is.
 	ni.SetNode(bad.DeepCopy())
-	tp.Cache.Get(ctx, ni)
+	tp.Estimate(ctx, ni)
 	if got := count(); got != 1 {
 		t.Fatalf("logged %d times after an update that left the bad value, want 1", got)
 	}
 	worse := bad.DeepCopy()
 	worse.Annotations[pidstats.AnnotationUsed] = "-2"
 	ni.SetNode(worse)
-	tp.Cache.Get(ctx, ni)
+	tp.Estimate(ctx, ni)
 	if got := count(); got != 2 {
 		t.Fatalf("logged %d times after the bad value changed, want 2", got)
-	}
-}
-
-func TestCachePrunesDeletedNodes(t *testing.T) {
-	nodes := []*corev1.Node{pidNode("a", 32768, 0, 1, now), pidNode("b", 32768, 0, 1, now), pidNode("c", 32768, 0, 1, now)}
-	tp := newPlugin(t, defaultArgs(), nodes[:1], nil) // the snapshot holds only a
-	_, ctx := ktesting.NewTestContext(t)
-	a, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp.Cache.Get(ctx, a)
-	for _, n := range nodes[1:] { // nodes the snapshot no longer holds
-		tp.Cache.Get(ctx, nodeInfo(n))
-	}
-	if tp.Cache.Len() != 3 {
-		t.Fatalf("cache holds %d entries, want 3", tp.Cache.Len())
-	}
-	tp.filter(t, pod("p", ""), a)
-	if tp.Cache.Len() != 1 {
-		t.Fatalf("after PreFilter the cache holds %d entries, want 1", tp.Cache.Len())
-	}
-	if tp.Cache.Stored("a") == nil {
-		t.Fatal("the node still in the snapshot was pruned")
 	}
 }
 
@@ -146,7 +116,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 				node := nodes[(w+i)%len(nodes)]
 				// A newer generation of the node replaces its entry while the
 				// other workers read the snapshot's.
-				tp.Cache.Get(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
+				tp.Estimate(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
 				ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get(node.Name)
 				if err != nil {
 					t.Error(err)
@@ -167,9 +137,6 @@ func TestCacheConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if tp.Cache.Len() != len(nodes) {
-		t.Fatalf("cache holds %d entries for %d nodes", tp.Cache.Len(), len(nodes))
-	}
 }
 
 // The scheduler filters temporary copies of a NodeInfo (nominated pods,
@@ -183,26 +150,20 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := tp.Known(ctx, snap, now); !ok {
+	first := tp.Estimate(ctx, snap)
+	if first.Err != nil {
 		t.Fatal("headroom unknown")
 	}
-	first := tp.Cache.Get(ctx, snap)
 	nominated := snap.Snapshot().(*framework.NodeInfo)
-	if tp.Cache.Get(ctx, nominated) != first {
-		t.Fatal("an unchanged copy (same generation) should share the snapshot's entry")
+	if tp.Estimate(ctx, nominated) != first {
+		t.Fatal("an unchanged copy (same generation) should have the snapshot's estimate")
 	}
 	nominated.AddPod(assumed(pod("nominated", "700"), "n"))
-	if _, ok := tp.Known(ctx, nominated, now); !ok {
-		t.Fatal("headroom unknown on the copy")
+	if onCopy := tp.Estimate(ctx, nominated); onCopy.Err != nil || onCopy.Used != 20700 {
+		t.Fatalf("copy with a nominated pod: estimated %d (%v), want 20700", onCopy.Used, onCopy.Err)
 	}
-	if onCopy := tp.Cache.Get(ctx, nominated); onCopy.estimatedUsed != 20700 {
-		t.Fatalf("copy with a nominated pod: estimated %d, want 20700", onCopy.estimatedUsed)
-	}
-	if tp.Cache.Get(ctx, snap) != first {
-		t.Fatal("filtering a temporary copy replaced the snapshot's cached entry")
-	}
-	if tp.Cache.Stored("n") != first {
-		t.Fatal("the stored entry is not the snapshot's")
+	if tp.Estimate(ctx, snap) != first {
+		t.Fatal("filtering a temporary copy replaced the snapshot's estimate")
 	}
 }
 
@@ -215,17 +176,13 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 	roomy := []*corev1.Node{pidNode("a", 32768, 0, 1000, sample), pidNode("b", 32768, 0, 2000, sample), st.MakeNode().Name("unknown").Obj()}
 	short := pidNode("short", 32768, 0, 31500, sample)
 	_, ctx := ktesting.NewTestContext(t)
-	cycle := func(tp testPlugin, p *corev1.Pod) (fwk.CycleState, *podState) {
+	cycle := func(tp testPlugin, p *corev1.Pod) fwk.CycleState {
 		t.Helper()
 		state := framework.NewCycleState()
 		if _, s := tp.PreFilter(ctx, state, p, nil); !s.IsSuccess() {
 			t.Fatalf("PreFilter: %v", s)
 		}
-		d, err := state.Read(preFilterStateKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return state, d.(*podState)
+		return state
 	}
 	snapshotNode := func(tp testPlugin, name string) fwk.NodeInfo {
 		t.Helper()
@@ -238,10 +195,7 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 
 	tp := newPlugin(t, defaultArgs(), roomy, nil)
 	p := pod("p", "100")
-	state, s := cycle(tp, p)
-	if s.fitsEvery.Generation == 0 {
-		t.Fatal("every node has room, yet PreFilter set no shortcut")
-	}
+	state := cycle(tp, p)
 	for _, n := range roomy {
 		if status := tp.Filter(ctx, state, p, snapshotNode(tp, n.Name)); !status.IsSuccess() {
 			t.Fatalf("%s: %v", n.Name, status)
@@ -253,15 +207,13 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 		t.Fatalf("a copy of a with a nominated pod of 31000 PIDs: %v, want Unschedulable", status)
 	}
 	// A pod bigger than the least room gets no shortcut.
-	if _, s := cycle(tp, pod("big", "29200")); s.fitsEvery.Generation != 0 {
-		t.Fatal("a pod that does not fit node b got the shortcut")
+	big := pod("big", "29200")
+	if status := tp.Filter(ctx, cycle(tp, big), big, snapshotNode(tp, "b")); status.Code() != fwk.Unschedulable {
+		t.Fatalf("a pod that does not fit node b: %v, want Unschedulable", status)
 	}
 
 	tp = newPlugin(t, defaultArgs(), append(roomy, short), nil)
-	state, s = cycle(tp, p)
-	if s.fitsEvery.Generation != 0 {
-		t.Fatal("a node is short, yet PreFilter set the shortcut")
-	}
+	state = cycle(tp, p)
 	if status := tp.Filter(ctx, state, p, snapshotNode(tp, "short")); status.Code() != fwk.Unschedulable {
 		t.Fatalf("short node: %v, want Unschedulable", status)
 	}
@@ -313,8 +265,8 @@ func TestPreScoreSkipsWhenEveryNodeHasAmplePIDs(t *testing.T) {
 			// node would be normalised to the same score.
 			for _, ni := range infos {
 				raw, s := tp.Score(ctx, framework.NewCycleState(), p, ni)
-				if !s.IsSuccess() || raw != tp.Ample && ni.Node().Name != "unknown" {
-					t.Fatalf("skipped, but Score gives %s a raw %d (%v), not %d", ni.Node().Name, raw, s, tp.Ample)
+				if !s.IsSuccess() || raw != tp.Settings().Ample && ni.Node().Name != "unknown" {
+					t.Fatalf("skipped, but Score gives %s a raw %d (%v), not %d", ni.Node().Name, raw, s, tp.Settings().Ample)
 				}
 			}
 			// A candidate that changed since the last walk over the

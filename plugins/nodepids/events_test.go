@@ -161,8 +161,11 @@ func TestPodDeleteHint(t *testing.T) {
 	}
 
 	t.Run("without a node lister every assigned pod queues", func(t *testing.T) {
-		tp := newPlugin(t, defaultArgs(), nil, nil)
-		tp.NodeLister = nil
+		p, err := New(t.Context(), defaultArgs(), nil) // no handle: no node lister
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := testPlugin{NodePIDs: p.(*NodePIDs)}
 		got, err := tp.isSchedulableAfterPodDelete(ktesting.NewLogger(t, ktesting.NewConfig()), pod("pending", ""),
 			boundAt(pod("d", "1000"), "known", sample.Add(-time.Hour)), nil)
 		if err != nil || got != fwk.Queue {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	testingclock "k8s.io/utils/clock/testing"
@@ -38,6 +39,29 @@ func defaultArgs() *config.NodePIDsArgs {
 type testPlugin struct {
 	*NodePIDs
 	recorder *events.FakeRecorder
+	Handle   plugintest.Handle
+}
+
+// hint returns the plugin's queueing hint for events of resource.
+func (tp testPlugin) hint(resource fwk.EventResource) fwk.QueueingHintFn {
+	events, err := tp.EventsToRegister(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range events {
+		if e.Event.Resource == resource {
+			return e.QueueingHintFn
+		}
+	}
+	panic("no hint for " + string(resource))
+}
+
+func (tp testPlugin) isSchedulableAfterNodeChange(logger klog.Logger, p *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	return tp.hint(fwk.Node)(logger, p, oldObj, newObj)
+}
+
+func (tp testPlugin) isSchedulableAfterPodDelete(logger klog.Logger, p *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	return tp.hint(fwk.Pod)(logger, p, oldObj, newObj)
 }
 
 // newPlugin builds the plugin through New with a real framework handle
@@ -51,7 +75,7 @@ func newPlugin(t testing.TB, args *config.NodePIDsArgs, nodes []*corev1.Node, po
 	}
 	pl := p.(*NodePIDs)
 	pl.Clock = testingclock.NewFakePassiveClock(now)
-	return testPlugin{NodePIDs: pl, recorder: h.Recorder}
+	return testPlugin{NodePIDs: pl, recorder: h.Recorder, Handle: h}
 }
 
 // pidNode is a node with the four PID annotations.

@@ -21,6 +21,7 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/figure"
 )
 
 func TestFilter(t *testing.T) {
@@ -244,13 +245,13 @@ func TestFloor(t *testing.T) {
 	}
 	for _, pct := range []int64{0, 1, 5, 33, 99, 100} {
 		for _, alloc := range []int64{0, 1, 99, 100, 101, 32768, 4194304, math.MaxInt64 - 1, math.MaxInt64} {
-			s := strategy{minFreePIDs: 512, minFreePercent: pct}
-			if got, want := s.floor(alloc), max(512, exact(alloc, pct)); got != want {
+			s := pidstats.Floor{MinFreePIDs: 512, MinFreePercent: pct}
+			if got, want := s.Of(alloc), max(512, exact(alloc, pct)); got != want {
 				t.Errorf("floor(%d) at %d %% = %d, want %d", alloc, pct, got, want)
 			}
 		}
 	}
-	if got := (strategy{minFreePIDs: 10, minFreePercent: 5}).floor(-100); got != 10 {
+	if got := (pidstats.Floor{MinFreePIDs: 10, MinFreePercent: 5}).Of(-100); got != 10 {
 		t.Errorf("floor of a negative allocatable = %d, want the absolute floor", got)
 	}
 }
@@ -348,10 +349,17 @@ func TestNew(t *testing.T) {
 				t.Fatalf("New(%#v): %v", obj, err)
 			}
 			pl := p.(*NodePIDs)
-			if pl.defaultPodPIDs != configv1.DefaultPodPIDs || pl.strategy.minFreePIDs != configv1.DefaultMinFreePIDs ||
-				pl.strategy.minFreePercent != configv1.DefaultMinFreePercent || pl.MaxSampleAge != configv1.DefaultMaxSampleAge ||
-				pl.UnknownScore != configv1.DefaultUnknownNodeScore {
-				t.Errorf("New(%#v) did not default: %+v", obj, pl)
+			if s := pl.Settings(); s.MaxSampleAge != configv1.DefaultMaxSampleAge || s.UnknownScore != configv1.DefaultUnknownNodeScore ||
+				s.Ample != configv1.DefaultAmpleFreePIDs {
+				t.Errorf("New(%#v) did not default: %+v", obj, s)
+			}
+			a, err := Definition.Args(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.DefaultPodPIDs != configv1.DefaultPodPIDs || a.MinFreePIDs != configv1.DefaultMinFreePIDs ||
+				a.MinFreePercent != configv1.DefaultMinFreePercent {
+				t.Errorf("Args(%#v) did not default: %+v", obj, a)
 			}
 		}
 	})
@@ -363,9 +371,11 @@ func TestNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		pl := p.(*NodePIDs)
-		if pl.defaultPodPIDs != 7 || pl.strategy != (strategy{minFreePIDs: 8, minFreePercent: 9}) ||
-			pl.MaxSampleAge != time.Second || pl.UnknownScore != 10 || pl.Cache == nil {
-			t.Errorf("args not applied: %+v", pl)
+		if s := pl.Settings(); s != (figure.Settings{MaxSampleAge: time.Second, UnknownScore: 10}) {
+			t.Errorf("args not applied: %+v", s)
+		}
+		if f, _ := pl.SignPod(ctx, pod("p", "")); f[0].Value != int64(7) {
+			t.Errorf("a pod without the annotation needs %v PIDs, want DefaultPodPIDs 7", f[0].Value)
 		}
 	})
 }

@@ -44,6 +44,6 @@ func TestNodeStateAgreesWithFilter(t *testing.T) {
 	tp := newPlugin(t, args, nodes, nil)
 	clk := tp.Clock.(*testingclock.FakePassiveClock)
 	big := pod("big", strconv.Itoa(pidstats.MaxNodePIDs))
-	plugintest.NodeStates(t, tp.NodePIDs, clk.SetTime, tp.nodeStateConfig(), big, nodes,
+	plugintest.NodeStates(t, tp.NodePIDs, clk.SetTime, tp.NodeStateConfig(), big, nodes,
 		[]time.Time{now, now.Add(time.Second), now.Add(maxAge), now.Add(maxAge + time.Second), now.Add(time.Hour)}, want)
 }

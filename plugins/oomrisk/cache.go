@@ -3,6 +3,7 @@ package oomrisk
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,19 @@ type nodeEntry struct {
 	sampleErr error
 	// podsErr is why the sample's per-pod list was ignored, or nil.
 	podsErr error
+	// memo is the score of the last pod shape scored on this model of the
+	// node: in a cluster most pods come in a few shapes, and the node's
+	// model changes only with its generation.
+	memo *memo
+}
+
+// memo holds a node's last score; Score runs in parallel over nodes, and
+// a copy of a NodeInfo shares its generation's entry.
+type memo struct{ atomic.Pointer[scoreMemo] }
+
+type scoreMemo struct {
+	shape string
+	score int64
 }
 
 // The entry's summary (nodecache.Summary), all that Score reads of it on a
@@ -65,7 +79,7 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 	for i, pi := range infos {
 		pods[i] = pi.GetPod()
 	}
-	e := nodeEntry{slack: -1}
+	e := nodeEntry{slack: -1, memo: &memo{}}
 	opts, stats, err := oomkill.MemorySampleOf(ni.Node(), time.Now(), pl.maxSampleAge)
 	if e.sampleErr = err; err == nil {
 		e.podsErr = stats.Pods.Err()

@@ -102,6 +102,10 @@ func (pl *OOMRisk) Name() string { return Name }
 // preScoreState carries the incoming pod, prepared once per cycle, to Score.
 type preScoreState struct {
 	in *oomkill.Incoming
+	// shape is the pod's memory shape (shapeKey), on which alone, with the
+	// node's model, its score depends: Score reuses a node's score for the
+	// last pod of the same shape (nodeEntry.memo). "" when unknown.
+	shape string
 	// worst is the pod's worst case on the node shape Score saw last: the
 	// nodes of a cluster mostly share a few shapes, and the worst case
 	// depends only on the shape (the estimate is the plugin's).
@@ -152,7 +156,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		}
 		return fwk.NewStatus(fwk.Skip)
 	}
-	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in})
+	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in, shape: shapeKey(pod)})
 	return nil
 }
 
@@ -201,8 +205,15 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		// collateral, a cost of 0.
 		return fwk.MaxNodeScore, nil
 	}
-	a := pl.cache.Get(ctx, ni).node.Assess(in)
+	e := pl.cache.Get(ctx, ni)
+	if m := e.memo.Load(); m != nil && s.shape != "" && m.shape == s.shape && !v.Enabled() {
+		return m.score, nil
+	}
+	a := e.node.Assess(in)
 	score, cost := pl.strategy.score(a, podWorst)
+	if s.shape != "" {
+		e.memo.Store(&scoreMemo{shape: s.shape, score: score})
+	}
 	if v.Enabled() {
 		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
 			"shortfallBefore", a.ShortfallBefore, "shortfallAfter", a.ShortfallAfter,

@@ -2,6 +2,7 @@ package oomrisk
 
 import (
 	"context"
+	"encoding/json"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,14 +17,17 @@ const memorySignerName = "headroom.dev/OOMRisk.MemoryShape"
 // memoryShape is everything of a pod that OOMRisk's score depends on: what
 // the kubelet's oom_score_adj reads (QoS class, node criticality, memory
 // requests of containers, sidecars and the pod) and the limits that make the
-// worst case. Names do not matter: the model places the incoming pod before
-// every existing container of equal badness, whatever it is called.
+// worst case, and the pod overhead, which with the requests makes what the
+// pod is taken to hold on a measured node (memstats.Declared). Names do not
+// matter: the model places the incoming pod before every existing container
+// of equal badness, whatever it is called.
 type memoryShape struct {
 	QOS            corev1.PodQOSClass `json:"qos"`
 	NodeCritical   bool               `json:"nodeCritical,omitempty"`
 	Containers     []memoryPair       `json:"containers"`
 	InitContainers []memoryPair       `json:"initContainers,omitempty"`
 	Pod            *memoryPair        `json:"pod,omitempty"`
+	Overhead       *resource.Quantity `json:"overhead,omitempty"`
 }
 
 type memoryPair struct {
@@ -37,6 +41,16 @@ type memoryPair struct {
 // sign pods loses batching altogether.
 func (pl *OOMRisk) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return []fwk.SignFragment{{Key: memorySignerName, Value: shapeOf(pod)}}, nil
+}
+
+// shapeKey is the pod's memory shape as a string, "" when it cannot be
+// written.
+func shapeKey(pod *corev1.Pod) string {
+	b, err := json.Marshal(shapeOf(pod))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 func shapeOf(pod *corev1.Pod) memoryShape {
@@ -59,6 +73,9 @@ func shapeOf(pod *corev1.Pod) memoryShape {
 	if pod.Spec.Resources != nil {
 		p := pairOf(*pod.Spec.Resources)
 		s.Pod = &p
+	}
+	if q, ok := pod.Spec.Overhead[corev1.ResourceMemory]; ok {
+		s.Overhead = &q
 	}
 	return s
 }

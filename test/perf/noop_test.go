@@ -8,8 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/headroom-k8s/headroom/plugins/nodeips"
-	"github.com/headroom-k8s/headroom/plugins/nodepids"
+	"github.com/headroom-k8s/headroom/plugins"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
@@ -88,18 +87,18 @@ func (floorScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fw
 // HeadroomFloor's).
 func noopRegistry() frameworkruntime.Registry {
 	r := frameworkruntime.Registry{}
-	for _, name := range []string{nodepids.Name, nodeips.Name} {
+	// Every figure plugin filters and scores; OOMRisk only scores.
+	for _, f := range plugins.Figures() {
+		name := f.Name()
 		r[floorPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return floorFilterScore{noopFilterScore{name: floorPrefix + name}}, nil
+		}
+		r[noopPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+			return noopFilterScore{name: noopPrefix + name}, nil
 		}
 	}
 	r[floorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 		return floorScore{noopScore{name: floorPrefix + oomrisk.Name}}, nil
-	}
-	for _, name := range []string{nodepids.Name, nodeips.Name} {
-		r[noopPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
-			return noopFilterScore{name: noopPrefix + name}, nil
-		}
 	}
 	r[noopPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 		return noopScore{name: noopPrefix + oomrisk.Name}, nil

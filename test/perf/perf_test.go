@@ -35,9 +35,6 @@ import (
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins"
-	"github.com/headroom-k8s/headroom/plugins/nodeips"
-	"github.com/headroom-k8s/headroom/plugins/nodepids"
-	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +53,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, MixedFleet and Churn (make perf reports the median)")
+	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, TightFleet, MixedFleet and Churn (make perf reports the median)")
 	order        = flag.String("perf-order", "abba", "order of the profiles in the runs of a workload: abba (A B, B A, A B, ...) or ab (A B, A B, ...)")
 	warmup       = flag.Bool("perf-warmup", true, "run an unmeasured 500-node workload with the first profile before the others")
 	profileNames = flag.String("perf-profiles", "Default,Headroom", "comma-separated profiles to compare, the baseline first: "+
@@ -80,11 +77,9 @@ type profile struct {
 	SchedulerName string // the profile's schedulerName, set on the pods
 }
 
-// variants are the profiles -perf-profiles may name besides Default and
-// Headroom: the shipped profile with some of Headroom's plugins left out
-// (to tell what each one costs), and a second copy of the default profile
-// (an A/A comparison shows what the method itself does to the ratio).
-var variants = map[string]struct {
+// variant is a profile -perf-profiles may name besides Default and
+// Headroom.
+type variant struct {
 	base   string   // Default or Headroom
 	remove []string // Headroom's plugins left out of the shipped profile
 	// standIn replaces Headroom's plugins with the stand-ins of that
@@ -94,16 +89,32 @@ var variants = map[string]struct {
 	// Headroom's Filter before the default plugins': they run after them,
 	// in multiPoint's order.
 	filterLast bool
-}{
-	"HeadroomNoop":       {base: "Headroom", standIn: noopPrefix},
-	"HeadroomFloor":      {base: "Headroom", standIn: floorPrefix},
-	"DefaultAgain":       {base: "Default"},
-	"HeadroomNoNodeIPs":  {base: "Headroom", remove: []string{nodeips.Name}},
-	"HeadroomFilterLast": {base: "Headroom", filterLast: true},
-	"HeadroomNone":       {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name, oomrisk.Name}},
-	"NodePIDsOnly":       {base: "Headroom", remove: []string{nodeips.Name, oomrisk.Name}},
-	"NodeIPsOnly":        {base: "Headroom", remove: []string{nodepids.Name, oomrisk.Name}},
-	"OOMRiskOnly":        {base: "Headroom", remove: []string{nodepids.Name, nodeips.Name}},
+}
+
+// variants are the shipped profile with some of Headroom's plugins left
+// out (to tell what each one costs: HeadroomNo<plugin>, <plugin>Only and
+// HeadroomNone, for every plugin of the registry), its plugins replaced by
+// stand-ins, its Filter order changed, and a second copy of the default
+// profile (an A/A comparison shows what the method itself does to the
+// ratio).
+func variants() map[string]variant {
+	var all []string
+	for name := range plugins.Registry() {
+		all = append(all, name)
+	}
+	slices.Sort(all)
+	v := map[string]variant{
+		"HeadroomNoop":       {base: "Headroom", standIn: noopPrefix},
+		"HeadroomFloor":      {base: "Headroom", standIn: floorPrefix},
+		"DefaultAgain":       {base: "Default"},
+		"HeadroomFilterLast": {base: "Headroom", filterLast: true},
+		"HeadroomNone":       {base: "Headroom", remove: all},
+	}
+	for _, name := range all {
+		v["HeadroomNo"+name] = variant{base: "Headroom", remove: []string{name}}
+		v[name+"Only"] = variant{base: "Headroom", remove: slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == name })}
+	}
+	return v
 }
 
 // profiles returns the profiles -perf-profiles names; variants' configs are
@@ -128,7 +139,7 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 			out = append(out, p)
 			continue
 		}
-		v, ok := variants[name]
+		v, ok := variants()[name]
 		if !ok {
 			t.Fatalf("-perf-profiles: unknown profile %q", name)
 		}
@@ -352,6 +363,8 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			Params: map[string]int{"nodes": 500, "initPods": 500, "measurePods": 1000}}, 1},
 		{testCase{Name: "SchedulingBasic", Workload: "5000Nodes",
 			Params: map[string]int{"nodes": 5000, "initPods": 1000, "measurePods": 10000}}, *runs},
+		{testCase{Name: "TightFleet", Workload: "5000Nodes",
+			Params: map[string]int{"nodes": 5000, "initPods": 5000, "measurePods": 6000}}, *runs},
 		{testCase{Name: "MixedFleet", Workload: "1000Nodes",
 			Params: map[string]int{"nodesUsual": 600, "nodesPIDShort": 200, "nodesSmall": 100, "nodesUnknown": 100,
 				"initPods": 500, "measurePods": 3000}}, *runs},

@@ -15,8 +15,6 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/headroom-k8s/headroom/plugins"
-	"github.com/headroom-k8s/headroom/plugins/nodeips"
-	"github.com/headroom-k8s/headroom/plugins/nodepids"
 )
 
 // TestShippedProfileFiltersHeadroomFirst: the framework built from the
@@ -26,24 +24,31 @@ import (
 // their other extension points; make perf's HeadroomFilterLast variant runs
 // their Filter last.
 func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
+	var figures []string // the figure plugins, which filter
+	for _, f := range plugins.Figures() {
+		figures = append(figures, f.Name())
+	}
+	n := len(figures)
 	listed := listPlugins(t, "../../manifests/scheduler/scheduler-config.yaml")
-	if filter := pluginNames(listed.Filter.Enabled); len(filter) < 3 || filter[0] != nodepids.Name || filter[1] != nodeips.Name {
-		t.Errorf("Filter order %v, want NodePIDs and NodeIPs first, then the default plugins", filter)
+	if filter := pluginNames(listed.Filter.Enabled); len(filter) <= n || !slices.Equal(filter[:n], figures) {
+		t.Errorf("Filter order %v, want %v first, then the default plugins", filter, figures)
 	}
 	for _, set := range []struct {
 		point   string
 		enabled []schedconfig.Plugin
 	}{{"PreFilter", listed.PreFilter.Enabled}, {"PreScore", listed.PreScore.Enabled}, {"Score", listed.Score.Enabled}} {
-		if found := pluginNames(set.enabled); !slices.Contains(found, nodepids.Name) || !slices.Contains(found, nodeips.Name) {
-			t.Errorf("%s: %v, want NodePIDs and NodeIPs enabled", set.point, found)
+		for _, name := range figures {
+			if found := pluginNames(set.enabled); !slices.Contains(found, name) {
+				t.Errorf("%s: %v, want %s enabled", set.point, found, name)
+			}
 		}
 	}
 
 	// make perf's HeadroomFilterLast variant runs them after the default
 	// plugins, in multiPoint's order.
 	last := profiles(t, t.TempDir(), []string{"HeadroomFilterLast"})[0]
-	if filter := pluginNames(listPlugins(t, last.Config).Filter.Enabled); len(filter) < 3 || filter[len(filter)-2] != nodepids.Name || filter[len(filter)-1] != nodeips.Name {
-		t.Errorf("HeadroomFilterLast: Filter order %v, want NodePIDs and NodeIPs last", filter)
+	if filter := pluginNames(listPlugins(t, last.Config).Filter.Enabled); len(filter) <= n || !slices.Equal(filter[len(filter)-n:], figures) {
+		t.Errorf("HeadroomFilterLast: Filter order %v, want %v last", filter, figures)
 	}
 }
 

@@ -208,7 +208,8 @@ func writeDecision(out io.Writer, pod *corev1.Pod, p *profile, d *decision, name
 
 // defaultPodPIDs is NodePIDs' PIDs of a pod without the annotation.
 func defaultPodPIDs(p *profile) int64 {
-	if a, err := p.nodePIDsArgs(); err == nil {
+	args, _ := p.figureArgs()
+	if a, ok := args[nodepids.Name].(*config.NodePIDsArgs); ok {
 		return a.DefaultPodPIDs
 	}
 	return 0

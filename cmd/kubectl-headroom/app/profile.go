@@ -20,8 +20,6 @@ import (
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/plugins"
-	"github.com/headroom-k8s/headroom/plugins/nodeips"
-	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
@@ -128,23 +126,24 @@ func (p *profile) args(name string) any {
 	return nil
 }
 
-// nodePIDsArgs and oomRiskArgs are the args the figures are computed with:
-// the profile's, or the plugin's defaults when the profile does not enable
-// it.
-func (p *profile) nodePIDsArgs() (*headroomconfig.NodePIDsArgs, error) {
-	if a, ok := p.args(nodepids.Name).(*headroomconfig.NodePIDsArgs); ok {
-		return a, nil
+// figureArgs returns the args of every registered figure plugin
+// (plugins.Figures) by name, and oomRiskArgs OOMRisk's: the args the
+// figures are computed with, the profile's, or the plugin's defaults when
+// the profile does not enable it.
+func (p *profile) figureArgs() (map[string]runtime.Object, error) {
+	out := map[string]runtime.Object{}
+	for _, f := range plugins.Figures() {
+		if a, ok := p.args(f.Name()).(runtime.Object); ok && a != nil {
+			out[f.Name()] = a
+			continue
+		}
+		a, err := f.DefaultArgs()
+		if err != nil {
+			return nil, err
+		}
+		out[f.Name()] = a
 	}
-	a := &headroomconfig.NodePIDsArgs{}
-	return a, defaultArgs(&configv1.NodePIDsArgs{}, a)
-}
-
-func (p *profile) nodeIPsArgs() (*headroomconfig.NodeIPsArgs, error) {
-	if a, ok := p.args(nodeips.Name).(*headroomconfig.NodeIPsArgs); ok {
-		return a, nil
-	}
-	a := &headroomconfig.NodeIPsArgs{}
-	return a, defaultArgs(&configv1.NodeIPsArgs{}, a)
+	return out, nil
 }
 
 func (p *profile) oomRiskArgs() (*headroomconfig.OOMRiskArgs, error) {

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	headroomconfig "github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/manifests"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
+	"github.com/headroom-k8s/headroom/plugins/nodepids"
 )
 
 // builtinSchedulerConfig names the configuration built into kubectl-headroom.
@@ -19,10 +22,13 @@ const builtinSchedulerConfig = "the built-in default (manifests/scheduler/schedu
 // them, and a client of the API server.
 type session struct {
 	profile *profile
-	pidArgs *headroomconfig.NodePIDsArgs
-	ipArgs  *headroomconfig.NodeIPsArgs
-	oomArgs *headroomconfig.OOMRiskArgs
-	client  kubernetes.Interface
+	// figureArgs are the args of every registered figure plugin, by name;
+	// pidArgs and ipArgs NodePIDs' and NodeIPs' of them.
+	figureArgs map[string]runtime.Object
+	pidArgs    *headroomconfig.NodePIDsArgs
+	ipArgs     *headroomconfig.NodeIPsArgs
+	oomArgs    *headroomconfig.OOMRiskArgs
+	client     kubernetes.Interface
 }
 
 // setup connects and loads the profile and its args, the first step of
@@ -62,12 +68,11 @@ func (o *options) setup(ctx context.Context) (*session, error) {
 	}
 	fmt.Fprintf(o.streams.ErrOut, "Using profile %q of %s\n", p.cfg.SchedulerName, source)
 	s := &session{profile: p, client: client}
-	if s.pidArgs, err = p.nodePIDsArgs(); err != nil {
+	if s.figureArgs, err = p.figureArgs(); err != nil {
 		return nil, err
 	}
-	if s.ipArgs, err = p.nodeIPsArgs(); err != nil {
-		return nil, err
-	}
+	s.pidArgs, _ = s.figureArgs[nodepids.Name].(*headroomconfig.NodePIDsArgs)
+	s.ipArgs, _ = s.figureArgs[nodeips.Name].(*headroomconfig.NodeIPsArgs)
 	if s.oomArgs, err = p.oomRiskArgs(); err != nil {
 		return nil, err
 	}

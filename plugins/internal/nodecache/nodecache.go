@@ -86,23 +86,17 @@ type Cache[V any] struct {
 	wanted   []Bound // the bounds Refresh keeps for this cache
 }
 
-// maxCaches is how many caches share one index: Headroom's three plugins in
-// one profile. Caches beyond the third of a scheduler (another profile with
-// Headroom's plugins) get an index of their own.
-const maxCaches = 3
-
 // nodes is the index the caches of one scheduler share.
 type nodes struct {
 	slots atomic.Pointer[index] // replaced, never modified
 	mu    sync.Mutex            // serialises replacements of slots, claims of places and refreshes
-	used  int                   // places in the slots claimed by caches
 
 	// What Refresh keeps (refresh.go), guarded by mu: the caches by place
 	// and the bounds each keeps, the view of the snapshot's node list, the
 	// cycle it was last refreshed for, and BoundsFor's last look at a
 	// cycle's candidates (pass).
-	caches       [maxCaches]refresher
-	bounds       [maxCaches][]Bound
+	caches       []refresher
+	bounds       [][]Bound
 	view         *view
 	refreshedFor *framework.CycleState
 	// sinceWalk counts the cycles since the last walk over the view, which
@@ -111,6 +105,9 @@ type nodes struct {
 	pass                 uncoveredPass
 	// current is view once refreshed: what Filter and Score look in first.
 	current atomic.Pointer[view]
+	// candidates is the last cycle's candidates, each with its position in
+	// current (candidates.go): what Score looks in before current.
+	candidates atomic.Pointer[candidates]
 }
 
 // index finds a node's slot: by the snapshot's NodeInfo (the hot path) or by
@@ -120,11 +117,26 @@ type index struct {
 	byName map[string]*slot
 }
 
-// slot is one node's place in the index: each cache's summary, inline, and
-// its entry, an *entry[V] of the cache's V.
+// slot is one node's place in the index: each cache's summary and its
+// entry, an *entry[V] of the cache's V, one of each per cache registered
+// (their backing arrays come in blocks, in the snapshot's order of the
+// nodes; see slotForLocked).
 type slot struct {
-	hot [maxCaches]hot
-	cur [maxCaches]atomic.Value
+	hot []hot
+	cur []atomic.Value
+}
+
+// newSlots returns count slots for caches caches, their summaries and
+// entries in one block each.
+func newSlots(count, caches int) []slot {
+	slots := make([]slot, count)
+	hots := make([]hot, count*caches)
+	curs := make([]atomic.Value, count*caches)
+	for i := range slots {
+		slots[i].hot = hots[i*caches : (i+1)*caches : (i+1)*caches]
+		slots[i].cur = curs[i*caches : (i+1)*caches : (i+1)*caches]
+	}
+	return slots
 }
 
 // hot is a cache's Summary of a node's value and the generation it is of
@@ -188,22 +200,20 @@ var shared struct {
 // nodesFor returns an index with a free place, and the place: the one
 // shared by the caches of the scheduler whose snapshot h has, or a new one
 // for a handle without the scheduler's snapshot type.
-func nodesFor(h fwk.Handle) (*nodes, int) {
+func nodesFor(h fwk.Handle) *nodes {
 	var snap *backendcache.Snapshot
 	if h != nil {
 		snap, _ = h.SnapshotSharedLister().(*backendcache.Snapshot)
 	}
 	if snap == nil {
-		return newNodes(), 0
+		return newNodes()
 	}
 	key := weak.Make(snap)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	entry, known := shared.byID[key]
 	n := entry.Value()
-	if n == nil || n.used == maxCaches {
-		// A full index stays where it is for its caches; a newer one
-		// takes the next ones.
+	if n == nil {
 		if shared.byID == nil {
 			shared.byID = map[weak.Pointer[backendcache.Snapshot]]weak.Pointer[nodes]{}
 		}
@@ -217,11 +227,7 @@ func nodesFor(h fwk.Handle) (*nodes, int) {
 		n = newNodes()
 		shared.byID[key] = weak.Make(n)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	pos := n.used
-	n.used++
-	return n, pos
+	return n
 }
 
 func newNodes() *nodes {
@@ -246,8 +252,8 @@ func New[V any](h fwk.Handle, compute ComputeFunc[V], summarize SummaryFunc[V], 
 			return nil
 		}
 	}
-	c.nodes, c.pos = nodesFor(h)
-	c.nodes.register(c, c.pos, bounds)
+	c.nodes = nodesFor(h)
+	c.pos = c.nodes.register(c, bounds)
 	return c
 }
 
@@ -278,7 +284,7 @@ func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
 		return c.summarize(&e.value)
 	}
 	if v := c.nodes.current.Load(); v != nil {
-		if i, ok := v.find(p); ok {
+		if i, ok := c.nodes.position(v, p); ok {
 			if sum, ok := v.hot[c.pos][i].read(generation); ok {
 				return sum
 			}
@@ -307,7 +313,7 @@ func (c *Cache[V]) get(ctx context.Context, ni fwk.NodeInfo, generation int64) (
 	var s *slot
 	var known bool
 	if v := c.nodes.current.Load(); v != nil && p != nil {
-		if i, ok := v.find(p); ok {
+		if i, ok := c.nodes.position(v, p); ok {
 			s, known = v.slots[i], true
 		}
 	}
@@ -429,7 +435,7 @@ func (c *Cache[V]) slotForLocked(name string, ni fwk.NodeInfo) *slot {
 			fresh++
 		}
 	}
-	block := make([]slot, 0, fresh)
+	block := newSlots(fresh, len(n.caches))[:0]
 	add := func(name string, ni fwk.NodeInfo) *slot {
 		s := next.byName[name]
 		if s == nil {
@@ -437,7 +443,7 @@ func (c *Cache[V]) slotForLocked(name string, ni fwk.NodeInfo) *slot {
 				block = block[:len(block)+1]
 				s = &block[len(block)-1]
 			} else {
-				s = &slot{}
+				s = &newSlots(1, len(n.caches))[0]
 			}
 			next.byName[name] = s
 		}
@@ -510,3 +516,25 @@ func (c *Cache[V]) Stored(name string) *V {
 	}
 	return nil
 }
+
+// Store is what a plugin sees of its per-node state: a value per node,
+// kept until the node's NodeInfo changes, the summary of it that Filter
+// and Score read, and bounds of the summaries over the snapshot's nodes.
+// *Cache implements it.
+type Store[V any] interface {
+	// Summary returns the summary of ni's value. It allocates nothing on
+	// a hit.
+	Summary(ctx context.Context, ni fwk.NodeInfo) Summary
+	// Get returns ni's value, shared: callers must not modify it.
+	Get(ctx context.Context, ni fwk.NodeInfo) *V
+	// Refresh brings every node of the snapshot up to date, at most once
+	// per scheduling cycle, and returns the bounds; PreFilter and
+	// PreScore call it.
+	Refresh(ctx context.Context, state fwk.CycleState) (Bounds, bool)
+	// BoundsFor is Refresh for a claim about nodes, PreScore's candidates.
+	BoundsFor(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo) (Bounds, bool)
+	// Prune drops the nodes the snapshot no longer holds.
+	Prune()
+}
+
+var _ Store[int] = (*Cache[int])(nil)

@@ -250,8 +250,8 @@ func TestPruneForgetsNodeInfos(t *testing.T) {
 }
 
 // The caches of one scheduler share one index, each with its own value in a
-// node's slot; a scheduler with another snapshot has an index of its own,
-// and caches beyond maxCaches start another.
+// node's slot, however many there are; a scheduler with another snapshot
+// has an index of its own.
 func TestCachesShareTheSchedulersIndex(t *testing.T) {
 	f := newFixture(t, "a", "b")
 	ctx := t.Context()
@@ -281,11 +281,24 @@ func TestCachesShareTheSchedulersIndex(t *testing.T) {
 	if g.cache.nodes == f.cache.nodes {
 		t.Fatal("two schedulers' snapshots share an index")
 	}
-	for range maxCaches - 2 {
-		New(h, func(context.Context, fwk.NodeInfo, *int) int { return 0 }, func(*int) Summary { return Summary{} })
+	var more []*Cache[int]
+	for i := range 4 {
+		more = append(more, New(h, func(context.Context, fwk.NodeInfo, *int) int { return i + 1 }, func(v *int) Summary { return Summary{int64(*v)} }))
 	}
-	if c := New(h, func(context.Context, fwk.NodeInfo, *int) int { return 0 }, func(*int) Summary { return Summary{} }); c.nodes == f.cache.nodes || c.pos != 0 {
-		t.Fatalf("cache %d of a snapshot took place %d of the full index", maxCaches+1, c.pos)
+	for i, c := range more {
+		if c.nodes != f.cache.nodes || c.pos != i+2 {
+			t.Fatalf("cache %d of a snapshot: own index %v, place %d", i+3, c.nodes != f.cache.nodes, c.pos)
+		}
+	}
+	// Registered after the slots were made: they start afresh, with a
+	// place for every cache.
+	for i, c := range more {
+		if got := c.Summary(ctx, ni); got[0] != int64(i+1) {
+			t.Fatalf("cache %d: summary %v", i+3, got)
+		}
+	}
+	if got := f.cache.Get(ctx, ni); got.pods != 1 {
+		t.Fatalf("first cache after more registered: %+v", *got)
 	}
 }
 

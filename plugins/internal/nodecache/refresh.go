@@ -88,8 +88,8 @@ type view struct {
 	gens  []int64 // 0: not refreshed yet; guarded by nodes.mu
 	// hot holds each cache's summary per position, written by Refresh
 	// only (under nodes.mu), read by anyone.
-	hot    [maxCaches][]hot
-	bounds [maxCaches]viewBounds
+	hot    [][]hot
+	bounds []viewBounds
 	// generation is the greatest of gens after the last refresh.
 	generation int64
 	// table finds a NodeInfo's position: open addressing on its address,
@@ -114,8 +114,11 @@ type viewBounds struct {
 
 // bucket is where p's search in the table starts (Fibonacci hashing of
 // its address: the allocator aligns NodeInfos, so the low bits vary least).
-func (v *view) bucket(p *framework.NodeInfo) int {
-	return int((uint64(uintptr(unsafe.Pointer(p))) * 0x9E3779B97F4A7C15) >> v.shift)
+func (v *view) bucket(p *framework.NodeInfo) int { return bucket(p, v.shift) }
+
+// bucket is where p's search starts in a table of 2^(64-shift) entries.
+func bucket(p *framework.NodeInfo, shift uint) int {
+	return int((uint64(uintptr(unsafe.Pointer(p))) * 0x9E3779B97F4A7C15) >> shift)
 }
 
 // find returns p's position in the view.
@@ -132,14 +135,22 @@ func (v *view) find(p *framework.NodeInfo) (int, bool) {
 	}
 }
 
-// register makes c one of the caches Refresh drives, keeping bounds.
-func (n *nodes) register(c refresher, pos int, bounds []Bound) {
+// register makes c one of the caches Refresh drives, keeping bounds, and
+// returns its place in every slot. Slots have a place for each cache registered when they were
+// made: the index starts afresh when it holds any (the scheduler builds
+// every plugin before its first cycle, so in practice it holds none).
+func (n *nodes) register(c refresher, bounds []Bound) (pos int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.caches[pos] = c
-	n.bounds[pos] = bounds
+	pos = len(n.caches)
+	n.caches = append(n.caches, c)
+	n.bounds = append(n.bounds, bounds)
+	if idx := n.slots.Load(); len(idx.byName) > 0 || len(idx.byInfo) > 0 {
+		n.slots.Store(&index{byInfo: map[*framework.NodeInfo]*slot{}, byName: map[string]*slot{}})
+	}
 	n.view = nil // a new view gives the new cache its summaries and bounds
 	n.current.Store(nil)
+	return pos
 }
 
 // Refresh brings the nodes of the scheduler's snapshot up to date in all the
@@ -235,6 +246,9 @@ func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, b Bou
 			p.infos = append(p.infos, ni)
 		}
 	}
+	if v := n.current.Load(); v != nil {
+		n.candidates.Store(newCandidates(v, candidates))
+	}
 	return p.infos
 }
 
@@ -277,11 +291,11 @@ func (c *Cache[V]) newView(list []fwk.NodeInfo) *view {
 		}
 		v.table[j] = tableEntry{info: p, pos: int32(i)}
 	}
+	k := len(c.nodes.caches)
+	v.hot, v.bounds = make([][]hot, k), make([]viewBounds, k)
 	for k := range v.bounds {
-		if c.nodes.caches[k] != nil {
-			v.hot[k] = make([]hot, len(list))
-			v.bounds[k].reset(c.nodes.bounds[k])
-		}
+		v.hot[k] = make([]hot, len(list))
+		v.bounds[k].reset(c.nodes.bounds[k])
 	}
 	return v
 }
@@ -299,9 +313,6 @@ func (n *nodes) refresh(ctx context.Context, v *view) {
 			continue
 		}
 		for k, c := range n.caches {
-			if c == nil {
-				continue
-			}
 			h := &v.hot[k][i]
 			old := h.figures()
 			sum := c.refresh(ctx, ni, v.slots[i])

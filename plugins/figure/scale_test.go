@@ -1,4 +1,4 @@
-package nodesample
+package figure
 
 import (
 	"math"
