@@ -7,12 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/sample"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
 )
 
 // entry is what the plugin knows of one node at one NodeInfo generation,
@@ -90,19 +89,22 @@ func pods(ni fwk.NodeInfo) iter.Seq[*corev1.Pod] {
 
 // invalid returns the annotation of e's node that the plugin ignores, and
 // why: an invalid figure (the node's headroom counts as unknown) or, the
-// sample valid, one the figure ignores (Sample.Ignored). key is "" when
-// nothing is ignored.
-func (pl *Plugin[S]) invalid(e *entry[S]) (key, note string, err error) {
+// sample valid, one the figure ignores (Sample.Ignored); none when nothing
+// is ignored.
+func (pl *Plugin[S]) invalid(e *entry[S]) nodestate.IgnoredAnnotation {
+	if e == nil {
+		return nodestate.IgnoredAnnotation{}
+	}
 	var ie *sample.InvalidError
 	if errors.As(e.err, &ie) {
-		return ie.Key, "the node's " + pl.names.Noun + " headroom counts as unknown", e.err
+		return nodestate.IgnoredAnnotation{Key: ie.Key, Err: e.err, Consequence: "the node's " + pl.names.Noun + " headroom counts as unknown"}
 	}
 	if ig, ok := any(e.sample).(ignorer); ok && e.err == nil {
 		if key, err := ig.IgnoredAnnotation(); key != "" {
-			return key, "the node's reported " + pl.names.Noun + " use counts alone", err
+			return nodestate.IgnoredAnnotation{Key: key, Err: err, Consequence: "the node's reported " + pl.names.Noun + " use counts alone"}
 		}
 	}
-	return "", "", nil
+	return nodestate.IgnoredAnnotation{}
 }
 
 // ignorer is a sample that names an annotation of its own the figure
@@ -112,27 +114,12 @@ type ignorer interface {
 	IgnoredAnnotation() (key string, err error)
 }
 
-// reportInvalid tells the operator that a node's annotation is ignored,
-// once per distinct problem rather than per scheduling cycle or Node
-// update: a log line, a Warning Event on the Node and a count in
-// headroom_invalid_annotations_total. prev is the node's previous entry,
-// nil when there is none.
+// reportInvalid reports e's ignored annotation once per distinct problem
+// (nodestate.Reporter); prev is the node's previous entry, nil when there
+// is none.
 func (pl *Plugin[S]) reportInvalid(ctx context.Context, node *corev1.Node, prev, e *entry[S]) {
-	key, note, err := pl.invalid(e)
-	if key == "" {
-		return
-	}
-	if prev != nil {
-		if prevKey, _, prevErr := pl.invalid(prev); prevKey == key && prevErr.Error() == err.Error() {
-			return
-		}
-	}
-	// Structured logging has no warning level; Info at V(0) is its warning.
-	klog.FromContext(ctx).Info("Node has an invalid "+pl.names.Noun+" annotation; "+note, "node", klog.KObj(node), "annotation", key, "err", err)
-	headroommetrics.InvalidAnnotation(pl.names.Plugin, key)
-	if pl.handle != nil && pl.handle.EventRecorder() != nil {
-		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, pl.names.InvalidNodeEvent, "Scheduling", "%s; %s", err, note)
-	}
+	nodestate.Reporter{Handle: pl.handle, Plugin: pl.names.Plugin, Noun: pl.names.Noun, EventReason: pl.names.InvalidNodeEvent}.
+		Report(ctx, node, pl.invalid(prev), pl.invalid(e))
 }
 
 // Estimate is what the plugin knows of a node at one NodeInfo generation.

@@ -9,13 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"k8s.io/klog/v2"
-
 	"github.com/headroom-k8s/headroom/pkg/memstats"
-	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/sample"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
+	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
 )
 
 // nodeEntry is OOMRisk's model of one node at one NodeInfo generation, kept
@@ -102,39 +100,26 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 	return e
 }
 
-// invalidAnnotation returns the memory annotation of e's node that OOMRisk
-// ignores and why, or "".
-func (e *nodeEntry) invalidAnnotation() (string, error) {
+// ignored returns the memory annotation of e's node that OOMRisk ignores,
+// why, and what that means; none when nothing is ignored.
+func (e *nodeEntry) ignored() nodestate.IgnoredAnnotation {
+	if e == nil {
+		return nodestate.IgnoredAnnotation{}
+	}
 	var ie *sample.InvalidError
 	switch {
 	case errors.As(e.sampleErr, &ie):
-		return ie.Key, e.sampleErr
+		return nodestate.IgnoredAnnotation{Key: ie.Key, Err: e.sampleErr, Consequence: "the node is judged on its pods' declared memory"}
 	case e.podsErr != nil:
-		return memstats.AnnotationPods, e.podsErr
+		return nodestate.IgnoredAnnotation{Key: memstats.AnnotationPods, Err: e.podsErr, Consequence: "the node's pods count at their declared memory"}
 	}
-	return "", nil
+	return nodestate.IgnoredAnnotation{}
 }
 
-// reportInvalid tells the operator once per distinct problem (not per
-// cycle) that a node's memory annotation is ignored: a log line, a Warning
-// Event on the Node and a count in headroom_invalid_annotations_total.
+// reportInvalid reports e's ignored memory annotation once per distinct
+// problem (nodestate.Reporter); prev is the node's previous entry, nil when
+// there is none.
 func (pl *OOMRisk) reportInvalid(ctx context.Context, node *corev1.Node, prev, e *nodeEntry) {
-	key, err := e.invalidAnnotation()
-	if key == "" {
-		return
-	}
-	if prev != nil {
-		if prevKey, prevErr := prev.invalidAnnotation(); prevKey == key && prevErr.Error() == err.Error() {
-			return
-		}
-	}
-	note := err.Error() + "; the node is judged on its pods' declared memory"
-	if key == memstats.AnnotationPods {
-		note = err.Error() + "; the node's pods count at their declared memory"
-	}
-	klog.FromContext(ctx).Info("Node has an invalid memory annotation; OOMRisk ignores it", "node", klog.KObj(node), "annotation", key, "err", err)
-	headroommetrics.InvalidAnnotation(Name, key)
-	if pl.handle != nil && pl.handle.EventRecorder() != nil {
-		pl.handle.EventRecorder().Eventf(node, nil, corev1.EventTypeWarning, EventReasonInvalidMemory, "Scheduling", "%s", note)
-	}
+	nodestate.Reporter{Handle: pl.handle, Plugin: Name, Noun: "memory", EventReason: EventReasonInvalidMemory}.
+		Report(ctx, node, prev.ignored(), e.ignored())
 }

@@ -111,7 +111,7 @@ func TestInvalidMemoryAnnotationIsIgnored(t *testing.T) {
 		t.Errorf("Score = %d, %v; want 100, the declared-only score", got, s)
 	}
 	e := pl.cache.Stored("busy")
-	if key, err := e.invalidAnnotation(); key != memstats.AnnotationUsed || err == nil {
-		t.Errorf("invalid annotation = %q, %v; want %s reported", key, err, memstats.AnnotationUsed)
+	if ig := e.ignored(); ig.Key != memstats.AnnotationUsed || ig.Err == nil {
+		t.Errorf("ignored annotation = %+v; want %s reported", ig, memstats.AnnotationUsed)
 	}
 }

@@ -1,5 +1,5 @@
 // Package nodestate makes the state of the node samples that Headroom's
-// scheduler plugins read (NodePIDs, NodeIPs) visible where an operator
+// scheduler plugins read (NodePIDs, NodeIPs, OOMRisk) visible where an operator
 // looks: the gauge headroom_nodes{plugin, profile, state} counts the nodes
 // whose headroom is known, unknown (no sample), stale (a sample older than
 // the plugin's maxSampleAge) or invalid (annotations the plugin ignores),
@@ -15,9 +15,9 @@
 // object once, as the plugin's cache does, and judges the age at each
 // recount.
 //
-// OOMRisk is not counted: it reads no sample, only the memory requests and
-// limits of pods and the allocatable memory of nodes, which are always
-// there and never go stale, so no outage can make its view unknown.
+// OOMRisk counts its nodes' memory samples (headroom.dev/memory-*) the same
+// way; a node whose memory sample is not known is judged on its pods'
+// declarations, which are always there.
 package nodestate
 
 import (
