@@ -54,7 +54,7 @@ gobuild() {
   local prebuilt=${RELEASE_PREBUILT:+$RELEASE_PREBUILT/${goos}_$goarch/$3}
   if [[ -n $prebuilt && -f $prebuilt ]]; then
     echo ">> $3 ($1): $prebuilt"
-    install -D -m 0755 "$prebuilt" "$build/${goos}_$goarch/$3"
+    mkdir -p "$build/${goos}_$goarch" && cp "$prebuilt" "$build/${goos}_$goarch/$3"
     return
   fi
   echo ">> $3 ($1)"
