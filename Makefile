@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools test unit integration compat bench perf e2e-bench fuzz run down verify generate clean
+.PHONY: all build images tools release push test unit integration compat bench perf e2e-bench fuzz run down verify generate clean
 
 all: build
 
@@ -12,6 +12,12 @@ build: ## Headroom's binaries and kubectl-headroom into bin/
 
 images: ## the binaries, then their OCI image tarballs in bin/images/ (no container engine)
 	hack/build.sh images
+
+release: ## a release in bin/release/: multi-arch OCI images with SBOMs, the packaged chart, kubectl-headroom's krew archives and manifest, SHA256SUMS (docs/release.md)
+	hack/release.sh
+
+push: ## make push REGISTRY=HOST[:PORT]/PATH: the images of bin/release/ (by digest and tag) and the chart (OCI) to REGISTRY
+	REGISTRY=$(REGISTRY) hack/push.sh
 
 tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators, helm, promtool; a real node's kubelet, containerd, runc, CNI plugins and pause image into bin/
 	hack/build-tools.sh
@@ -24,6 +30,7 @@ test: tools images ## every unit and integration test (the CI command)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /pkg/ -e /plugins/)
 	cd test/cilium && go test $(GO_TEST_FLAGS) ./...
+	cd hack/tools/release && go test $(GO_TEST_FLAGS) ./...
 
 unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local; the image tests need make images: they run in make test)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)

@@ -11,7 +11,7 @@ cd "$HEADROOM_ROOT"
 # Every binary reports $HEADROOM_VERSION (hack/lib.sh) through
 # k8s.io/component-base/version: `--version` prints "Kubernetes <version>";
 # the descheduler's own `version` subcommand prints it too.
-ldflags="$(k8s_ldflags "$HEADROOM_VERSION") -X sigs.k8s.io/descheduler/pkg/version.version=$HEADROOM_VERSION"
+ldflags=$(headroom_ldflags)
 export CGO_ENABLED=0
 
 # build DIR: every binary whose cmd/ directory exists, into DIR.

@@ -15,6 +15,11 @@ k8s_ldflags() {
   minor=${v#v*.}; minor=${minor%%.*}
   echo "-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 }
+# The flags Headroom's binaries are linked with (hack/build.sh, hack/release.sh):
+# the version in component-base's and the descheduler's version packages.
+headroom_ldflags() {
+  echo "$(k8s_ldflags "$HEADROOM_VERSION") -X sigs.k8s.io/descheduler/pkg/version.version=$HEADROOM_VERSION"
+}
 # The real node's sandbox image: hack/build-tools.sh writes it to
 # bin/images/pause.tar under this name, and the node's containerd pins it
 # (pinned_images.sandbox), so that it is imported, never pulled.

@@ -11,7 +11,7 @@ if [[ -n $unformatted ]]; then echo "gofmt needed:"; echo "$unformatted"; fail=1
 
 go vet ./... || fail=1
 
-for dir in . hack/tools hack/tools/helm hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium; do
+for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium; do
   (cd "$dir" && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
 done

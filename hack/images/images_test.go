@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"errors"
@@ -13,10 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
 )
@@ -306,5 +309,164 @@ func checkDockerArchive(t *testing.T, path string) {
 		if got := fmt.Sprintf("sha256:%x", h.Sum(nil)); got != cfg.RootFS.DiffIDs[i] {
 			t.Errorf("layer %s: uncompressed digest %s, diff_id %s", l, got, cfg.RootFS.DiffIDs[i])
 		}
+	}
+}
+
+// TestIndex writes the release image of a Go binary (this test's own, as
+// headroom-test) through `images index` and reads the OCI layout archive
+// back: one image index whose entry has the binary's platform and the
+// image's labels, and an SPDX SBOM whose subject is that image, listing the
+// binary's modules; the same inputs give the same archive.
+func TestIndex(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "headroom-test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	args := []string{"-out", out, "-version", "v1.36.3-headroom.0.1.0", "-revision", strings.Repeat("a", 40), "-created", "2026-12-01T00:00:00Z", bin}
+	if err := indexMain(args); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(out, "headroom-test.oci.tar")
+	first, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := indexMain(args); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(archive); !bytes.Equal(first, again) {
+		t.Error("a second run wrote a different archive")
+	}
+
+	dir := t.TempDir()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range readTar(t, f) {
+		p := filepath.Join(dir, e.header.Name)
+		if e.header.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, e.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	ii, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := ii.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 2 {
+		t.Fatalf("index.json: %d entries, want the image index and one SBOM", len(im.Manifests))
+	}
+	top := im.Manifests[0]
+	if got := top.Annotations[ImageNameAnnotation]; got != "ghcr.io/headroom-k8s/headroom-test:v1.36.3-headroom.0.1.0" {
+		t.Errorf("image name %q", got)
+	}
+	if got := top.Annotations[RefNameAnnotation]; got != "v1.36.3-headroom.0.1.0" {
+		t.Errorf("ref name %q", got)
+	}
+	idx, err := ii.ImageIndex(top.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 || m.Manifests[0].Platform == nil || m.Manifests[0].Platform.String() != runtime.GOOS+"/"+runtime.GOARCH {
+		t.Fatalf("index manifests %+v, want one of %s/%s", m.Manifests, runtime.GOOS, runtime.GOARCH)
+	}
+	if m.Annotations["org.opencontainers.image.revision"] != strings.Repeat("a", 40) {
+		t.Errorf("index annotations %v", m.Annotations)
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Architecture != runtime.GOARCH || cf.Config.Labels["org.opencontainers.image.created"] != "2026-12-01T00:00:00Z" {
+		t.Errorf("config %s, labels %v", cf.Architecture, cf.Config.Labels)
+	}
+
+	sbom, err := ii.Image(im.Manifests[1].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, err := sbom.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sm.Subject == nil || sm.Subject.Digest != m.Manifests[0].Digest {
+		t.Errorf("SBOM subject %+v, want the image %s", sm.Subject, m.Manifests[0].Digest)
+	}
+	if sm.Config.MediaType != SBOMMediaType || len(sm.Layers) != 1 || sm.Layers[0].MediaType != SBOMMediaType {
+		t.Errorf("SBOM manifest %+v", sm)
+	}
+	layers, err := sbom.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[0].Compressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spdx struct {
+		SPDXVersion string
+		Packages    []struct{ Name, VersionInfo string }
+	}
+	if err := json.Unmarshal(doc, &spdx); err != nil {
+		t.Fatal(err)
+	}
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]string{}
+	for _, p := range spdx.Packages {
+		versions[p.Name] = p.VersionInfo
+	}
+	if spdx.SPDXVersion != "SPDX-2.3" || versions["headroom-test"] != "v1.36.3-headroom.0.1.0" || versions["stdlib"] != bi.GoVersion {
+		t.Errorf("SBOM %s, packages %v", spdx.SPDXVersion, versions)
+	}
+	for _, d := range bi.Deps {
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		if versions[d.Path] != d.Version {
+			t.Errorf("SBOM lists %s at %q, the binary holds %s", d.Path, versions[d.Path], d.Version)
+		}
+	}
+
+	if err := indexMain([]string{"-out", out, "-version", "v1", filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("a missing binary: no error")
+	}
+	if err := indexMain([]string{"-out", out, "-version", "v1", bin, bin}); err == nil || !strings.Contains(err.Error(), "are both") {
+		t.Errorf("one platform twice: %v", err)
 	}
 }

@@ -8,6 +8,11 @@
 //	go run ./hack/images -out bin/images -version V -revision SHA bin/headroom-scheduler ...
 //
 // hack/build.sh images runs it with the version every binary reports.
+//
+//	go run ./hack/images index -out bin/release/images -version V ... BINARIES
+//
+// writes the release's multi-platform images instead (index.go), as OCI
+// image layouts with an SBOM per platform; hack/release.sh runs it.
 package main
 
 import (
@@ -50,6 +55,13 @@ type Options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "index" {
+		if err := indexMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "images index:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o Options
 	var out, created string
 	flag.StringVar(&out, "out", "bin/images", "directory the NAME.tar files are written to")
@@ -154,6 +166,7 @@ func Image(bin string, o Options) (v1.Image, error) {
 		"org.opencontainers.image.version":  o.Version,
 		"org.opencontainers.image.revision": o.Revision,
 		"org.opencontainers.image.source":   o.Source,
+		"org.opencontainers.image.created":  o.Created.Format(time.RFC3339),
 		"org.opencontainers.image.licenses": "Apache-2.0",
 	}
 	return mutate.ConfigFile(img, cf)

@@ -387,8 +387,7 @@ descheduler:
     RelieveNodePressure: {pids: {thresholdPercent: 90, targetPercent: 80}}
 scheduler:
   replicas: 1
-  pluginArgs:
-    NodePIDs: {minFreePIDs: 1024}
+pidFloor: {minFreePIDs: 1024, minFreePercent: 5}
 nodeAgent:
   kubeletConfig: {enabled: true}
   admissionPolicy: {enabled: false, allowNodeWriteWithoutPolicy: true}
@@ -787,10 +786,10 @@ scheduler:
         - {name: OOMRisk, weight: 1}
   pluginArgs:
     NodePIDs:
-      minFreePIDs: 2048
       unknownNodeScore: 0
     OOMRisk:
       ownRiskWeight: 5
+pidFloor: {minFreePIDs: 2048, minFreePercent: 5}
 `))
 		cfg := schedulerConfig(t, objs)
 		if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "headroom-scheduler" {
@@ -837,7 +836,7 @@ scheduler:
 		}
 	})
 
-	t.Run("whole config as an object, with plugin args", func(t *testing.T) {
+	t.Run("whole config as an object, with the PID floor", func(t *testing.T) {
 		cfg := schedulerConfig(t, renderChart(t, "-f", valuesFile(t, `
 scheduler:
   config:
@@ -848,13 +847,13 @@ scheduler:
       plugins:
         multiPoint:
           enabled: [{name: NodePIDs}]
-  pluginArgs:
-    NodePIDs: {minFreePercent: 7}
+pidFloor: {minFreePIDs: 512, minFreePercent: 7}
 `)))
-		// The profile had no pluginConfig for NodePIDs: the chart adds one,
-		// defaulted by the scheme.
-		if got := schedulerArgs[*config.NodePIDsArgs](t, cfg.Profiles[0], "NodePIDs"); got.MinFreePercent != 7 || got.MinFreePIDs != 512 {
-			t.Errorf("NodePIDs args %+v, want minFreePercent 7 and the default minFreePIDs 512", got)
+		// The profile had no pluginConfig for NodePIDs: the chart adds one
+		// with pidFloor, the rest defaulted by the scheme.
+		got := schedulerArgs[*config.NodePIDsArgs](t, cfg.Profiles[0], "NodePIDs")
+		if got.MinFreePercent != 7 || got.MinFreePIDs != 512 || got.DefaultPodPIDs != 100 {
+			t.Errorf("NodePIDs args %+v, want pidFloor's minFreePercent 7 and minFreePIDs 512, the default defaultPodPIDs 100", got)
 		}
 	})
 }
@@ -875,7 +874,7 @@ func TestChartSchedulerLeaderElection(t *testing.T) {
 		{"shipped config", chartNS, nil, false},
 		{"other namespace", "team-scheduling", nil, true},
 		{"config without leaderElection", chartNS, []string{"--set-file", "scheduler.config=" + repoPath(t, "manifests/samples/nodepids-scheduler-config.yaml")}, true},
-		{"profile merged", "team-scheduling", []string{"--set", "scheduler.pluginArgs.NodePIDs.minFreePIDs=1024"}, true},
+		{"profile merged", "team-scheduling", []string{"--set", "pidFloor.minFreePIDs=1024"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helmCmd(append([]string{"template", chartRelease, repoPath(t, chartDir), "--namespace", tc.ns}, tc.flags...)...)
@@ -946,6 +945,54 @@ descheduler:
 	}
 }
 
+// TestChartPIDFloor: the floor NodePIDs keeps and the one RelieveNodePressure
+// plans with come from the one value pidFloor, in both descheduler modes,
+// decoded through the scheduler's and the descheduler's own schemes (the
+// descheduler refuses to start when they differ). The defaults are the
+// shipped files' own floor, so those render byte for byte
+// (TestChartMatchesKustomize).
+func TestChartPIDFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		values   string
+		pids     int64
+		percent  int64
+		workload string
+	}{
+		{"defaults", "", 512, 5, "CronJob " + chartNS + "/headroom-descheduler"},
+		{"changed", "pidFloor: {minFreePIDs: 2048, minFreePercent: 8}\n", 2048, 8, "CronJob " + chartNS + "/headroom-descheduler"},
+		{"changed, deployment mode", "pidFloor: {minFreePIDs: 1000, minFreePercent: 0}\ndescheduler: {mode: deployment}\n", 1000, 0, "Deployment " + chartNS + "/headroom-descheduler"},
+		{"changed, with other plugin args", `
+pidFloor: {minFreePIDs: 4096, minFreePercent: 3}
+scheduler:
+  pluginArgs:
+    NodePIDs: {defaultPodPIDs: 50, minFreePIDs: 4096}
+descheduler:
+  pluginArgs:
+    RelieveNodePressure: {pids: {thresholdPercent: 97, targetPercent: 92}}
+`, 4096, 3, "CronJob " + chartNS + "/headroom-descheduler"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var flags []string
+			if tc.values != "" {
+				flags = []string{"-f", valuesFile(t, tc.values)}
+			}
+			objs := renderChart(t, flags...)
+			cfg := schedulerConfig(t, objs)
+			for _, p := range cfg.Profiles {
+				got := schedulerArgs[*config.NodePIDsArgs](t, p, "NodePIDs")
+				if got.MinFreePIDs != tc.pids || got.MinFreePercent != tc.percent {
+					t.Errorf("profile %s: NodePIDs floor %d PIDs, %d %%; want pidFloor's %d, %d", p.SchedulerName, got.MinFreePIDs, got.MinFreePercent, tc.pids, tc.percent)
+				}
+			}
+			args := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, deschedulerPolicy(t, objs, tc.workload), relievenodepressure.PluginName)
+			if args.PIDs == nil || *args.PIDs.MinFreePIDs != tc.pids || *args.PIDs.MinFreePercent != tc.percent {
+				t.Errorf("RelieveNodePressure pids %+v, want pidFloor's %d, %d", args.PIDs, tc.pids, tc.percent)
+			}
+		})
+	}
+}
+
 // TestChartRejectsBadValues: values of the wrong shape fail the render with
 // a message naming the value.
 func TestChartRejectsBadValues(t *testing.T) {
@@ -964,6 +1011,11 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "nodeAgent.logFormat=xml"}, "nodeAgent.logFormat"},
 		{[]string{"--set", "scheduler.image.digest=latest"}, "scheduler.image.digest"},
 		{[]string{"--set-json", `imagePullSecrets=["regcred"]`}, "imagePullSecrets/0"},
+		// The PID floor is pidFloor alone (TestChartPIDFloor).
+		{[]string{"--set", "scheduler.pluginArgs.NodePIDs.minFreePIDs=1024"}, "scheduler.pluginArgs.NodePIDs.minFreePIDs"},
+		{[]string{"--set", "descheduler.pluginArgs.RelieveNodePressure.pids.minFreePercent=7"}, "descheduler.pluginArgs.RelieveNodePressure.pids.minFreePercent"},
+		{[]string{"--set-file", "scheduler.config=" + repoPath(t, "manifests/samples/nodepids-scheduler-config.yaml"), "--set", "pidFloor.minFreePIDs=1024"}, "scheduler.config"},
+		{[]string{"--set", "pidFloor.minFreePercent=101"}, "pidFloor.minFreePercent"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			out, err := renderChartText(t, tc.flags...)
@@ -1034,8 +1086,7 @@ descheduler:
     RelieveNodePressure: {pids: {thresholdPercent: 90, targetPercent: 80}}
 scheduler:
   replicas: 1
-  pluginArgs:
-    NodePIDs: {minFreePIDs: 1024}
+pidFloor: {minFreePIDs: 1024, minFreePercent: 5}
 nodeAgent:
   kubeletConfig: {enabled: true}
   extraArgs: [--interval=30s]

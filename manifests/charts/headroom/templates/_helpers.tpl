@@ -112,12 +112,99 @@ Without overrides the text is the given (or shipped) one, byte for byte.
 {{- end -}}
 
 {{- define "headroom.scheduler.config" -}}
-{{- include "headroom.configText" (dict
+{{- include "headroom.pidFloor.checkArgs" (dict "name" "scheduler.pluginArgs.NodePIDs" "args" (get .Values.scheduler.pluginArgs "NodePIDs") "floor" .Values.pidFloor) -}}
+{{- $text := include "headroom.configText" (dict
   "component" "scheduler" "field" "config"
   "config" .Values.scheduler.config
   "default" (.Files.Get "files/scheduler-config.yaml")
   "profile" .Values.scheduler.profile
   "pluginArgs" .Values.scheduler.pluginArgs) -}}
+{{- include "headroom.pidFloor" (dict
+  "text" $text "name" "scheduler.config" "plugin" "NodePIDs" "nested" ""
+  "floor" .Values.pidFloor "strict" (not (empty .Values.scheduler.config)) "add" true) -}}
+{{- end -}}
+
+{{/*
+The PID floor NodePIDs and RelieveNodePressure share (pidFloor: minFreePIDs,
+minFreePercent), put into a component's configuration text. The
+descheduler refuses to start when its floor is not the scheduler's
+(schedulerConfigFile), so the chart takes both from the one value.
+Arguments:
+  text    the configuration, after profile and pluginArgs
+  name    the value it came from, for errors
+  plugin  NodePIDs (the floor in its args) or RelieveNodePressure (in args.pids)
+  nested  "" or "pids"
+  floor   .Values.pidFloor
+  strict  the text is the user's own (scheduler.config, descheduler.policy):
+          a floor there that differs from pidFloor fails the render, naming
+          both; the shipped files take pidFloor
+  add     add a pluginConfig entry with the floor to profiles without one
+          (NodePIDs: its defaults would apply there)
+The text comes back byte for byte where it already holds the floor.
+*/}}
+{{- define "headroom.pidFloor" -}}
+{{- $root := . -}}
+{{- $obj := fromYaml .text -}}
+{{- $changed := false -}}
+{{- range $i, $p := ($obj.profiles | default list) -}}
+{{- $found := false -}}
+{{- range $pc := ($p.pluginConfig | default list) -}}
+{{- if and (kindIs "map" $pc) (eq (toString $pc.name) $root.plugin) -}}
+{{- $found = true -}}
+{{- if not (kindIs "map" $pc.args) -}}
+{{- $_ := set $pc "args" dict -}}
+{{- end -}}
+{{- $target := $pc.args -}}
+{{- if $root.nested -}}
+{{- /* pids: null turns the PID trigger off: no floor to set. */ -}}
+{{- if and (hasKey $pc.args $root.nested) (not (get $pc.args $root.nested)) -}}
+{{- $target = dict -}}
+{{- else -}}
+{{- if not (kindIs "map" (get $pc.args $root.nested)) -}}
+{{- $_ := set $pc.args $root.nested dict -}}
+{{- end -}}
+{{- $target = get $pc.args $root.nested -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := list "minFreePIDs" "minFreePercent" -}}
+{{- $want := toString (get $root.floor $k) -}}
+{{- if not (hasKey $target $k) -}}
+{{- $_ := set $target $k (get $root.floor $k) -}}
+{{- $changed = true -}}
+{{- else if ne (toString (get $target $k)) $want -}}
+{{- if $root.strict -}}
+{{- fail (printf "%s: %s's %s%s is %v in profile %d, pidFloor.%s is %s: the scheduler's NodePIDs and the descheduler's RelieveNodePressure must share the floor; set pidFloor.%s (it is rendered into both)" $root.name $root.plugin (ternary (printf "%s." $root.nested) "" (ne $root.nested "")) $k (get $target $k) $i $k $want $k) -}}
+{{- end -}}
+{{- $_ := set $target $k (get $root.floor $k) -}}
+{{- $changed = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not $found) $root.add (kindIs "map" $p) -}}
+{{- $_ := set $p "pluginConfig" (append ($p.pluginConfig | default list) (dict "name" $root.plugin "args" (dict "minFreePIDs" $root.floor.minFreePIDs "minFreePercent" $root.floor.minFreePercent))) -}}
+{{- $changed = true -}}
+{{- end -}}
+{{- end -}}
+{{- if $changed -}}
+{{- printf "%s\n" (toYaml $obj) -}}
+{{- else -}}
+{{- .text -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A component's pluginArgs that set the PID floor must agree with pidFloor.
+Arguments: name (the value), args (the plugin's args, or nil), floor.
+*/}}
+{{- define "headroom.pidFloor.checkArgs" -}}
+{{- if kindIs "map" .args -}}
+{{- range $k := list "minFreePIDs" "minFreePercent" -}}
+{{- if and (hasKey $.args $k) (ne (toString (get $.args $k)) (toString (get $.floor $k))) -}}
+{{- fail (printf "%s.%s is %v, pidFloor.%s is %v: the scheduler's NodePIDs and the descheduler's RelieveNodePressure share the PID floor; set pidFloor.%s (it is rendered into both)" $.name $k (get $.args $k) $k (get $.floor $k) $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -144,12 +231,19 @@ the default scheduler's kube-system/kube-scheduler.
 {{- $state := dict "RelieveNodePressure" (dict "stateConfigMap" (printf "%s/headroom-descheduler-state" .Release.Namespace)) -}}
 {{- $pluginArgs = mergeOverwrite $state (deepCopy $pluginArgs) -}}
 {{- end -}}
-{{- include "headroom.configText" (dict
+{{- $rnp := get .Values.descheduler.pluginArgs "RelieveNodePressure" -}}
+{{- if kindIs "map" $rnp -}}
+{{- include "headroom.pidFloor.checkArgs" (dict "name" "descheduler.pluginArgs.RelieveNodePressure.pids" "args" (get $rnp "pids") "floor" .Values.pidFloor) -}}
+{{- end -}}
+{{- $text := include "headroom.configText" (dict
   "component" "descheduler" "field" "policy"
   "config" .Values.descheduler.policy
   "default" (.Files.Get "files/descheduler-policy.yaml")
   "profile" dict
   "pluginArgs" $pluginArgs) -}}
+{{- include "headroom.pidFloor" (dict
+  "text" $text "name" "descheduler.policy" "plugin" "RelieveNodePressure" "nested" "pids"
+  "floor" .Values.pidFloor "strict" (not (empty .Values.descheduler.policy)) "add" false) -}}
 {{- end -}}
 
 {{/*

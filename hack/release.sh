@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# make release: a release's artifacts in bin/release/ (docs/release.md):
+#   images/NAME.oci.tar   headroom-scheduler, headroom-descheduler and
+#                         headroom-node-agent: each an OCI image layout (tar)
+#                         whose image index holds linux/amd64 and linux/arm64,
+#                         each platform's image with an SPDX SBOM of its binary
+#                         as an OCI referrer (hack/images index)
+#   headroom-VERSION.tgz  the Helm chart (helm package)
+#   kubectl-headroom/     kubectl-headroom for linux, darwin and windows on
+#                         amd64 and arm64, as krew archives
+#   plugins/headroom.yaml the krew plugin manifest, with the archives' sha256s
+#   SHA256SUMS            the SHA-256 of every file above (sha256sum -c)
+# Nothing is downloaded but Go modules; no container engine.
+#
+# Environment (the defaults make the full release):
+#   RELEASE_DIR                  output directory (emptied first), default bin/release
+#   RELEASE_IMAGES               images to build, default all three
+#   RELEASE_PLATFORMS            the images' platforms, default "linux/amd64 linux/arm64"
+#   RELEASE_KUBECTL_PLATFORMS    kubectl-headroom's, default the six above; "" for none
+#   RELEASE_DOWNLOAD_URL         where the krew archives are published, default
+#                                the GitHub release of the version
+#   RELEASE_PREBUILT             a directory of binaries built already, as
+#                                OS_ARCH/NAME: taken instead of building them
+#                                (hack/tools/release's test reuses bin/ with it)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$HEADROOM_ROOT"
+
+out=${RELEASE_DIR:-$BIN_DIR/release}
+images=${RELEASE_IMAGES-headroom-scheduler headroom-descheduler headroom-node-agent}
+platforms=${RELEASE_PLATFORMS-linux/amd64 linux/arm64}
+kubectl_platforms=${RELEASE_KUBECTL_PLATFORMS-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64}
+
+for p in $platforms; do
+  [[ $p == linux/* ]] || { echo "RELEASE_PLATFORMS: $p: the images hold linux binaries" >&2; exit 1; }
+done
+ldflags=$(headroom_ldflags)
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+created=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
+# A checkout with changes is not the commit the labels name: say so.
+if [[ -n $(git status --porcelain 2>/dev/null) ]]; then
+  echo "hack/release.sh: warning: the work tree has changes; the images' revision label names $revision" >&2
+fi
+
+rm -rf "$out"
+mkdir -p "$out"
+build=$(mktemp -d)
+trap 'rm -rf "$build"' EXIT
+
+# gobuild OS/ARCH CMD OUT: one static binary, as hack/build.sh builds it,
+# into $build/OS_ARCH/OUT, or the one in RELEASE_PREBUILT.
+gobuild() {
+  local goos=${1%/*} goarch=${1#*/}
+  local prebuilt=${RELEASE_PREBUILT:+$RELEASE_PREBUILT/${goos}_$goarch/$3}
+  if [[ -n $prebuilt && -f $prebuilt ]]; then
+    echo ">> $3 ($1): $prebuilt"
+    mkdir -p "$build/${goos}_$goarch" && cp "$prebuilt" "$build/${goos}_$goarch/$3"
+    return
+  fi
+  echo ">> $3 ($1)"
+  CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$build/${goos}_$goarch/$3" "./cmd/$2"
+}
+
+# The images: one binary per platform, then one image index per binary.
+binaries=()
+for image in $images; do
+  case $image in
+    headroom-scheduler | headroom-descheduler | headroom-node-agent) ;;
+    *) echo "RELEASE_IMAGES: unknown image $image" >&2; exit 1 ;;
+  esac
+  for p in $platforms; do
+    gobuild "$p" "${image#headroom-}" "$image"
+    binaries+=("$build/${p%/*}_${p#*/}/$image")
+  done
+done
+if ((${#binaries[@]})); then
+  go run ./hack/images index -out "$out/images" -version "$HEADROOM_VERSION" \
+    -revision "$revision" -created "$created" "${binaries[@]}"
+fi
+
+# The chart, as it is in the repository (hack/update-chart.sh keeps its
+# version and appVersion; hack/verify.sh checks that).
+[[ -x $BIN_DIR/helm ]] || hack/build-tools.sh >/dev/null
+"$BIN_DIR/helm" package manifests/charts/headroom --destination "$out"
+
+# kubectl-headroom, a krew archive per platform, and the krew manifest.
+plugin=()
+for p in $kubectl_platforms; do
+  exe=kubectl-headroom
+  [[ $p == windows/* ]] && exe+=.exe
+  gobuild "$p" kubectl-headroom "$exe"
+  plugin+=("$build/${p%/*}_${p#*/}/$exe")
+done
+release_tool() { (cd hack/tools/release && go run . "$@"); }
+if ((${#plugin[@]})); then
+  release_tool kubectl-plugin -out "$out" -version "$HEADROOM_VERSION" -created "$created" \
+    ${RELEASE_DOWNLOAD_URL:+-download-url "$RELEASE_DOWNLOAD_URL"} \
+    -extra "$HEADROOM_ROOT/LICENSE,$HEADROOM_ROOT/cmd/kubectl-headroom/kubectl_complete-headroom" "${plugin[@]}"
+fi
+
+release_tool checksums "$out"
