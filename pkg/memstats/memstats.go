@@ -173,19 +173,20 @@ func (s NodeStats) PodHeld(pod *corev1.Pod, declared int64) (int64, bool) {
 //	− the listed figures of pods that have left the node since the sample
 //	  or have terminated
 //	+ for each pod the sample cannot hold (sample.InSample) and the list does
-//	  not name, Declared(pod, noRequest)
+//	  not name, declared(pod)
 //
-// pods are the pods bound or assumed on the node now. Terminating pods
-// count, in Held and in Leaving: their memory is freed only when the kubelet
-// has stopped them.
-func Estimate(s NodeStats, pods []*corev1.Pod, noRequest int64) sample.Usage {
+// declared is what the caller's model takes an unmeasured pod to hold
+// (OOMRisk: Declared, at most the pod's worst case). pods are the pods
+// bound or assumed on the node now. Terminating pods count, in Held and in
+// Leaving: their memory is freed only when the kubelet has stopped them.
+func Estimate(s NodeStats, pods []*corev1.Pod, declared func(*corev1.Pod) int64) sample.Usage {
 	t := sample.NewTally(s.Pods)
 	for _, p := range pods {
 		if p == nil || t.Listed(p) {
 			continue
 		}
 		if !sample.Terminal(p) && !sample.InSample(p, s.SampledAt) {
-			t.Add(p, Declared(p, noRequest))
+			t.Add(p, min(max(declared(p), 0), MaxBytes))
 		}
 	}
 	return t.Usage(s.Used)

@@ -130,7 +130,7 @@ func TestEstimate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			u := Estimate(s, tt.pods, 512<<20)
+			u := Estimate(s, tt.pods, func(p *corev1.Pod) int64 { return Declared(p, 512<<20) })
 			if u.Held != tt.held || u.Leaving != tt.leave {
 				t.Errorf("Estimate = %+v, want held %d leaving %d", u, tt.held, tt.leave)
 			}

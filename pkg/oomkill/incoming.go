@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
-
-	"github.com/headroom-k8s/headroom/pkg/memstats"
 )
 
 // Incoming is a pod under assessment, prepared once per scheduling cycle.
@@ -125,7 +123,7 @@ func (in *Incoming) newPlan(s shape) *plan {
 		// What the pod declares, at most its worst case, so that its worst
 		// case is the same on every node of the shape, measured or not.
 		held = make([]int64, k)
-		spread(min(memstats.Declared(in.pod, s.est.noRequest(s.allocatable)), p.podWorst), worst, held)
+		spread(s.est.declaredWithin(in.pod, p.podWorst, s.allocatable), worst, held)
 	}
 	// The same order NewNode gives the containers of one pod.
 	slices.SortStableFunc(p.idx, func(a, b int) int {

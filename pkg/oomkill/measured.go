@@ -56,14 +56,22 @@ func spread(bytes int64, worst []int64, dst []int64) {
 }
 
 // measure sets the containers of pod, victims[first:], to what they hold
-// now as the sample tells (memstats.NodeStats.PodHeld) and raises a
-// container's worst case to it: no container can grow to less than it holds.
+// now as the sample tells (memstats.NodeStats.PodHeld). A measured pod's
+// figure counts at most the node's capacity (no cgroup holds more), and a
+// container's worst case is raised to what it holds: no container can grow
+// to less than it holds. A pod the sample did not measure counts what it
+// declares, at most its worst case (declaredWithin), as an incoming pod does.
 func (n *Node) measure(s *memstats.NodeStats, pod *corev1.Pod, first int, worst, shares []int64) {
 	vs := n.victims[first:]
+	var podWorst int64
 	for k := range vs {
 		worst[k] = vs[k].Worst
+		podWorst = addSat(podWorst, vs[k].Worst)
 	}
-	held, measured := s.PodHeld(pod, memstats.Declared(pod, n.est.noRequest(n.allocatable)))
+	held, measured := s.PodHeld(pod, n.est.declaredWithin(pod, podWorst, n.allocatable))
+	if measured {
+		held = min(held, n.capacity)
+	}
 	spread(held, worst[:len(vs)], shares)
 	for k := range vs {
 		vs[k].Used = shares[k]
@@ -71,6 +79,22 @@ func (n *Node) measure(s *memstats.NodeStats, pod *corev1.Pod, first int, worst,
 		vs[k].Worst = max(vs[k].Worst, vs[k].Used)
 		vs[k].Points = badness(vs[k].Used, vs[k].Adj, n.capacity)
 	}
+}
+
+// declaredWithin is what a pod nothing measured is taken to hold:
+// memstats.Declared (its effective request, or the estimate of a container
+// without a limit or request when it requests nothing), at most podWorst,
+// its worst case on the node. The effective request counts init containers
+// and overhead, which a pod at steady state may not hold, so without the cap
+// a pod would weigh more once bound than it did when it was scored.
+func (e Estimate) declaredWithin(pod *corev1.Pod, podWorst, allocatable int64) int64 {
+	return min(memstats.Declared(pod, e.noRequest(allocatable)), podWorst)
+}
+
+// podWorst is the pod's worst case on a node with the given allocatable
+// memory: what NewNode counts for it.
+func (e Estimate) podWorst(pod *corev1.Pod, allocatable int64) int64 {
+	return NewIncoming(pod).WorstWithin(allocatable, e)
 }
 
 // Measured reports whether the model is built on a memory sample.

@@ -3,6 +3,7 @@ package oomkill
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +277,46 @@ func FuzzAssessMeasured(f *testing.F) {
 			t.Fatalf("out of range: %+v", a)
 		}
 	})
+}
+
+// TestMeasuredAssessMatchesTheBoundPod: on a measured node, what Assess
+// says of an incoming pod is what the node's model says once the pod is
+// bound after the sample: the same shortfalls in both views. The pod
+// weighs the same before and after binding (declaredWithin), init
+// containers, overhead and requests of 0 included.
+func TestMeasuredAssessMatchesTheBoundPod(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 2000 {
+		capacity := []int64{4 * Gi, 16 * Gi, 64 * Gi}[r.IntN(3)]
+		allocatable := capacity - r.Int64N(capacity/4)
+		node := testNode("n", capacity, allocatable)
+		var pods []*corev1.Pod
+		figures := map[*corev1.Pod]int64{}
+		for i := range r.IntN(20) {
+			p := inSample(propertyPod(r, "ns", fmt.Sprintf("p%02d", i)), trial*100+i)
+			pods = append(pods, p)
+			if r.IntN(4) > 0 {
+				figures[p] = r.Int64N(capacity / 8)
+			}
+		}
+		s := memSample(r.Int64N(capacity), figures)
+		n, err := NewNode(node, pods, DefaultEstimate, WithMemorySample(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := propertyPod(r, "", "")
+		x.UID = "00000000-0000-4000-8000-999999999999"
+		if r.IntN(4) == 0 {
+			x.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: bytesQ(Gi)}
+		}
+		a := n.Assess(NewIncoming(x))
+		bound, err := NewNode(node, append(slices.Clone(pods), x), DefaultEstimate, WithMemorySample(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ShortfallAfter != bound.Shortfall() || a.Now.ShortfallAfter != bound.ShortfallNow() {
+			t.Fatalf("trial %d: Assess says shortfall %d, now %d; bound, the model says %d, now %d (pod %+v)",
+				trial, a.ShortfallAfter, a.Now.ShortfallAfter, bound.Shortfall(), bound.ShortfallNow(), x.Spec)
+		}
+	}
 }

@@ -186,7 +186,9 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		for i := range n.victims {
 			n.nowPrefix[i+1] = addSat(n.nowPrefix[i], n.victims[i].Used)
 		}
-		n.usedNow = memstats.Estimate(*o.sample, pods, est.noRequest(n.allocatable)).Held
+		n.usedNow = memstats.Estimate(*o.sample, pods, func(p *corev1.Pod) int64 {
+			return est.declaredWithin(p, est.podWorst(p, n.allocatable), n.allocatable)
+		}).Held
 		n.nowShortfall = subFloor(n.usedNow, n.allocatable)
 		n.nowKilled = reach(n.nowPrefix, 0, len(n.victims), n.nowShortfall, 0)
 		for i := range n.nowKilled {

@@ -3,6 +3,7 @@ package oomrisk
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,14 @@ type nodeEntry struct {
 	sampleErr error
 	// podsErr is why the sample's per-pod list was ignored, or nil.
 	podsErr error
+	// staleAfter is when the memory sample the model is built on passes
+	// maxSampleAge; zero when it never does or the model has none. A
+	// sample ages without any Node update, so Score judges it each time,
+	// and past it scores on the declared-only model (declaredModel).
+	staleAfter time.Time
+	node0      *corev1.Node
+	pods       []*corev1.Pod
+	declared   *declaredModel
 	// memo is the score of the last pod shape scored on this model of the
 	// node: in a cluster most pods come in a few shapes, and the node's
 	// model changes only with its generation.
@@ -83,6 +92,9 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 		e.podsErr = stats.Pods.Err()
 	}
 	pl.reportInvalid(ctx, ni.Node(), prev, &e)
+	if err == nil && pl.maxSampleAge > 0 {
+		e.staleAfter, e.node0, e.pods, e.declared = stats.SampledAt.Add(pl.maxSampleAge), ni.Node(), pods, &declaredModel{}
+	}
 	n, err := oomkill.NewNode(ni.Node(), pods, pl.est, opts...)
 	e.node, e.err = n, err
 	if err == nil {
@@ -98,6 +110,30 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 		}
 	}
 	return e
+}
+
+// declaredModel is a node's declared-only model, built on first use.
+type declaredModel struct {
+	once sync.Once
+	node *oomkill.Node
+}
+
+// model returns the model Score assesses at now: the node's model, or, once
+// its memory sample has passed maxSampleAge, the declared-only one (built
+// on first use, once per entry). stale tells which.
+func (e *nodeEntry) model(now time.Time, est oomkill.Estimate) (n *oomkill.Node, stale bool) {
+	if e.staleAfter.IsZero() || !now.After(e.staleAfter) {
+		return e.node, false
+	}
+	e.declared.once.Do(func() {
+		// The same node and pods the measured model was built from, so
+		// it cannot fail where that one did not.
+		e.declared.node, _ = oomkill.NewNode(e.node0, e.pods, est)
+	})
+	if e.declared.node == nil {
+		return e.node, false
+	}
+	return e.declared.node, true
 }
 
 // ignored returns the memory annotation of e's node that OOMRisk ignores,

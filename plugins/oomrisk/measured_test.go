@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -113,5 +114,39 @@ func TestInvalidMemoryAnnotationIsIgnored(t *testing.T) {
 	e := pl.cache.Stored("busy")
 	if ig := e.ignored(); ig.Key != memstats.AnnotationUsed || ig.Err == nil {
 		t.Errorf("ignored annotation = %+v; want %s reported", ig, memstats.AnnotationUsed)
+	}
+}
+
+// TestASampleThatAgesIsDroppedWithoutANodeUpdate: a sample ages while the
+// node and its pods stay as they are (a stopped node agent); once past
+// maxSampleAge Score judges the node on declarations alone, though the
+// cached model was built while the sample was fresh.
+func TestASampleThatAgesIsDroppedWithoutANodeUpdate(t *testing.T) {
+	pods, busy := measuredNode("busy", "16642998272", "4187593113", 58*time.Second)
+	snapshot := cache.NewSnapshot(pods, []*corev1.Node{busy})
+	args := defaultArgs()
+	args.MaxSampleAge = metav1.Duration{Duration: 59500 * time.Millisecond}
+	pl := newPlugin(t, args, snapshot)
+	in := pod("api", "", "1Gi", "4Gi")
+	state := framework.NewCycleState()
+	if got, s := pl.Score(context.Background(), state, in, nodeInfo(t, snapshot, "busy")); !s.IsSuccess() || got != 88 {
+		t.Fatalf("fresh sample: Score = %d, %v; want 88", got, s)
+	}
+	time.Sleep(2 * time.Second)
+	if got, s := pl.Score(context.Background(), state, in, nodeInfo(t, snapshot, "busy")); !s.IsSuccess() || got != 100 {
+		t.Errorf("stale sample: Score = %d, %v; want 100, the declared-only score", got, s)
+	}
+}
+
+// TestSignPodSeesOverhead: the pod overhead is part of what a pod counts on
+// a measured node, so pods that differ only in it do not share a score.
+func TestSignPodSeesOverhead(t *testing.T) {
+	a, b := pod("a", "", "1Gi", "4Gi"), pod("b", "", "1Gi", "4Gi")
+	b.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}
+	if shapeKey(a) == shapeKey(b) {
+		t.Errorf("pods differing in overhead share the memory shape %s", shapeKey(a))
+	}
+	if c := pod("c", "", "1Gi", "4Gi"); shapeKey(a) != shapeKey(c) {
+		t.Errorf("pods alike sign differently: %s, %s", shapeKey(a), shapeKey(c))
 	}
 }

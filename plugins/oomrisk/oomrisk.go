@@ -206,12 +206,16 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return fwk.MaxNodeScore, nil
 	}
 	e := pl.cache.Get(ctx, ni)
-	if m := e.memo.Load(); m != nil && s.shape != "" && m.shape == s.shape && !v.Enabled() {
+	// The slack above is the measured model's, never more than the
+	// declared-only model's (a measured worst case is at least the declared
+	// one), so its shortcut holds for a stale sample too; the memo does not.
+	model, stale := e.model(time.Now(), pl.est)
+	if m := e.memo.Load(); m != nil && !stale && s.shape != "" && m.shape == s.shape && !v.Enabled() {
 		return m.score, nil
 	}
-	a := e.node.Assess(in)
+	a := model.Assess(in)
 	score, cost := pl.strategy.score(a, podWorst)
-	if s.shape != "" {
+	if s.shape != "" && !stale {
 		e.memo.Store(&scoreMemo{shape: s.shape, score: score})
 	}
 	if v.Enabled() {
