@@ -73,11 +73,46 @@ func (n *Node) measure(s *memstats.NodeStats, pod *corev1.Pod, first int, worst,
 		held = min(held, n.capacity)
 	}
 	spread(held, worst[:len(vs)], shares)
+	if held > podWorst {
+		n.overLimits(vs, held, worst, shares)
+	}
 	for k := range vs {
 		vs[k].Used = shares[k]
 		vs[k].Measured = measured
 		vs[k].Worst = max(vs[k].Worst, vs[k].Used)
 		vs[k].Points = badness(vs[k].Used, vs[k].Adj, n.capacity)
+	}
+}
+
+// overLimits shares out a pod's measured figure beyond its worst case (held
+// > Σ worst) so that no container with a memory limit holds more than it:
+// its cgroup cannot. The limited containers get their limit, the rest goes
+// to the containers without one by their estimate; a pod whose containers
+// all have limits keeps the proportional shares (its figure counts the pod's
+// own cgroup, e.g. the sandbox, beyond them).
+func (n *Node) overLimits(vs []Victim, held int64, worst, shares []int64) {
+	var limited int64
+	var open []int64
+	var openAt []int
+	for k := range vs {
+		if vs[k].Estimated {
+			open, openAt = append(open, worst[k]), append(openAt, k)
+		} else {
+			limited = addSat(limited, worst[k])
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	rest := make([]int64, len(open))
+	spread(held-limited, open, rest)
+	for k := range vs {
+		if !vs[k].Estimated {
+			shares[k] = worst[k]
+		}
+	}
+	for i, k := range openAt {
+		shares[k] = rest[i]
 	}
 }
 

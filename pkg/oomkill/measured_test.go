@@ -320,3 +320,24 @@ func TestMeasuredAssessMatchesTheBoundPod(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasuredBeyondLimitsGoesToUnlimitedContainers: a pod measured at 4Gi
+// whose app is limited to 512Mi and whose sidecar has no limit: the app
+// holds at most its limit, the sidecar the rest.
+func TestMeasuredBeyondLimitsGoesToUnlimitedContainers(t *testing.T) {
+	p := inSample(testPod("default", "mixed", ctr{name: "app", req: 256 * Mi, lim: 512 * Mi}, ctr{name: "proxy", sidecar: true}), 1)
+	n, err := NewNode(testNode("n", 16*Gi, 15*Gi), []*corev1.Pod{p}, DefaultEstimate, WithMemorySample(memSample(5*Gi, map[*corev1.Pod]int64{p: 4 * Gi})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, v := range n.KillOrder() {
+		got[v.Container] = v.Used
+		if v.Container == "app" && v.Worst != 512*Mi {
+			t.Errorf("app's worst case raised to %d beyond its limit", v.Worst)
+		}
+	}
+	if got["app"] != 512*Mi || got["proxy"] != 4*Gi-512*Mi {
+		t.Errorf("used = %v, want app 512Mi and proxy the rest", got)
+	}
+}
