@@ -44,7 +44,7 @@ const MaxBytes int64 = 1 << 50
 const MaxListedPods = 32
 
 // PodListFormat is AnnotationPods' format.
-var PodListFormat = sample.PodListFormat{Key: AnnotationPods, MaxEntries: MaxListedPods, MaxValue: MaxBytes}
+var PodListFormat = sample.PodListFormat{Key: AnnotationPods, Unit: "bytes", MaxEntries: MaxListedPods, MaxValue: MaxBytes}
 
 const sampleKind = "memory"
 

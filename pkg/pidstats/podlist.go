@@ -24,7 +24,7 @@ const (
 )
 
 // PodListFormat is AnnotationPIDPods' format.
-var PodListFormat = sample.PodListFormat{Key: AnnotationPIDPods, MaxEntries: MaxListedPods, MaxValue: MaxPodPIDs}
+var PodListFormat = sample.PodListFormat{Key: AnnotationPIDPods, Unit: "PIDs", MaxEntries: MaxListedPods, MaxValue: MaxPodPIDs}
 
 // PodUsage is one entry of AnnotationPIDPods: a pod's PIDs.
 type PodUsage = sample.PodFigure

@@ -42,7 +42,7 @@ func TestParsePodList(t *testing.T) {
 		{name: "negative", v: string(uid(1)) + "=-5", wantErr: "not an integer"},
 		{name: "leading zero", v: string(uid(1)) + "=05", wantErr: "not an integer"},
 		{name: "no figure", v: string(uid(1)) + "=", wantErr: "not an integer"},
-		{name: "no equals", v: string(uid(1)), wantErr: "is not <pod UID>=<figure>"},
+		{name: "no equals", v: string(uid(1)), wantErr: "is not <pod UID>=<PIDs>"},
 		{name: "uppercase UID", v: "0000000A-0000-4000-8000-00000000000B=1", wantErr: "not a pod UID"},
 		{name: "short UID", v: "abc=1", wantErr: "not a pod UID"},
 		{name: "UID with braces", v: "{" + string(uid(1))[1:] + "=1", wantErr: "not a pod UID"},

@@ -27,6 +27,8 @@ type PodFigure struct {
 // nodes).
 type PodListFormat struct {
 	Key string
+	// Unit names a figure in messages: "PIDs", "bytes".
+	Unit string
 	// MaxEntries is the most pods the annotation lists, at most 255. A pod
 	// not on a full list held less than every listed one.
 	MaxEntries int
@@ -85,17 +87,17 @@ func (f PodListFormat) Parse(v string) (PodList, error) {
 		}
 		uid, figure, ok := strings.Cut(entry, "=")
 		if !ok {
-			return invalid("entry %d %s is not <pod UID>=<figure>", k+1, Quote(entry))
+			return invalid("entry %d %s is not <pod UID>=<%s>", k+1, Quote(entry), f.Unit)
 		}
 		if !IsPodUID(uid) {
 			return invalid("entry %d: %s is not a pod UID (a lowercase canonical UUID)", k+1, Quote(uid))
 		}
 		n, ok := f.parseFigure(figure)
 		if !ok {
-			return invalid("entry %d: %s is not an integer in [0, %d] without sign or leading zeros", k+1, Quote(figure), f.MaxValue)
+			return invalid("entry %d: %s %s is not an integer in [0, %d] without sign or leading zeros", k+1, f.Unit, Quote(figure), f.MaxValue)
 		}
 		if k > 0 && entries[k-1].Value < n {
-			return invalid("entry %d (%d) is larger than the entry before it (%d): the list must be largest first", k+1, n, entries[k-1].Value)
+			return invalid("entry %d (%d %s) is larger than the entry before it (%d): the list must be largest first", k+1, n, f.Unit, entries[k-1].Value)
 		}
 		entries = append(entries, PodFigure{UID: types.UID(uid), Value: n})
 	}
