@@ -45,6 +45,18 @@ func TestNodeAgentOutageIsVisible(t *testing.T) {
 	// The node agent on node-a writes every second; no CNI network, so no
 	// pod-IP sample on either node.
 	agentProc := startNodeAgent(ctx, t, cp, "node-a", "--cni-conf-dir="+t.TempDir())
+	// The agent writes first, so that the scheduler's first count finds
+	// node-a known and the one change it logs is the outage's.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, ok := n.Annotations[pidstats.AnnotationSampledAt]
+		return ok, nil
+	}); err != nil {
+		t.Fatalf("the node agent never wrote node-a's PID sample: %v\n%s", err, agentProc.Log(2<<10))
+	}
 
 	const maxSampleAge = 15 * time.Second
 	sched, err := cp.StartScheduler(ctx, withMaxSampleAge(t, repoFile(t, shippedSchedulerConfig), maxSampleAge))
