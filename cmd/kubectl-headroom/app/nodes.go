@@ -136,18 +136,13 @@ var columns = []column{
 	{header: "MEM-ALLOCATABLE", key: "mem-allocatable",
 		cell: oomCell((*oomkill.Node).Allocatable), value: oomValue((*oomkill.Node).Allocatable)},
 	{header: "MEM-USED", key: "mem-used", descending: true,
-		cell: func(r *nodeRow, _ time.Time) string {
-			if r.oom == nil || !r.oom.Measured() {
-				return unknown
+		cell: func(r *nodeRow, now time.Time) string {
+			if used, ok := memUsed(r, now); ok {
+				return quantity(used)
 			}
-			return quantity(r.oom.UsedNow())
+			return unknown
 		},
-		value: func(r *nodeRow, _ time.Time) (int64, bool) {
-			if r.oom == nil || !r.oom.Measured() {
-				return 0, false
-			}
-			return r.oom.UsedNow(), true
-		}},
+		value: memUsed},
 	{header: "MEM-WORST-CASE", key: "mem-worst-case", descending: true,
 		cell: oomCell((*oomkill.Node).TotalWorst), value: oomValue((*oomkill.Node).TotalWorst)},
 	{header: "OOM-SHORTFALL", key: "oom-shortfall", descending: true,
@@ -220,6 +215,14 @@ func ipCell(f func(*nodeRow) int64) func(*nodeRow, time.Time) string {
 
 func ipValue(f func(*nodeRow) int64) func(*nodeRow, time.Time) (int64, bool) {
 	return func(r *nodeRow, _ time.Time) (int64, bool) { return f(r), r.ipKnown() }
+}
+
+// memUsed is the node's working set where OOMRisk's model is measured.
+func memUsed(r *nodeRow, _ time.Time) (int64, bool) {
+	if r.oom == nil || !r.oom.Measured() {
+		return 0, false
+	}
+	return r.oom.UsedNow(), true
 }
 
 func oomCell(f func(*oomkill.Node) int64) func(*nodeRow, time.Time) string {
