@@ -73,7 +73,9 @@ func TestNoProcessLeftBehind(t *testing.T) {
 	for _, mode := range []string{"panic", "sigkill"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessDies$", "-test.v")
-			cmd.Env = append(os.Environ(), "HEADROOM_HELPER_DIE="+mode)
+			// The child's own t.TempDir survives its SIGKILL: give it a TMPDIR
+			// inside this test's, which this test removes.
+			cmd.Env = append(os.Environ(), "HEADROOM_HELPER_DIE="+mode, "TMPDIR="+t.TempDir())
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
