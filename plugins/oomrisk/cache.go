@@ -3,8 +3,8 @@ package oomrisk
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,37 +47,33 @@ type nodeEntry struct {
 	node0      *corev1.Node
 	pods       []*corev1.Pod
 	declared   *declaredModel
-	// memo is the score of the last pod shape scored on this model of the
-	// node: in a cluster most pods come in a few shapes, and the node's
-	// model changes only with its generation.
-	memo *memo
-}
-
-// memo holds a node's last score; Score runs in parallel over nodes, and
-// a copy of a NodeInfo shares its generation's entry.
-type memo struct{ atomic.Pointer[scoreMemo] }
-
-type scoreMemo struct {
-	shape string
-	score int64
 }
 
 // The entry's summary (nodecache.Summary), all that Score reads of it on a
-// hit: slack, capacity and allocatable; a capacity of unknownMemory marks a
-// node whose memory is unknown.
+// hit: slack, capacity and allocatable, and until when (Unix nanoseconds)
+// the model's memory sample is fresh; a capacity of unknownMemory marks a
+// node whose memory is unknown. Beside it the node keeps the score of the
+// last pod shape scored on this model (a nodecache.Note, see scoreNote): in
+// a cluster most pods come in a few shapes, and the node's model changes
+// only with its generation.
 const (
 	sumSlack = iota
 	sumCapacity
 	sumAllocatable
+	sumFreshUntil
 
 	unknownMemory = -1
 )
 
 func (e *nodeEntry) summary() nodecache.Summary {
 	if e.err != nil {
-		return nodecache.Summary{sumSlack: -1, sumCapacity: unknownMemory, sumAllocatable: unknownMemory}
+		return nodecache.Summary{sumSlack: -1, sumCapacity: unknownMemory, sumAllocatable: unknownMemory, sumFreshUntil: math.MaxInt64}
 	}
-	return nodecache.Summary{sumSlack: e.slack, sumCapacity: e.capacity, sumAllocatable: e.allocatable}
+	freshUntil := int64(math.MaxInt64)
+	if !e.staleAfter.IsZero() {
+		freshUntil = e.staleAfter.UnixNano()
+	}
+	return nodecache.Summary{sumSlack: e.slack, sumCapacity: e.capacity, sumAllocatable: e.allocatable, sumFreshUntil: freshUntil}
 }
 
 func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *nodeEntry) nodeEntry {
@@ -86,7 +82,7 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 	for i, pi := range infos {
 		pods[i] = pi.GetPod()
 	}
-	e := nodeEntry{slack: -1, memo: &memo{}}
+	e := nodeEntry{slack: -1}
 	opts, stats, err := oomkill.MemorySampleOf(ni.Node(), time.Now(), pl.maxSampleAge)
 	if e.sampleErr = err; err == nil {
 		e.podsErr = stats.Pods.Err()

@@ -132,9 +132,25 @@ func TestASampleThatAgesIsDroppedWithoutANodeUpdate(t *testing.T) {
 	if got, s := pl.Score(context.Background(), state, in, nodeInfo(t, snapshot, "busy")); !s.IsSuccess() || got != 88 {
 		t.Fatalf("fresh sample: Score = %d, %v; want 88", got, s)
 	}
+	// A cycle with PreScore keeps the node's score for the pod's shape
+	// beside its summary; the kept score must age with the sample.
+	cycle := framework.NewCycleState()
+	if s := pl.PreScore(context.Background(), cycle, in, nil); !s.IsSuccess() {
+		t.Fatalf("PreScore: %v", s)
+	}
+	for range 2 {
+		if got, s := pl.Score(context.Background(), cycle, in, nodeInfo(t, snapshot, "busy")); !s.IsSuccess() || got != 88 {
+			t.Fatalf("fresh sample, scored in a cycle: Score = %d, %v; want 88", got, s)
+		}
+	}
 	time.Sleep(2 * time.Second)
 	if got, s := pl.Score(context.Background(), state, in, nodeInfo(t, snapshot, "busy")); !s.IsSuccess() || got != 100 {
 		t.Errorf("stale sample: Score = %d, %v; want 100, the declared-only score", got, s)
+	}
+	cycle = framework.NewCycleState()
+	pl.PreScore(context.Background(), cycle, in, nil)
+	if got, s := pl.Score(context.Background(), cycle, in, nodeInfo(t, snapshot, "busy")); !s.IsSuccess() || got != 100 {
+		t.Errorf("stale sample, a cycle after the score was kept: Score = %d, %v; want 100, the declared-only score", got, s)
 	}
 }
 

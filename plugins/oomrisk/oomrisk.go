@@ -50,6 +50,7 @@ type OOMRisk struct {
 	// maxSampleAge: an older memory sample leaves the node declared-only.
 	maxSampleAge time.Duration
 	cache        *nodecache.Cache[nodeEntry]
+	shapes       shapeIDs
 	pods         cyclestate.Last[*preScoreState] // the incoming pod, prepared
 }
 
@@ -102,10 +103,13 @@ func (pl *OOMRisk) Name() string { return Name }
 // preScoreState carries the incoming pod, prepared once per cycle, to Score.
 type preScoreState struct {
 	in *oomkill.Incoming
-	// shape is the pod's memory shape (shapeKey), on which alone, with the
-	// node's model, its score depends: Score reuses a node's score for the
-	// last pod of the same shape (nodeEntry.memo). "" when unknown.
-	shape string
+	// shape numbers the pod's memory shape (shapeKey), on which alone, with
+	// the node's model, its score depends: Score reuses a node's score for
+	// the last pod of the same shape (scoreNote). 0 when unknown.
+	shape uint32
+	// now is when the cycle judges memory samples' age: once per cycle,
+	// not once per node.
+	now time.Time
 	// worst is the pod's worst case on the node shape Score saw last: the
 	// nodes of a cluster mostly share a few shapes, and the worst case
 	// depends only on the shape (the estimate is the plugin's).
@@ -156,7 +160,7 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		}
 		return fwk.NewStatus(fwk.Skip)
 	}
-	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in, shape: shapeKey(pod)})
+	pl.pods.Write(state, preScoreStateKey, &preScoreState{in: in, shape: pl.shapes.id(shapeKey(pod)), now: time.Now()})
 	return nil
 }
 
@@ -191,7 +195,7 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
 	logger := klog.FromContext(ctx)
-	sum := pl.cache.Summary(ctx, ni)
+	sum, note := pl.cache.SummaryNote(ctx, ni)
 	if sum[sumCapacity] == unknownMemory {
 		if v := logger.V(4); v.Enabled() {
 			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", pl.cache.Get(ctx, ni).err, "score", neutralScore)
@@ -205,18 +209,18 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		// collateral, a cost of 0.
 		return fwk.MaxNodeScore, nil
 	}
-	e := pl.cache.Get(ctx, ni)
 	// The slack above is the measured model's, never more than the
 	// declared-only model's (a measured worst case is at least the declared
-	// one), so its shortcut holds for a stale sample too; the memo does not.
-	model, stale := e.model(time.Now(), pl.est)
-	if m := e.memo.Load(); m != nil && !stale && s.shape != "" && m.shape == s.shape && !v.Enabled() {
-		return m.score, nil
+	// one), so its shortcut holds for a stale sample too; the note does not.
+	fresh := s.now.UnixNano() <= sum[sumFreshUntil]
+	if score, ok := s.noted(note); ok && fresh && !v.Enabled() {
+		return score, nil
 	}
+	model, stale := pl.cache.Get(ctx, ni).model(s.now, pl.est)
 	a := model.Assess(in)
 	score, cost := pl.strategy.score(a, podWorst)
-	if s.shape != "" && !stale {
-		e.memo.Store(&scoreMemo{shape: s.shape, score: score})
+	if !stale {
+		s.note(note, score)
 	}
 	if v.Enabled() {
 		v.Info("OOMRisk score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()),
@@ -233,7 +237,7 @@ func (pl *OOMRisk) incoming(state fwk.CycleState, pod *corev1.Pod) *preScoreStat
 	if s, ok := pl.pods.Read(state, preScoreStateKey); ok && s != nil && s.in.Pod() == pod {
 		return s
 	}
-	return &preScoreState{in: oomkill.NewIncoming(pod)}
+	return &preScoreState{in: oomkill.NewIncoming(pod), now: time.Now()}
 }
 
 // ScoreExtensions returns nil: scores are absolute (a node that risks nothing

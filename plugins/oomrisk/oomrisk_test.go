@@ -548,3 +548,70 @@ func TestPreScoreSkipsWhenNothingIsAtRisk(t *testing.T) {
 		})
 	}
 }
+
+// The score a node keeps for the last pod shape scored on it answers only
+// for that shape and that generation of the node: another shape, or the
+// node with one more pod, is assessed again.
+func TestKeptScoreFollowsShapeAndNode(t *testing.T) {
+	pods, nodes := crowdedAndLight()
+	snapshot := cache.NewSnapshot(pods, nodes)
+	pl := newPlugin(t, defaultArgs(), snapshot)
+	ctx := context.Background()
+	verbose := klog.NewContext(ctx, ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4))))
+	score := func(p *corev1.Pod, ni fwk.NodeInfo) (kept, assessed int64) {
+		t.Helper()
+		state := framework.NewCycleState()
+		if s := pl.PreScore(ctx, state, p, nil); !s.IsSuccess() {
+			t.Fatalf("PreScore: %v", s)
+		}
+		kept, _ = pl.Score(ctx, state, p, ni)
+		kept, _ = pl.Score(ctx, state, p, ni) // from the node's note
+		assessed, _ = pl.Score(verbose, state, p, ni)
+		return kept, assessed
+	}
+	ni := nodeInfo(t, snapshot, "light")
+	small, big := pod("small", "", "64Mi", "15Gi"), pod("big", "", "12Gi", "20Gi")
+	k1, a1 := score(small, ni)
+	k2, a2 := score(big, ni)
+	if k1 != a1 || k2 != a2 {
+		t.Fatalf("kept scores %d, %d; assessed %d, %d", k1, k2, a1, a2)
+	}
+	if a1 == a2 {
+		t.Fatalf("both shapes score %d on light: the test needs shapes that differ", a1)
+	}
+	if k, _ := score(small, ni); k != a1 {
+		t.Errorf("small again after big: kept %d, want %d", k, a1)
+	}
+	ni.AddPodInfo(podInfo(t, pod("newcomer", "light", "256Mi", "8Gi")))
+	if k, a := score(small, ni); k != a {
+		t.Errorf("after a pod joined the node: kept %d, assessed %d", k, a)
+	}
+}
+
+// Shape numbers are never reused, though the table that gives them is
+// bounded; once they are spent, shapes get none (0: no kept scores).
+func TestShapeIDs(t *testing.T) {
+	var ids shapeIDs
+	first := ids.id("a")
+	if first == 0 || ids.id("a") != first || ids.id("") != 0 {
+		t.Fatalf("id(a) = %d then %d, id(\"\") = %d", first, ids.id("a"), ids.id(""))
+	}
+	seen := map[uint32]bool{first: true}
+	for i := range maxShapesKept + 10 {
+		id := ids.id(fmt.Sprint("shape-", i))
+		if seen[id] {
+			t.Fatalf("shape %d got number %d again", i, id)
+		}
+		seen[id] = true
+	}
+	if len(ids.ids) > maxShapesKept {
+		t.Errorf("the table holds %d shapes, more than %d", len(ids.ids), maxShapesKept)
+	}
+	if again := ids.id("a"); again == first || seen[again] {
+		t.Errorf("a shape seen again after the table started afresh got %d, a number given before", again)
+	}
+	ids.last = maxShapeID
+	if id := ids.id("new"); id != 0 {
+		t.Errorf("with every number spent, a new shape got %d", id)
+	}
+}

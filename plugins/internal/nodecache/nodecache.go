@@ -68,8 +68,8 @@ import (
 type ComputeFunc[V any] func(ctx context.Context, ni fwk.NodeInfo, prev *V) V
 
 // Summary is what a plugin's Filter and Score read of a node's value on a
-// hit: three figures that its SummaryFunc derives from the value.
-type Summary [3]int64
+// hit: four figures that its SummaryFunc derives from the value.
+type Summary [4]int64
 
 // SummaryFunc derives a value's Summary; it must be cheap and must not
 // allocate.
@@ -146,11 +146,18 @@ func newSlots(count, caches int) []slot {
 type hot struct {
 	gen atomic.Int64
 	sum [len(Summary{})]atomic.Int64
+	// note is a Note's word: the low 32 bits of the generation it was
+	// kept for, then the plugin's 32 bits.
+	note atomic.Uint64
 }
 
 // figures returns the summary's figures as they are; for its only writer.
 func (h *hot) figures() Summary {
-	return Summary{h.sum[0].Load(), h.sum[1].Load(), h.sum[2].Load()}
+	var s Summary
+	for i := range s {
+		s[i] = h.sum[i].Load()
+	}
+	return s
 }
 
 // writing marks a summary being written. Generations are positive (they
@@ -162,7 +169,7 @@ func (h *hot) read(gen int64) (Summary, bool) {
 	if h.gen.Load() != gen {
 		return Summary{}, false
 	}
-	s := Summary{h.sum[0].Load(), h.sum[1].Load(), h.sum[2].Load()}
+	s := h.figures()
 	return s, h.gen.Load() == gen
 }
 
@@ -177,6 +184,7 @@ func (h *hot) write(gen int64, s Summary) {
 	for i := range s {
 		h.sum[i].Store(s[i])
 	}
+	h.note.Store(0)
 	h.gen.Store(gen)
 }
 
@@ -275,24 +283,32 @@ func (c *Cache[V]) Get(ctx context.Context, ni fwk.NodeInfo) *V {
 // hit it reads the node's slot only, not the value. ni.Node() must not be
 // nil.
 func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
+	sum, _ := c.SummaryNote(ctx, ni)
+	return sum
+}
+
+// SummaryNote is Summary with the node's Note, kept beside the summary.
+func (c *Cache[V]) SummaryNote(ctx context.Context, ni fwk.NodeInfo) (Summary, Note) {
 	generation := ni.GetGeneration()
 	// The scheduler's NodeInfos are *framework.NodeInfo; a map keyed by the
 	// concrete pointer hashes 8 bytes.
 	p, _ := ni.(*framework.NodeInfo)
 	if p == nil {
 		e, _ := c.get(ctx, ni, generation)
-		return c.summarize(&e.value)
+		return c.summarize(&e.value), Note{}
 	}
 	if v := c.nodes.current.Load(); v != nil {
 		if i, ok := c.nodes.position(v, p); ok {
-			if sum, ok := v.hot[c.pos][i].read(generation); ok {
-				return sum
+			h := &v.hot[c.pos][i]
+			if sum, ok := h.read(generation); ok {
+				return sum, Note{h, generation}
 			}
 		}
 	}
 	if s := c.nodes.slots.Load().byInfo[p]; s != nil {
-		if sum, ok := s.hot[c.pos].read(generation); ok {
-			return sum
+		h := &s.hot[c.pos]
+		if sum, ok := h.read(generation); ok {
+			return sum, Note{h, generation}
 		}
 	}
 	e, s := c.get(ctx, ni, generation)
@@ -301,8 +317,37 @@ func (c *Cache[V]) Summary(ctx context.Context, ni fwk.NodeInfo) Summary {
 		// The value was stored without its summary (another writer was
 		// at it): the next reader finds it.
 		s.hot[c.pos].write(generation, sum)
+		return sum, Note{&s.hot[c.pos], generation}
 	}
-	return sum
+	return sum, Note{}
+}
+
+// Note is a word a plugin keeps beside a node's summary, valid for the
+// summary's generation only: what the plugin worked out from the node's
+// value for the pods it scores (OOMRisk: the score of the last pod shape
+// it scored there), found where the summary is, without reading the
+// value. A new generation leaves it unset; nothing else clears it. The
+// zero Note keeps nothing.
+type Note struct {
+	h   *hot
+	gen int64
+}
+
+// Load returns the word kept for the note's generation, if one is.
+func (n Note) Load() (uint32, bool) {
+	if n.h == nil {
+		return 0, false
+	}
+	w := n.h.note.Load()
+	return uint32(w), w != 0 && uint32(w>>32) == uint32(n.gen)
+}
+
+// Store keeps v for the note's generation. A summary rewritten since for
+// a newer generation ignores it: Load checks the generation.
+func (n Note) Store(v uint32) {
+	if n.h != nil {
+		n.h.note.Store(uint64(uint32(n.gen))<<32 | uint64(v))
+	}
 }
 
 // get returns the entry for ni, and the slot of the snapshot's NodeInfo
@@ -525,6 +570,8 @@ type Store[V any] interface {
 	// Summary returns the summary of ni's value. It allocates nothing on
 	// a hit.
 	Summary(ctx context.Context, ni fwk.NodeInfo) Summary
+	// SummaryNote is Summary with the word the plugin keeps beside it.
+	SummaryNote(ctx context.Context, ni fwk.NodeInfo) (Summary, Note)
 	// Get returns ni's value, shared: callers must not modify it.
 	Get(ctx context.Context, ni fwk.NodeInfo) *V
 	// Refresh brings every node of the snapshot up to date, at most once

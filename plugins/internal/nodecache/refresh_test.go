@@ -216,14 +216,14 @@ func TestSummaryAfterRefresh(t *testing.T) {
 	f.refresh(t, framework.NewCycleState())
 	a := f.nodeInfo(t, "a")
 	if got := f.cache.Summary(ctx, a); got != (Summary{0}) || f.computed.Load() != 2 {
-		t.Fatalf("refreshed a: %v after %d computations; want [0 0 0] after the refresh's 2", got, f.computed.Load())
+		t.Fatalf("refreshed a: %v after %d computations; want [0 0 0 0] after the refresh's 2", got, f.computed.Load())
 	}
 	if got := f.cache.Get(ctx, f.nodeInfo(t, "b")); got.pods != 0 || f.computed.Load() != 2 {
 		t.Fatalf("refreshed b: %+v after %d computations", *got, f.computed.Load())
 	}
 	a.AddPod(podOn("p", "a"))
 	if got := f.cache.Summary(ctx, a); got != (Summary{1}) || f.computed.Load() != 3 {
-		t.Fatalf("a changed after the refresh: %v after %d computations; want [1 0 0] after 3", got, f.computed.Load())
+		t.Fatalf("a changed after the refresh: %v after %d computations; want [1 0 0 0] after 3", got, f.computed.Load())
 	}
 }
 
@@ -272,4 +272,60 @@ func TestBoundsForSharesOnePassPerCycle(t *testing.T) {
 	if got, _ := other.BoundsFor(ctx, next, []fwk.NodeInfo{a}); got.Greatest[0] != 20 {
 		t.Fatalf("same cycle, a alone: %+v, want a's 20, b not a candidate", got)
 	}
+}
+
+// A Note holds for the generation of the summary it came with: from the
+// view after a refresh, from the slot for a node changed since, and never
+// for a later generation, even when a Store of the old one lands after the
+// node changed.
+func TestNoteFollowsGeneration(t *testing.T) {
+	f := boundsFixture(t, "a", "b")
+	ctx := t.Context()
+	f.refresh(t, framework.NewCycleState())
+	a := f.nodeInfo(t, "a")
+	_, note := f.cache.SummaryNote(ctx, a)
+	if v, ok := note.Load(); ok {
+		t.Fatalf("a fresh note holds %d", v)
+	}
+	note.Store(42)
+	if _, again := f.cache.SummaryNote(ctx, a); !noteIs(again, 42) {
+		t.Fatal("the note stored beside a's summary is not found with it")
+	}
+	if _, other := f.cache.SummaryNote(ctx, f.nodeInfo(t, "b")); !noteIs(other, 0) {
+		t.Fatal("b's note holds a's word")
+	}
+
+	a.AddPod(podOn("p", "a"))
+	_, changed := f.cache.SummaryNote(ctx, a)
+	if !noteIs(changed, 0) {
+		t.Fatal("a note kept for a's old generation holds for its new one")
+	}
+	changed.Store(7)
+	note.Store(43) // late: the old generation's
+	if _, got := f.cache.SummaryNote(ctx, a); !noteIs(got, 7) {
+		t.Fatal("a late Store of the old generation replaced the new generation's note")
+	}
+	f.refresh(t, framework.NewCycleState())
+	_, walked := f.cache.SummaryNote(ctx, a)
+	if !noteIs(walked, 0) {
+		t.Fatal("the view's note after the walk holds a word nobody stored there")
+	}
+	walked.Store(9)
+	if _, got := f.cache.SummaryNote(ctx, a); !noteIs(got, 9) {
+		t.Fatal("the note stored in the view is not found with the view's summary")
+	}
+	var zero Note
+	zero.Store(1)
+	if !noteIs(zero, 0) {
+		t.Fatal("the zero Note keeps a word")
+	}
+}
+
+// noteIs reports whether n holds want, or nothing when want is 0.
+func noteIs(n Note, want uint32) bool {
+	v, ok := n.Load()
+	if want == 0 {
+		return !ok
+	}
+	return ok && v == want
 }
