@@ -102,6 +102,9 @@ func figuresOf(args *RelieveNodePressureArgs) [numFigures]*figure {
 func pidsFigure(t *PIDsTrigger) *figure {
 	defaultPIDs, maxAge := *t.DefaultPodPIDs, t.MaxSampleAge.Duration
 	floor := pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
+	// A pod's declared PIDs do not depend on its node: one function for
+	// every node's reading.
+	declared := func(pod *v1.Pod) (int64, error) { return pidstats.PodPIDs(pod, defaultPIDs) }
 	return &figure{
 		id: figurePIDs, name: "PIDs", noun: "PID", key: keyPIDs,
 		format: func(n int64) string { return strconv.FormatInt(n, 10) }, unit: " PIDs",
@@ -113,12 +116,14 @@ func pidsFigure(t *PIDsTrigger) *figure {
 			if err != nil {
 				return reading{}, err
 			}
-			return reading{
-				sampledAt: s.SampledAt, pods: s.Pods, allocatable: s.Allocatable(),
-				noAllocatable: fmt.Sprintf("no allocatable PIDs (capacity %d, reserved %d)", s.Capacity, s.Reserved),
-				declared:      func(pod *v1.Pod) (int64, error) { return pidstats.PodPIDs(pod, defaultPIDs) },
-				estimate:      func(pods []*v1.Pod) sample.Usage { return pidstats.Estimate(s, pods, defaultPIDs) },
-			}, nil
+			r := reading{
+				sampledAt: s.SampledAt, pods: s.Pods, allocatable: s.Allocatable(), declared: declared,
+				estimate: func(pods []*v1.Pod) sample.Usage { return pidstats.Estimate(s, pods, defaultPIDs) },
+			}
+			if r.allocatable == 0 {
+				r.noAllocatable = fmt.Sprintf("no allocatable PIDs (capacity %d, reserved %d)", s.Capacity, s.Reserved)
+			}
+			return r, nil
 		},
 		fits: floor.Fits,
 	}

@@ -153,7 +153,11 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 	st = c.assess(logger, node, pods)
 	if !st.triggered() {
 		c.calm(node)
-		logger.V(4).Info("Node within thresholds", st.keysAndValues("")...)
+		// Most nodes of a run are here: their figures are rendered only
+		// for a log that shows them.
+		if v := logger.V(4); v.Enabled() {
+			v.Info("Node within thresholds", st.keysAndValues("")...)
+		}
 		return nil, st, nil, nil
 	}
 	if wait := c.observe(node, st); wait != "" {

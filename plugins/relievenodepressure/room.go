@@ -22,9 +22,9 @@ type room struct {
 type roomNode struct {
 	name string
 	// figures are the node's measured figures as the scheduler sees them;
-	// nil where the figure is unknown on the node (the scheduler's plugins
-	// let pods onto such a node) or its trigger is off.
-	figures [numFigures]*roomFigure
+	// not known where the figure is unknown on the node (the scheduler's
+	// plugins let pods onto such a node) or its trigger is off.
+	figures [numFigures]roomFigure
 	// oom is the node's memory model; nil where the OOM trigger is off or
 	// the node's memory is unknown.
 	oom *oomkill.Node
@@ -41,6 +41,7 @@ type roomNode struct {
 
 // roomFigure is a node's figure for the room check.
 type roomFigure struct {
+	known bool
 	// used is the shared estimate over the node's pods, terminating ones
 	// included (Usage.Held: what a new pod must fit beside), and the
 	// replacements counted against it by evictions made this cycle.
@@ -86,7 +87,7 @@ func (c *cycle) buildRoom() *room {
 			default:
 				// A replacement must fit beside what the node holds now, its
 				// terminating pods included, as the scheduler judges it.
-				rn.figures[f.id] = &roomFigure{used: nf.usage.Held, allocatable: nf.allocatable, declared: nf.declared}
+				rn.figures[f.id] = roomFigure{known: true, used: nf.usage.Held, allocatable: nf.allocatable, declared: nf.declared}
 			}
 		}
 		if t := c.args.OOM; t != nil && !rn.full {
@@ -127,8 +128,9 @@ nodes:
 			continue
 		}
 		var need reservation
-		for id, rf := range rn.figures {
-			if rf == nil {
+		for id := range rn.figures {
+			rf := &rn.figures[id]
+			if !rf.known {
 				continue
 			}
 			f := n.measures[id]
@@ -170,8 +172,8 @@ func (rn *roomNode) admits(logger klog.Logger, pod *v1.Pod) bool {
 // evicted.
 func (r *room) take(i int, need reservation) {
 	rn := &r.nodes[i]
-	for id, rf := range rn.figures {
-		if rf != nil {
+	for id := range rn.figures {
+		if rf := &rn.figures[id]; rf.known {
 			rf.used = addSat(rf.used, need.figures[id])
 		}
 	}
