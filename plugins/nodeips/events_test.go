@@ -1,8 +1,6 @@
 package nodeips
 
 import (
-	"context"
-	"reflect"
 	"testing"
 	"time"
 
@@ -11,44 +9,17 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/plugins/figure/figuretest"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
-
-func TestEventsToRegister(t *testing.T) {
-	tp := newPlugin(t, defaultArgs(), nil, nil)
-	got, err := tp.EventsToRegister(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []fwk.ClusterEvent
-	for _, e := range got {
-		if e.QueueingHintFn == nil {
-			t.Errorf("%v registered without a queueing hint", e.Event)
-		}
-		events = append(events, e.Event)
-	}
-	want := []fwk.ClusterEvent{
-		{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAnnotation},
-		{Resource: fwk.Pod, ActionType: fwk.Delete},
-	}
-	if !reflect.DeepEqual(events, want) {
-		t.Fatalf("events = %v, want %v", events, want)
-	}
-}
 
 func TestNodeChangeHint(t *testing.T) {
 	sample := now.Add(-time.Minute)
 	later := now.Add(-10 * time.Second)
 	n := func(used int64, at time.Time) *corev1.Node { return ipNode("n", 13, used, at) }
-	withExtra := func(node *corev1.Node) *corev1.Node {
-		node = node.DeepCopy()
-		if node.Annotations == nil {
-			node.Annotations = map[string]string{}
-		}
-		node.Annotations["example.com/other"] = "changed"
-		return node
-	}
-	none := annotatedNode("n")
-	invalid := annotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "many",
+	withExtra := figuretest.WithOtherAnnotation
+	none := figuretest.AnnotatedNode("n")
+	invalid := figuretest.AnnotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "many",
 		ipstats.AnnotationSampledAt, sample.Format(time.RFC3339))
 	tests := []struct {
 		name     string
@@ -82,7 +53,7 @@ func TestNodeChangeHint(t *testing.T) {
 			if tc.old != nil {
 				old = tc.old
 			}
-			got, err := tp.isSchedulableAfterNodeChange(logger, pod("x"), old, tc.new)
+			got, err := tp.IsSchedulableAfterNodeChange(logger, pod("x"), old, tc.new)
 			if err != nil || got != tc.want {
 				t.Fatalf("hint = %v, %v; want %v", got, err, tc.want)
 			}
@@ -94,7 +65,7 @@ func TestPodDeleteHint(t *testing.T) {
 	sample := now.Add(-time.Minute)
 	known := ipNode("n", 13, 13, sample)
 	stale := ipNode("s", 13, 13, now.Add(-time.Hour))
-	unknown := annotatedNode("u")
+	unknown := figuretest.AnnotatedNode("u")
 	failed := func(p *corev1.Pod) *corev1.Pod { p.Status.Phase = corev1.PodFailed; return p }
 	tests := []struct {
 		name    string
@@ -102,23 +73,29 @@ func TestPodDeleteHint(t *testing.T) {
 		want    fwk.QueueingHint
 	}{
 		{name: "never on a node", deleted: pod("d"), want: fwk.QueueSkip},
-		{name: "placed after the sample", deleted: boundAt(pod("d"), "n", sample.Add(time.Second)), want: fwk.Queue},
-		{name: "assumed, not bound", deleted: assumed(pod("d"), "n"), want: fwk.Queue},
-		{name: "turned terminal after the sample: it counted until now", deleted: failed(boundAt(pod("d"), "n", sample.Add(time.Second))), want: fwk.Queue},
-		{name: "in the sample: the next sample shows it", deleted: boundAt(pod("d"), "n", sample.Add(-time.Hour)), want: fwk.QueueSkip},
-		{name: "host network: took no IP", deleted: boundAt(hostNetworkPod("d"), "n", sample.Add(time.Second)), want: fwk.QueueSkip},
-		{name: "node with a stale sample", deleted: boundAt(pod("d"), "s", sample.Add(-time.Hour)), want: fwk.Queue},
-		{name: "node with unknown headroom", deleted: boundAt(pod("d"), "u", sample), want: fwk.QueueSkip},
-		{name: "node gone", deleted: boundAt(pod("d"), "gone", sample), want: fwk.QueueSkip},
+		{name: "placed after the sample", deleted: plugintest.BoundAt(pod("d"), "n", sample.Add(time.Second)), want: fwk.Queue},
+		{name: "assumed, not bound", deleted: plugintest.Assumed(pod("d"), "n"), want: fwk.Queue},
+		{name: "turned terminal after the sample: it counted until now", deleted: failed(plugintest.BoundAt(pod("d"), "n", sample.Add(time.Second))), want: fwk.Queue},
+		{name: "in the sample: the next sample shows it", deleted: plugintest.BoundAt(pod("d"), "n", sample.Add(-time.Hour)), want: fwk.QueueSkip},
+		{name: "host network: took no IP", deleted: plugintest.BoundAt(hostNetworkPod("d"), "n", sample.Add(time.Second)), want: fwk.QueueSkip},
+		{name: "node with a stale sample", deleted: plugintest.BoundAt(pod("d"), "s", sample.Add(-time.Hour)), want: fwk.Queue},
+		{name: "node with unknown headroom", deleted: plugintest.BoundAt(pod("d"), "u", sample), want: fwk.QueueSkip},
+		{name: "node gone", deleted: plugintest.BoundAt(pod("d"), "gone", sample), want: fwk.QueueSkip},
 	}
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{known, stale, unknown}, nil)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
-			got, err := tp.isSchedulableAfterPodDelete(logger, pod("x"), tc.deleted, nil)
+			got, err := tp.IsSchedulableAfterPodDelete(logger, pod("x"), tc.deleted, nil)
 			if err != nil || got != tc.want {
 				t.Fatalf("hint = %v, %v; want %v", got, err, tc.want)
 			}
 		})
 	}
+}
+
+// TestEventsToRegister: the plugin registers the events its queueing
+// hints (above) answer, each with its hint.
+func TestEventsToRegister(t *testing.T) {
+	newPlugin(t, defaultArgs(), nil, nil).CheckEventsToRegister(t)
 }

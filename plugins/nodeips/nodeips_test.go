@@ -15,6 +15,8 @@ import (
 	"github.com/headroom-k8s/headroom/apis/config"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/plugins/figure/figuretest"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
 func TestFilter(t *testing.T) {
@@ -28,36 +30,36 @@ func TestFilter(t *testing.T) {
 		ni    fwk.NodeInfo
 		want  bool // passes
 	}{
-		{name: "no annotations: unknown, passes", pod: pod("x"), ni: nodeInfo(annotatedNode("n")), want: true},
+		{name: "no annotations: unknown, passes", pod: pod("x"), ni: plugintest.NodeInfo(figuretest.AnnotatedNode("n")), want: true},
 		{name: "invalid annotation: unknown, passes", pod: pod("x"),
-			ni: nodeInfo(annotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "fourteen",
+			ni: plugintest.NodeInfo(figuretest.AnnotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "fourteen",
 				ipstats.AnnotationSampledAt, sample.Format(time.RFC3339))), want: true},
-		{name: "used above capacity: unknown, passes", pod: pod("x"), ni: nodeInfo(annotatedNode("n", ipstats.AnnotationCapacity, "13",
+		{name: "used above capacity: unknown, passes", pod: pod("x"), ni: plugintest.NodeInfo(figuretest.AnnotatedNode("n", ipstats.AnnotationCapacity, "13",
 			ipstats.AnnotationUsed, "14", ipstats.AnnotationSampledAt, sample.Format(time.RFC3339))), want: true},
-		{name: "stale sample: unknown, passes", pod: pod("x"), ni: nodeInfo(ipNode("n", 13, 13, now.Add(-time.Hour))), want: true},
-		{name: "exhausted", pod: pod("x"), ni: nodeInfo(ipNode("n", 13, 13, sample)), want: false},
-		{name: "one free", pod: pod("x"), ni: nodeInfo(ipNode("n", 13, 12, sample)), want: true},
-		{name: "capacity 0", pod: pod("x"), ni: nodeInfo(ipNode("n", 0, 0, sample)), want: false},
-		{name: "host-network pod on an exhausted node", pod: hostNetworkPod("x"), ni: nodeInfo(ipNode("n", 13, 13, sample)), want: true},
-		{name: "floor 2, 2 free: the pod would leave 1", floor: 2, pod: pod("x"), ni: nodeInfo(ipNode("n", 13, 11, sample)), want: false},
-		{name: "floor 2, 3 free", floor: 2, pod: pod("x"), ni: nodeInfo(ipNode("n", 13, 10, sample)), want: true},
+		{name: "stale sample: unknown, passes", pod: pod("x"), ni: plugintest.NodeInfo(ipNode("n", 13, 13, now.Add(-time.Hour))), want: true},
+		{name: "exhausted", pod: pod("x"), ni: plugintest.NodeInfo(ipNode("n", 13, 13, sample)), want: false},
+		{name: "one free", pod: pod("x"), ni: plugintest.NodeInfo(ipNode("n", 13, 12, sample)), want: true},
+		{name: "capacity 0", pod: pod("x"), ni: plugintest.NodeInfo(ipNode("n", 0, 0, sample)), want: false},
+		{name: "host-network pod on an exhausted node", pod: hostNetworkPod("x"), ni: plugintest.NodeInfo(ipNode("n", 13, 13, sample)), want: true},
+		{name: "floor 2, 2 free: the pod would leave 1", floor: 2, pod: pod("x"), ni: plugintest.NodeInfo(ipNode("n", 13, 11, sample)), want: false},
+		{name: "floor 2, 3 free", floor: 2, pod: pod("x"), ni: plugintest.NodeInfo(ipNode("n", 13, 10, sample)), want: true},
 		{name: "one free, taken by an assumed pod", pod: pod("x"),
-			ni: nodeInfo(ipNode("n", 13, 12, sample), assumed(pod("a"), "n")), want: false},
+			ni: plugintest.NodeInfo(ipNode("n", 13, 12, sample), plugintest.Assumed(pod("a"), "n")), want: false},
 		{name: "one free, taken by a pod bound after the sample", pod: pod("x"),
-			ni: nodeInfo(ipNode("n", 13, 12, sample), boundAt(pod("a"), "n", after)), want: false},
+			ni: plugintest.NodeInfo(ipNode("n", 13, 12, sample), plugintest.BoundAt(pod("a"), "n", after)), want: false},
 		{name: "one free; the pod bound before the sample is in it", pod: pod("x"),
-			ni: nodeInfo(ipNode("n", 13, 12, sample), boundAt(pod("a"), "n", before)), want: true},
+			ni: plugintest.NodeInfo(ipNode("n", 13, 12, sample), plugintest.BoundAt(pod("a"), "n", before)), want: true},
 		{name: "one free; a host-network pod placed since takes none", pod: pod("x"),
-			ni: nodeInfo(ipNode("n", 13, 12, sample), assumed(hostNetworkPod("a"), "n")), want: true},
+			ni: plugintest.NodeInfo(ipNode("n", 13, 12, sample), plugintest.Assumed(hostNetworkPod("a"), "n")), want: true},
 		{name: "one free; a succeeded pod placed since holds none", pod: pod("x"),
-			ni: nodeInfo(ipNode("n", 13, 12, sample), succeeded(boundAt(pod("a"), "n", after))), want: true},
+			ni: plugintest.NodeInfo(ipNode("n", 13, 12, sample), succeeded(plugintest.BoundAt(pod("a"), "n", after))), want: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			args := defaultArgs()
 			args.MinFreeIPs = tc.floor
 			tp := newPlugin(t, args, nil, nil)
-			s := tp.filter(t, tc.pod, tc.ni)
+			s := tp.RunFilter(t, tc.pod, tc.ni)
 			if got := s.IsSuccess(); got != tc.want {
 				t.Fatalf("Filter = %v, want pass %v", s, tc.want)
 			}
@@ -75,13 +77,13 @@ func TestFilter(t *testing.T) {
 func TestFilterCountsABurst(t *testing.T) {
 	sample := now.Add(-time.Minute)
 	tp := newPlugin(t, defaultArgs(), nil, nil)
-	ni := nodeInfo(ipNode("n", 13, 10, sample))
+	ni := plugintest.NodeInfo(ipNode("n", 13, 10, sample))
 	placed := 0
 	for i := range 5 {
-		if !tp.filter(t, pod("x"), ni).IsSuccess() {
+		if !tp.RunFilter(t, pod("x"), ni).IsSuccess() {
 			break
 		}
-		ni.AddPod(assumed(pod(string(rune('a'+i))), "n"))
+		ni.AddPod(plugintest.Assumed(pod(string(rune('a'+i))), "n"))
 		placed++
 	}
 	if placed != 3 {
@@ -91,30 +93,30 @@ func TestFilterCountsABurst(t *testing.T) {
 
 func TestScore(t *testing.T) {
 	sample := now.Add(-time.Minute)
-	a := nodeInfo(ipNode("a", 254, 54, sample))  // 200 free, 199 after the pod
-	b := nodeInfo(ipNode("b", 254, 154, sample)) // 100 free, 99 after
-	full := nodeInfo(ipNode("full", 13, 13, sample))
-	unknown := nodeInfo(annotatedNode("u"))
+	a := plugintest.NodeInfo(ipNode("a", 254, 54, sample))  // 200 free, 199 after the pod
+	b := plugintest.NodeInfo(ipNode("b", 254, 154, sample)) // 100 free, 99 after
+	full := plugintest.NodeInfo(ipNode("full", 13, 13, sample))
+	unknown := plugintest.NodeInfo(figuretest.AnnotatedNode("u"))
 
 	noLimit := defaultArgs()
 	noLimit.AmpleFreeIPs = 0
 	t.Run("favours free IPs", func(t *testing.T) {
 		tp := newPlugin(t, noLimit, nil, nil)
-		got := tp.scores(t, pod("x"), a, b, full)
+		got := tp.Scores(t, pod("x"), a, b, full)
 		if got["a"] != 100 || got["b"] != 49 || got["full"] != 0 {
 			t.Fatalf("scores = %v, want a 100, b ⌊99·100/199⌋ = 49, full 0", got)
 		}
 	})
 	t.Run("ample free IPs score as well as any", func(t *testing.T) {
 		// The default AmpleFreeIPs, 110: a's 199 count as 110, b's 99 not.
-		got := newPlugin(t, defaultArgs(), nil, nil).scores(t, pod("x"), a, b, full)
+		got := newPlugin(t, defaultArgs(), nil, nil).Scores(t, pod("x"), a, b, full)
 		if got["a"] != 100 || got["b"] != 99*100/110 || got["full"] != 0 {
 			t.Fatalf("scores = %v, want a 100, b ⌊99·100/110⌋ = 90, full 0", got)
 		}
 	})
 	t.Run("unknown node scores the mean of the known", func(t *testing.T) {
 		tp := newPlugin(t, noLimit, nil, nil)
-		got := tp.scores(t, pod("x"), a, b, unknown)
+		got := tp.Scores(t, pod("x"), a, b, unknown)
 		if got["u"] != (100+49)/2 {
 			t.Fatalf("scores = %v, want u = %d", got, (100+49)/2)
 		}
@@ -123,28 +125,28 @@ func TestScore(t *testing.T) {
 		args := defaultArgs()
 		args.UnknownNodeScore = 7
 		tp := newPlugin(t, args, nil, nil)
-		if got := tp.scores(t, pod("x"), a, unknown); got["u"] != 7 || got["a"] != 100 {
+		if got := tp.Scores(t, pod("x"), a, unknown); got["u"] != 7 || got["a"] != 100 {
 			t.Fatalf("scores = %v", got)
 		}
 	})
 	t.Run("no known node: scoring skipped", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		if got := tp.scores(t, pod("x"), unknown, nodeInfo(ipNode("stale", 13, 0, now.Add(-time.Hour)))); got != nil {
+		if got := tp.Scores(t, pod("x"), unknown, plugintest.NodeInfo(ipNode("stale", 13, 0, now.Add(-time.Hour)))); got != nil {
 			t.Fatalf("scores = %v, want PreScore to skip", got)
 		}
 	})
 	t.Run("host-network pod: scoring skipped", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		if got := tp.scores(t, hostNetworkPod("x"), a, b); got != nil {
+		if got := tp.Scores(t, hostNetworkPod("x"), a, b); got != nil {
 			t.Fatalf("scores = %v, want PreScore to skip", got)
 		}
 	})
 	t.Run("pods placed since the sample count", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		c := nodeInfo(ipNode("c", 13, 3, sample)) // 10 free, 9 after
-		d := nodeInfo(ipNode("d", 13, 0, sample), assumed(pod("p1"), "d"), assumed(pod("p2"), "d"),
-			assumed(pod("p3"), "d"), assumed(hostNetworkPod("h"), "d")) // 13 − 3 = 10 free, 9 after
-		got := tp.scores(t, pod("x"), c, d)
+		c := plugintest.NodeInfo(ipNode("c", 13, 3, sample)) // 10 free, 9 after
+		d := plugintest.NodeInfo(ipNode("d", 13, 0, sample), plugintest.Assumed(pod("p1"), "d"), plugintest.Assumed(pod("p2"), "d"),
+			plugintest.Assumed(pod("p3"), "d"), plugintest.Assumed(hostNetworkPod("h"), "d")) // 13 − 3 = 10 free, 9 after
+		got := tp.Scores(t, pod("x"), c, d)
 		if got["c"] != 100 || got["d"] != 100 {
 			t.Fatalf("scores = %v, want both 100", got)
 		}
@@ -209,12 +211,12 @@ func TestCachedPathAllocatesNothing(t *testing.T) {
 	sample := now.Add(-time.Minute)
 	var pods []*corev1.Pod
 	for i := range 50 {
-		pods = append(pods, boundAt(pod(string(rune('A'+i))), "n", sample.Add(time.Duration(i-25)*time.Second)))
+		pods = append(pods, plugintest.BoundAt(pod(string(rune('A'+i))), "n", sample.Add(time.Duration(i-25)*time.Second)))
 	}
 	args := defaultArgs()
 	args.AmpleFreeIPs = 0 // else PreScore skips: 154 free IPs are ample
 	tp := newPlugin(t, args, []*corev1.Node{ipNode("n", 254, 100, sample)}, pods)
-	ni := tp.h.SnapshotNodeInfo(t, "n")
+	ni := tp.Handle.SnapshotNodeInfo(t, "n")
 	ctx := context.Background()
 	state := framework.NewCycleState()
 	in := pod("incoming")
@@ -240,12 +242,12 @@ func TestCachedPathAllocatesNothing(t *testing.T) {
 // problem.
 func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	bad := annotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "-1",
+	bad := figuretest.AnnotatedNode("n", ipstats.AnnotationCapacity, "13", ipstats.AnnotationUsed, "-1",
 		ipstats.AnnotationSampledAt, now.Format(time.RFC3339))
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{bad}, nil)
-	ni := tp.h.SnapshotNodeInfo(t, "n").(*framework.NodeInfo)
+	ni := tp.Handle.SnapshotNodeInfo(t, "n").(*framework.NodeInfo)
 	first := tp.Estimate(ctx, ni)
-	ni.AddPod(assumed(pod("p"), "n"))
+	ni.AddPod(plugintest.Assumed(pod("p"), "n"))
 	second := tp.Estimate(ctx, ni)
 	if first.Err == nil || second.Err != first.Err {
 		t.Fatalf("a pod change should reuse the parse of the same Node object: %v / %v", first.Err, second.Err)
@@ -254,11 +256,11 @@ func TestInvalidAnnotationParsedOncePerNodeObject(t *testing.T) {
 	ni.SetNode(bad.DeepCopy())
 	tp.Estimate(ctx, ni)
 	// Another problem: a new Event.
-	ni.SetNode(annotatedNode("n", ipstats.AnnotationCapacity, "13"))
+	ni.SetNode(figuretest.AnnotatedNode("n", ipstats.AnnotationCapacity, "13"))
 	tp.Estimate(ctx, ni)
 	var events []string
-	for len(tp.h.Recorder.Events) > 0 {
-		events = append(events, <-tp.h.Recorder.Events)
+	for len(tp.Handle.Recorder.Events) > 0 {
+		events = append(events, <-tp.Handle.Recorder.Events)
 	}
 	if len(events) != 2 || !strings.Contains(events[0], "Warning "+EventReasonInvalidIPs+` annotation headroom.dev/ip-used="-1"`) ||
 		!strings.Contains(events[1], "headroom.dev/ip-used") || !strings.Contains(events[1], "missing") {
@@ -279,14 +281,14 @@ func TestPreScoreSkipsWhenEveryNodeHasAmpleIPs(t *testing.T) {
 		skip bool
 	}{{defaultArgs(), true}, {noLimit, false}} {
 		tp := newPlugin(t, tc.args, nodes, nil)
-		infos := []fwk.NodeInfo{tp.h.SnapshotNodeInfo(t, "a"), tp.h.SnapshotNodeInfo(t, "b")}
+		infos := []fwk.NodeInfo{tp.Handle.SnapshotNodeInfo(t, "a"), tp.Handle.SnapshotNodeInfo(t, "b")}
 		if s := tp.PreScore(context.Background(), framework.NewCycleState(), pod("x"), infos); s.IsSkip() != tc.skip {
 			t.Errorf("ampleFreeIPs %d: PreScore = %v, want skip %v", tc.args.AmpleFreeIPs, s, tc.skip)
 		}
 	}
 	// One IP fewer on b and it no longer has ample.
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{nodes[0], ipNode("b", 254, 144, sample)}, nil)
-	infos := []fwk.NodeInfo{tp.h.SnapshotNodeInfo(t, "a"), tp.h.SnapshotNodeInfo(t, "b")}
+	infos := []fwk.NodeInfo{tp.Handle.SnapshotNodeInfo(t, "a"), tp.Handle.SnapshotNodeInfo(t, "b")}
 	if s := tp.PreScore(context.Background(), framework.NewCycleState(), pod("x"), infos); s.IsSkip() {
 		t.Error("b keeps 109 IPs after the pod, yet PreScore skipped")
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/figure/figuretest"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
 func TestCacheFollowsGeneration(t *testing.T) {
@@ -35,7 +37,7 @@ func TestCacheFollowsGeneration(t *testing.T) {
 	}
 
 	// A pod placed on the node: new generation, same Node object.
-	ni.AddPod(assumed(pod("p", "700"), "n"))
+	ni.AddPod(plugintest.Assumed(pod("p", "700"), "n"))
 	second := tp.Estimate(ctx, ni)
 	if second.Used != 20700 {
 		t.Fatalf("after a pod was added: estimate %d, want 20700", second.Used)
@@ -53,7 +55,7 @@ func TestCacheFollowsGeneration(t *testing.T) {
 // An invalid node annotation is logged once per distinct bad value, not
 // once per pod and node, nor per update of the Node that keeps the value.
 func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
-	bad := annotatedNode("n", pidstats.AnnotationCapacity, "32768", pidstats.AnnotationUsed, "-1",
+	bad := figuretest.AnnotatedNode("n", pidstats.AnnotationCapacity, "32768", pidstats.AnnotationUsed, "-1",
 		pidstats.AnnotationSampledAt, now.Format(time.RFC3339))
 	tp := newPlugin(t, defaultArgs(), []*corev1.Node{bad}, nil)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
@@ -76,7 +78,7 @@ func TestInvalidAnnotationLoggedOncePerNodeObject(t *testing.T) {
 		if s := tp.Filter(ctx, state, p, ni); !s.IsSuccess() {
 			t.Fatalf("Filter = %v on a node with unknown headroom", s)
 		}
-		ni.AddPod(assumed(pod("placed-"+name, ""), "n"))
+		ni.AddPod(plugintest.Assumed(pod("placed-"+name, ""), "n"))
 	}
 	if got := count(); got != 1 {
 		t.Fatalf("logged %d times for one Node object and three pods, want 1", got)
@@ -116,7 +118,7 @@ func TestCacheConcurrentUse(t *testing.T) {
 				node := nodes[(w+i)%len(nodes)]
 				// A newer generation of the node replaces its entry while the
 				// other workers read the snapshot's.
-				tp.Estimate(ctx, nodeInfo(node, assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
+				tp.Estimate(ctx, plugintest.NodeInfo(node, plugintest.Assumed(pod(fmt.Sprintf("p%d-%d", w, i), "10"), "x")))
 				ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get(node.Name)
 				if err != nil {
 					t.Error(err)
@@ -158,7 +160,7 @@ func TestTemporaryNodeInfoCopiesAreNotCached(t *testing.T) {
 	if tp.Estimate(ctx, nominated) != first {
 		t.Fatal("an unchanged copy (same generation) should have the snapshot's estimate")
 	}
-	nominated.AddPod(assumed(pod("nominated", "700"), "n"))
+	nominated.AddPod(plugintest.Assumed(pod("nominated", "700"), "n"))
 	if onCopy := tp.Estimate(ctx, nominated); onCopy.Err != nil || onCopy.Used != 20700 {
 		t.Fatalf("copy with a nominated pod: estimated %d (%v), want 20700", onCopy.Used, onCopy.Err)
 	}
@@ -176,7 +178,7 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 	roomy := []*corev1.Node{pidNode("a", 32768, 0, 1000, sample), pidNode("b", 32768, 0, 2000, sample), st.MakeNode().Name("unknown").Obj()}
 	short := pidNode("short", 32768, 0, 31500, sample)
 	_, ctx := ktesting.NewTestContext(t)
-	cycle := func(tp testPlugin, p *corev1.Pod) fwk.CycleState {
+	cycle := func(tp figuretest.Plugin[pidstats.NodeStats], p *corev1.Pod) fwk.CycleState {
 		t.Helper()
 		state := framework.NewCycleState()
 		if _, s := tp.PreFilter(ctx, state, p, nil); !s.IsSuccess() {
@@ -184,7 +186,7 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 		}
 		return state
 	}
-	snapshotNode := func(tp testPlugin, name string) fwk.NodeInfo {
+	snapshotNode := func(tp figuretest.Plugin[pidstats.NodeStats], name string) fwk.NodeInfo {
 		t.Helper()
 		ni, err := tp.Handle.SnapshotSharedLister().NodeInfos().Get(name)
 		if err != nil {
@@ -202,7 +204,7 @@ func TestFilterShortcutWhenEveryNodeFits(t *testing.T) {
 		}
 	}
 	nominated := snapshotNode(tp, "a").(*framework.NodeInfo).SnapshotConcrete()
-	nominated.AddPod(assumed(pod("nominated", "31000"), "a"))
+	nominated.AddPod(plugintest.Assumed(pod("nominated", "31000"), "a"))
 	if status := tp.Filter(ctx, state, p, nominated); status.Code() != fwk.Unschedulable {
 		t.Fatalf("a copy of a with a nominated pod of 31000 PIDs: %v, want Unschedulable", status)
 	}
@@ -274,7 +276,7 @@ func TestPreScoreSkipsWhenEveryNodeHasAmplePIDs(t *testing.T) {
 			// placed on b since takes it below ample.
 			for _, ni := range infos {
 				if ni.Node().Name == "b" {
-					ni.(*framework.NodeInfo).AddPod(assumed(pod("big", "2000"), "b"))
+					ni.(*framework.NodeInfo).AddPod(plugintest.Assumed(pod("big", "2000"), "b"))
 				}
 			}
 			if s := tp.PreScore(ctx, framework.NewCycleState(), p, infos); s.IsSkip() {

@@ -1,8 +1,6 @@
 package nodepids
 
 import (
-	"context"
-	"reflect"
 	"testing"
 	"time"
 
@@ -13,47 +11,20 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/figure/figuretest"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
-func TestEventsToRegister(t *testing.T) {
-	tp := newPlugin(t, defaultArgs(), nil, nil)
-	got, err := tp.EventsToRegister(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []fwk.ClusterEvent
-	for _, e := range got {
-		if e.QueueingHintFn == nil {
-			t.Errorf("%v registered without a queueing hint", e.Event)
-		}
-		events = append(events, e.Event)
-	}
-	want := []fwk.ClusterEvent{
-		{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAnnotation},
-		{Resource: fwk.Pod, ActionType: fwk.Delete},
-	}
-	if !reflect.DeepEqual(events, want) {
-		t.Fatalf("events = %v, want %v", events, want)
-	}
-}
-
 func TestNodeChangeHint(t *testing.T) {
-	sample := now.Add(-time.Minute)
-	later := now.Add(-10 * time.Second)
 	// Defaults: floor 1638 on 32768, an undeclared pod counts 100, so a node
 	// has room for it up to 32768 − 1738 = 31030 used.
 	const roomy, starved = 20000, 32000
+	sample := now.Add(-time.Minute)
+	later := now.Add(-10 * time.Second)
 	n := func(used int64, at time.Time) *corev1.Node { return pidNode("n", 32768, 0, used, at) }
-	withExtra := func(node *corev1.Node) *corev1.Node {
-		node = node.DeepCopy()
-		if node.Annotations == nil {
-			node.Annotations = map[string]string{}
-		}
-		node.Annotations["example.com/other"] = "changed"
-		return node
-	}
+	withExtra := figuretest.WithOtherAnnotation
 	none := st.MakeNode().Name("n").Obj()
-	invalid := annotatedNode("n", pidstats.AnnotationCapacity, "32768", pidstats.AnnotationUsed, "many",
+	invalid := figuretest.AnnotatedNode("n", pidstats.AnnotationCapacity, "32768", pidstats.AnnotationUsed, "many",
 		pidstats.AnnotationSampledAt, sample.Format(time.RFC3339))
 
 	tests := []struct {
@@ -95,7 +66,7 @@ func TestNodeChangeHint(t *testing.T) {
 			if tc.old != nil {
 				oldObj = tc.old
 			}
-			got, err := tp.isSchedulableAfterNodeChange(ktesting.NewLogger(t, ktesting.NewConfig()), p, oldObj, tc.new)
+			got, err := tp.IsSchedulableAfterNodeChange(ktesting.NewLogger(t, ktesting.NewConfig()), p, oldObj, tc.new)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +78,7 @@ func TestNodeChangeHint(t *testing.T) {
 
 	t.Run("not a node", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		got, err := tp.isSchedulableAfterNodeChange(ktesting.NewLogger(t, ktesting.NewConfig()), pod("p", ""), nil, pod("x", ""))
+		got, err := tp.IsSchedulableAfterNodeChange(ktesting.NewLogger(t, ktesting.NewConfig()), pod("p", ""), nil, pod("x", ""))
 		if err == nil || got != fwk.Queue {
 			t.Fatalf("hint = %v, %v; want Queue and an error", got, err)
 		}
@@ -126,31 +97,31 @@ func TestPodDeleteHint(t *testing.T) {
 		want    fwk.QueueingHint
 	}{
 		{name: "unscheduled pod", deleted: pod("d", "1000"), want: fwk.QueueSkip},
-		{name: "placed after the sample", deleted: boundAt(pod("d", "1000"), "known", sample.Add(time.Second)), want: fwk.Queue},
-		{name: "bound in the sample's second", deleted: boundAt(pod("d", "1000"), "known", sample), want: fwk.Queue},
-		{name: "assumed, not bound yet", deleted: assumed(pod("d", ""), "known"), want: fwk.Queue},
-		{name: "in the sample", deleted: boundAt(pod("d", "1000"), "known", sample.Add(-time.Second)), want: fwk.QueueSkip},
+		{name: "placed after the sample", deleted: plugintest.BoundAt(pod("d", "1000"), "known", sample.Add(time.Second)), want: fwk.Queue},
+		{name: "bound in the sample's second", deleted: plugintest.BoundAt(pod("d", "1000"), "known", sample), want: fwk.Queue},
+		{name: "assumed, not bound yet", deleted: plugintest.Assumed(pod("d", ""), "known"), want: fwk.Queue},
+		{name: "in the sample", deleted: plugintest.BoundAt(pod("d", "1000"), "known", sample.Add(-time.Second)), want: fwk.QueueSkip},
 		{name: "terminal, placed after the sample", deleted: func() *corev1.Pod {
-			p := boundAt(pod("d", "1000"), "known", sample.Add(time.Second))
+			p := plugintest.BoundAt(pod("d", "1000"), "known", sample.Add(time.Second))
 			p.Status.Phase = corev1.PodSucceeded
 			return p
 		}(), want: fwk.Queue},
-		{name: "declared 0 PIDs", deleted: boundAt(pod("d", "0"), "known", sample.Add(time.Second)), want: fwk.QueueSkip},
+		{name: "declared 0 PIDs", deleted: plugintest.BoundAt(pod("d", "0"), "known", sample.Add(time.Second)), want: fwk.QueueSkip},
 		{name: "nominated to the node", deleted: func() *corev1.Pod {
 			p := pod("d", "")
 			p.Status.NominatedNodeName = "known"
 			return p
 		}(), want: fwk.Queue},
-		{name: "node with unknown headroom", deleted: boundAt(pod("d", "1000"), "unknown", sample.Add(time.Second)), want: fwk.QueueSkip},
-		{name: "node with a stale sample", deleted: boundAt(pod("d", "1000"), "stale", now.Add(-2*time.Hour)), want: fwk.Queue},
-		{name: "node gone", deleted: boundAt(pod("d", "1000"), "gone", sample.Add(time.Second)), want: fwk.QueueSkip},
+		{name: "node with unknown headroom", deleted: plugintest.BoundAt(pod("d", "1000"), "unknown", sample.Add(time.Second)), want: fwk.QueueSkip},
+		{name: "node with a stale sample", deleted: plugintest.BoundAt(pod("d", "1000"), "stale", now.Add(-2*time.Hour)), want: fwk.Queue},
+		{name: "node gone", deleted: plugintest.BoundAt(pod("d", "1000"), "gone", sample.Add(time.Second)), want: fwk.QueueSkip},
 		{name: "tombstone", deleted: cache.DeletedFinalStateUnknown{Key: "ns/d",
-			Obj: boundAt(pod("d", "1000"), "known", sample.Add(time.Second))}, want: fwk.Queue},
+			Obj: plugintest.BoundAt(pod("d", "1000"), "known", sample.Add(time.Second))}, want: fwk.Queue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := newPlugin(t, defaultArgs(), []*corev1.Node{known, stale, unknown}, nil)
-			got, err := tp.isSchedulableAfterPodDelete(ktesting.NewLogger(t, ktesting.NewConfig()), pod("pending", ""), tc.deleted, nil)
+			got, err := tp.IsSchedulableAfterPodDelete(ktesting.NewLogger(t, ktesting.NewConfig()), pod("pending", ""), tc.deleted, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,11 +136,17 @@ func TestPodDeleteHint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tp := testPlugin{NodePIDs: p.(*NodePIDs)}
-		got, err := tp.isSchedulableAfterPodDelete(ktesting.NewLogger(t, ktesting.NewConfig()), pod("pending", ""),
-			boundAt(pod("d", "1000"), "known", sample.Add(-time.Hour)), nil)
+		tp := figuretest.Plugin[pidstats.NodeStats]{Plugin: p.(*NodePIDs)}
+		got, err := tp.IsSchedulableAfterPodDelete(ktesting.NewLogger(t, ktesting.NewConfig()), pod("pending", ""),
+			plugintest.BoundAt(pod("d", "1000"), "known", sample.Add(-time.Hour)), nil)
 		if err != nil || got != fwk.Queue {
 			t.Fatalf("hint = %v, %v; want Queue", got, err)
 		}
 	})
+}
+
+// TestEventsToRegister: the plugin registers the events its queueing
+// hints (above) answer, each with its hint.
+func TestEventsToRegister(t *testing.T) {
+	newPlugin(t, defaultArgs(), nil, nil).CheckEventsToRegister(t)
 }

@@ -22,6 +22,8 @@ import (
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/figure"
+	"github.com/headroom-k8s/headroom/plugins/figure/figuretest"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
 func TestFilter(t *testing.T) {
@@ -38,7 +40,7 @@ func TestFilter(t *testing.T) {
 		return pods
 	}
 	assumedPods := func(count int, pids string) []*corev1.Pod {
-		return many(count, func(i int) *corev1.Pod { return assumed(pod(fmt.Sprintf("p%d", i), pids), "n") })
+		return many(count, func(i int) *corev1.Pod { return plugintest.Assumed(pod(fmt.Sprintf("p%d", i), pids), "n") })
 	}
 	noFloor := defaultArgs()
 	noFloor.MinFreePIDs, noFloor.MinFreePercent = 0, 0
@@ -74,11 +76,11 @@ func TestFilter(t *testing.T) {
 		{name: "no floor: one PID too many", args: noFloor, node: n(capacity - 99), pod: pod("x", ""), reject: true},
 		{name: "stale sample: unknown, passes", node: pidNode("n", capacity, 0, 32700, now.Add(-11*time.Minute)), pod: pod("x", "")},
 		{name: "no age limit: an old sample still counts", args: noAgeLimit, node: pidNode("n", capacity, 0, 32700, now.Add(-24*time.Hour)), pod: pod("x", ""), reject: true},
-		{name: "invalid: used above capacity, passes", node: annotatedNode("n", pidstats.AnnotationCapacity, "100", pidstats.AnnotationUsed, "200",
+		{name: "invalid: used above capacity, passes", node: figuretest.AnnotatedNode("n", pidstats.AnnotationCapacity, "100", pidstats.AnnotationUsed, "200",
 			pidstats.AnnotationSampledAt, sample.Format(time.RFC3339)), pod: pod("x", "")},
-		{name: "invalid: malformed capacity, passes", node: annotatedNode("n", pidstats.AnnotationCapacity, "32k", pidstats.AnnotationUsed, "32000",
+		{name: "invalid: malformed capacity, passes", node: figuretest.AnnotatedNode("n", pidstats.AnnotationCapacity, "32k", pidstats.AnnotationUsed, "32000",
 			pidstats.AnnotationSampledAt, sample.Format(time.RFC3339)), pod: pod("x", "")},
-		{name: "invalid: capacity alone, passes", node: annotatedNode("n", pidstats.AnnotationCapacity, "100"), pod: pod("x", "")},
+		{name: "invalid: capacity alone, passes", node: figuretest.AnnotatedNode("n", pidstats.AnnotationCapacity, "100"), pod: pod("x", "")},
 		{name: "invalid: sample from the future, passes", node: pidNode("n", capacity, 0, 32700, now.Add(time.Hour)), pod: pod("x", "")},
 		// 28000 used leaves 4768 free.
 		{name: "assumed pods count: 3 × 1000 leaves room", node: n(28000), pods: assumedPods(3, "1000"), pod: pod("x", "")},
@@ -87,15 +89,15 @@ func TestFilter(t *testing.T) {
 		{name: "undeclared assumed pods count the default: 31 fill it", node: n(28000), pods: assumedPods(31, ""), pod: pod("x", ""), reject: true},
 		{name: "pods bound after the sample count", node: n(28000), pod: pod("x", ""), reject: true,
 			pods: many(4, func(i int) *corev1.Pod {
-				return boundAt(pod(fmt.Sprintf("b%d", i), "1000"), "n", sample.Add(5*time.Second))
+				return plugintest.BoundAt(pod(fmt.Sprintf("b%d", i), "1000"), "n", sample.Add(5*time.Second))
 			})},
 		{name: "pods bound before the sample are in it", node: n(28000), pod: pod("x", ""),
 			pods: many(4, func(i int) *corev1.Pod {
-				return boundAt(pod(fmt.Sprintf("b%d", i), "1000"), "n", sample.Add(-time.Minute))
+				return plugintest.BoundAt(pod(fmt.Sprintf("b%d", i), "1000"), "n", sample.Add(-time.Minute))
 			})},
 		{name: "terminal pods do not count", node: n(28000), pod: pod("x", ""),
 			pods: many(4, func(i int) *corev1.Pod {
-				p := assumed(pod(fmt.Sprintf("f%d", i), "1000"), "n")
+				p := plugintest.Assumed(pod(fmt.Sprintf("f%d", i), "1000"), "n")
 				p.Status.Phase = corev1.PodFailed
 				return p
 			})},
@@ -107,7 +109,7 @@ func TestFilter(t *testing.T) {
 				args = defaultArgs()
 			}
 			tp := newPlugin(t, args, []*corev1.Node{tc.node}, nil)
-			status := tp.filter(t, tc.pod, nodeInfo(tc.node, tc.pods...))
+			status := tp.RunFilter(t, tc.pod, plugintest.NodeInfo(tc.node, tc.pods...))
 			if !tc.reject {
 				if !status.IsSuccess() {
 					t.Fatalf("Filter = %v, want success", status)
@@ -132,10 +134,10 @@ func TestFilterBurstWithinOneSample(t *testing.T) {
 	placed := 0
 	for i := 0; i < 1000; i++ {
 		p := pod(fmt.Sprintf("burst-%d", i), "250")
-		if !tp.filter(t, p, ni).IsSuccess() {
+		if !tp.RunFilter(t, p, ni).IsSuccess() {
 			break
 		}
-		ni.AddPod(assumed(p, "n"))
+		ni.AddPod(plugintest.Assumed(p, "n"))
 		placed++
 	}
 	// (32768 − 20000 − 1638) / 250 = 44.5: 44 pods fit above the floor.
@@ -151,11 +153,11 @@ func TestScore(t *testing.T) {
 	c := pidNode("c", 32768, 0, 27768, sample) // 5000 free
 	unknown := st.MakeNode().Name("unknown").Obj()
 	stale := pidNode("stale", 32768, 0, 0, now.Add(-time.Hour))
-	invalid := annotatedNode("invalid", pidstats.AnnotationCapacity, "x")
+	invalid := figuretest.AnnotatedNode("invalid", pidstats.AnnotationCapacity, "x")
 
 	t.Run("more free PIDs score higher, unknown nodes neutral", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		got := tp.scores(t, pod("x", ""), nodeInfo(a), nodeInfo(b), nodeInfo(c), nodeInfo(unknown), nodeInfo(stale), nodeInfo(invalid))
+		got := tp.Scores(t, pod("x", ""), plugintest.NodeInfo(a), plugintest.NodeInfo(b), plugintest.NodeInfo(c), plugintest.NodeInfo(unknown), plugintest.NodeInfo(stale), plugintest.NodeInfo(invalid))
 		// Free after placement 19900, 9900, 4900: ⌊100·free/19900⌋; unknown
 		// nodes get the known nodes' mean, ⌊(100+49+24)/3⌋.
 		want := map[string]int64{"a": 100, "b": 49, "c": 24, "unknown": 57, "stale": 57, "invalid": 57}
@@ -165,7 +167,7 @@ func TestScore(t *testing.T) {
 	})
 	t.Run("the pod's own PIDs count", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		got := tp.scores(t, pod("x", "4000"), nodeInfo(a), nodeInfo(b), nodeInfo(c))
+		got := tp.Scores(t, pod("x", "4000"), plugintest.NodeInfo(a), plugintest.NodeInfo(b), plugintest.NodeInfo(c))
 		// 16000, 6000, 1000 after placement.
 		want := map[string]int64{"a": 100, "b": 37, "c": 6}
 		if !reflect.DeepEqual(got, want) {
@@ -176,10 +178,10 @@ func TestScore(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
 		var pods []*corev1.Pod
 		for _, name := range []string{"p1", "p2", "p3"} {
-			pods = append(pods, assumed(pod(name, "4000"), "a"))
+			pods = append(pods, plugintest.Assumed(pod(name, "4000"), "a"))
 		}
 		// a: 20000 − 12000 = 8000 free, b: 10000.
-		got := tp.scores(t, pod("x", ""), nodeInfo(a, pods...), nodeInfo(b))
+		got := tp.Scores(t, pod("x", ""), plugintest.NodeInfo(a, pods...), plugintest.NodeInfo(b))
 		if got["b"] != 100 || got["a"] >= got["b"] {
 			t.Fatalf("scores = %v, want b on top", got)
 		}
@@ -189,14 +191,14 @@ func TestScore(t *testing.T) {
 			args := defaultArgs()
 			args.UnknownNodeScore = want
 			tp := newPlugin(t, args, nil, nil)
-			if got := tp.scores(t, pod("x", ""), nodeInfo(a), nodeInfo(unknown)); got["unknown"] != want {
+			if got := tp.Scores(t, pod("x", ""), plugintest.NodeInfo(a), plugintest.NodeInfo(unknown)); got["unknown"] != want {
 				t.Errorf("UnknownNodeScore %d: scores = %v", want, got)
 			}
 		}
 	})
 	t.Run("no node with known headroom: scoring skipped", func(t *testing.T) {
 		tp := newPlugin(t, defaultArgs(), nil, nil)
-		if got := tp.scores(t, pod("x", ""), nodeInfo(unknown), nodeInfo(stale), nodeInfo(invalid)); got != nil {
+		if got := tp.Scores(t, pod("x", ""), plugintest.NodeInfo(unknown), plugintest.NodeInfo(stale), plugintest.NodeInfo(invalid)); got != nil {
 			t.Fatalf("scores = %v, want PreScore to skip", got)
 		}
 	})
@@ -204,11 +206,11 @@ func TestScore(t *testing.T) {
 		// Reached only when Filter is not enabled.
 		tp := newPlugin(t, defaultArgs(), nil, nil)
 		full := pidNode("full", 1000, 0, 1000, sample)
-		got := tp.scores(t, pod("x", ""), nodeInfo(full), nodeInfo(c))
+		got := tp.Scores(t, pod("x", ""), plugintest.NodeInfo(full), plugintest.NodeInfo(c))
 		if got["full"] != 0 || got["c"] != 100 {
 			t.Fatalf("scores = %v", got)
 		}
-		if got := tp.scores(t, pod("x", ""), nodeInfo(full)); got["full"] != 0 {
+		if got := tp.Scores(t, pod("x", ""), plugintest.NodeInfo(full)); got["full"] != 0 {
 			t.Fatalf("only node full: scores = %v", got)
 		}
 	})
@@ -220,7 +222,7 @@ func TestScore(t *testing.T) {
 		huge := pidNode("huge", most, 0, 0, sample)
 		half := pidNode("half", most, 0, most/2, sample)
 		tiny := pidNode("tiny", most, 0, most-200, sample)
-		got := tp.scores(t, pod("x", "100"), nodeInfo(huge), nodeInfo(half), nodeInfo(tiny))
+		got := tp.Scores(t, pod("x", "100"), plugintest.NodeInfo(huge), plugintest.NodeInfo(half), plugintest.NodeInfo(tiny))
 		if got["huge"] != 100 || got["half"] != 49 || got["tiny"] != 0 {
 			t.Fatalf("scores = %v, want huge 100, half 49, tiny 0", got)
 		}
@@ -230,7 +232,7 @@ func TestScore(t *testing.T) {
 		huge := pidNode("huge", most, 0, 0, sample)
 		ample := pidNode("ample", 65536, 0, 32668, sample) // 32868 free, 32768 after the pod
 		// a: 19900 after, under the default AmpleFreePIDs of 32768.
-		got := newPlugin(t, defaultArgs(), nil, nil).scores(t, pod("x", "100"), nodeInfo(huge), nodeInfo(ample), nodeInfo(a))
+		got := newPlugin(t, defaultArgs(), nil, nil).Scores(t, pod("x", "100"), plugintest.NodeInfo(huge), plugintest.NodeInfo(ample), plugintest.NodeInfo(a))
 		want := map[string]int64{"huge": 100, "ample": 100, "a": 19900 * 100 / 32768}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("scores = %v, want %v", got, want)
@@ -267,15 +269,15 @@ func TestMalformedPodAnnotation(t *testing.T) {
 	if _, s := tp.PreFilter(ctx, state, bad, nil); !s.IsSuccess() {
 		t.Fatalf("PreFilter: %v", s)
 	}
-	if s := tp.Filter(ctx, state, bad, nodeInfo(node)); !s.IsSuccess() {
+	if s := tp.Filter(ctx, state, bad, plugintest.NodeInfo(node)); !s.IsSuccess() {
 		t.Fatalf("Filter = %v: a malformed annotation should count as the default", s)
 	}
-	if s := tp.PreScore(ctx, state, bad, []fwk.NodeInfo{nodeInfo(node)}); !s.IsSuccess() {
+	if s := tp.PreScore(ctx, state, bad, []fwk.NodeInfo{plugintest.NodeInfo(node)}); !s.IsSuccess() {
 		t.Fatalf("PreScore: %v", s)
 	}
 	wantEvent := `Warning InvalidPIDsAnnotation pod ns/bad: annotation headroom.dev/pids="lots%d" is not a base-10 integer in [0, 4194304]; using the default of 100 PIDs`
 	select {
-	case got := <-tp.recorder.Events:
+	case got := <-tp.Handle.Recorder.Events:
 		if got != wantEvent {
 			t.Errorf("event %q, want %q", got, wantEvent)
 		}
@@ -283,18 +285,18 @@ func TestMalformedPodAnnotation(t *testing.T) {
 		t.Fatal("no Warning Event for the malformed annotation")
 	}
 	select {
-	case got := <-tp.recorder.Events:
+	case got := <-tp.Handle.Recorder.Events:
 		t.Errorf("a second event in one cycle: %q", got)
 	default:
 	}
 
 	// A profile that scores with NodePIDs but does not filter with it still
 	// warns, once, in PreScore.
-	if s := tp.PreScore(ctx, framework.NewCycleState(), bad, []fwk.NodeInfo{nodeInfo(node)}); !s.IsSuccess() {
+	if s := tp.PreScore(ctx, framework.NewCycleState(), bad, []fwk.NodeInfo{plugintest.NodeInfo(node)}); !s.IsSuccess() {
 		t.Fatalf("PreScore: %v", s)
 	}
-	if len(tp.recorder.Events) != 1 {
-		t.Errorf("PreScore without PreFilter: %d events, want 1", len(tp.recorder.Events))
+	if len(tp.Handle.Recorder.Events) != 1 {
+		t.Errorf("PreScore without PreFilter: %d events, want 1", len(tp.Handle.Recorder.Events))
 	}
 
 	frags, s := tp.SignPod(ctx, bad)

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/internal/plugintest"
 )
 
 // The node agent's per-pod figures let Filter count the PIDs of a pod that
@@ -19,7 +20,7 @@ func TestFilterSubtractsListedPodsThatLeft(t *testing.T) {
 	sampled := now.Add(-time.Minute)
 	node := pidNode("n", 32768, 0, 30000, sampled)
 	node.Annotations[pidstats.AnnotationPIDPods] = bigUID + "=8000"
-	big := boundAt(pod("big", ""), "n", sampled.Add(-time.Hour))
+	big := plugintest.BoundAt(pod("big", ""), "n", sampled.Add(-time.Hour))
 	big.UID = bigUID
 	terminating := big.DeepCopy()
 	terminating.DeletionTimestamp = &metav1.Time{Time: now}
@@ -43,7 +44,7 @@ func TestFilterSubtractsListedPodsThatLeft(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := newPlugin(t, defaultArgs(), []*corev1.Node{tc.node}, tc.pods)
-			if got := tp.filter(t, incoming, nodeInfo(tc.node, tc.pods...)).IsSuccess(); got != tc.want {
+			if got := tp.RunFilter(t, incoming, plugintest.NodeInfo(tc.node, tc.pods...)).IsSuccess(); got != tc.want {
 				t.Errorf("Filter admits the pod: %v, want %v", got, tc.want)
 			}
 		})

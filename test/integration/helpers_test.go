@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,34 @@ func waitBound(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, na
 		t.Fatalf("pod %s/%s not bound: %v", ns, name, err)
 	}
 	return node
+}
+
+// waitUnschedulable waits until the scheduler marks the pod unschedulable
+// (PodScheduled False) and returns that condition; the pod being bound
+// first fails the test, with why ("bound to <node>, <why>").
+func waitUnschedulable(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name, why string) corev1.PodCondition {
+	t.Helper()
+	var cond corev1.PodCondition
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Spec.NodeName != "" {
+			return false, fmt.Errorf("bound to %s, %s", p.Spec.NodeName, why)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				cond = c
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod not marked unschedulable: %v", err)
+	}
+	return cond
 }
 
 // repoPath is the absolute path of a file of the repository.

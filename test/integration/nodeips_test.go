@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -141,26 +140,7 @@ func TestNodeIPsWithRealIPAM(t *testing.T) {
 
 	// Both pools are used up now: the next pod fits nowhere.
 	create("stuck", false)
-	var cond corev1.PodCondition
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, "stuck", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("bound to %s, but no node has a free pod IP", p.Spec.NodeName)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				cond = c
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("pod not marked unschedulable: %v", err)
-	}
+	cond := waitUnschedulable(ctx, t, cp.Client, metav1.NamespaceDefault, "stuck", "but no node has a free pod IP")
 	if want := "2 " + nodeips.ErrReasonNoFreeIPs; !strings.Contains(cond.Message, want) {
 		t.Errorf("PodScheduled condition %q, want it to contain %q", cond.Message, want)
 	}

@@ -237,26 +237,7 @@ func TestNodePIDsPendingUntilNodeShowsRoom(t *testing.T) {
 	}
 
 	// Pending, with the reason aggregated over both nodes.
-	var cond corev1.PodCondition
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, "big", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("bound to %s, which has no room for 4000 PIDs", p.Spec.NodeName)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				cond = c
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("pod not marked unschedulable: %v", err)
-	}
+	cond := waitUnschedulable(ctx, t, cp.Client, metav1.NamespaceDefault, "big", "which has no room for 4000 PIDs")
 	if cond.Reason != corev1.PodReasonUnschedulable || !strings.Contains(cond.Message, "2 "+nodepids.ErrReasonTooFewPIDs) {
 		t.Errorf("PodScheduled condition %s: %q, want %q", cond.Reason, cond.Message, "2 "+nodepids.ErrReasonTooFewPIDs)
 	}
