@@ -126,6 +126,16 @@ func (e Estimate) declaredWithin(pod *corev1.Pod, podWorst, allocatable int64) i
 	return min(memstats.Declared(pod, e.noRequest(allocatable)), podWorst)
 }
 
+// DeclaredOn returns what a pod nothing measured is taken to hold on a node
+// with the given allocatable memory: its memstats.Declared, at most its
+// worst case there (declaredWithin). It is the declared function of the
+// shared estimate of a node's working set (memstats.Estimate): OOMRisk's
+// model (Node.UsedNow), kubectl-headroom and RelieveNodePressure's memory
+// trigger pass it, so that they count a node's working set alike.
+func (e Estimate) DeclaredOn(allocatable int64) func(*corev1.Pod) int64 {
+	return func(p *corev1.Pod) int64 { return e.declaredWithin(p, e.podWorst(p, allocatable), allocatable) }
+}
+
 // podWorst is the pod's worst case on a node with the given allocatable
 // memory: what NewNode counts for it.
 func (e Estimate) podWorst(pod *corev1.Pod, allocatable int64) int64 {

@@ -76,6 +76,22 @@ type Node struct {
 	nowKilled    int
 }
 
+// MemoryOf returns node's memory capacity and allocatable memory in bytes,
+// as the model reads them, or an error wrapping ErrUnknownMemory when the
+// capacity is missing or not positive or the allocatable memory is missing
+// or negative.
+func MemoryOf(node *corev1.Node) (capacity, allocatable int64, err error) {
+	capQ, ok := node.Status.Capacity[corev1.ResourceMemory]
+	if !ok || capQ.Sign() <= 0 {
+		return 0, 0, fmt.Errorf("node %s: memory capacity missing or not positive: %w", node.Name, ErrUnknownMemory)
+	}
+	allocQ, ok := node.Status.Allocatable[corev1.ResourceMemory]
+	if !ok || allocQ.Sign() < 0 {
+		return 0, 0, fmt.Errorf("node %s: allocatable memory missing or negative: %w", node.Name, ErrUnknownMemory)
+	}
+	return bytesOf(capQ), bytesOf(allocQ), nil
+}
+
 // NewNode builds the model of node holding pods. Capacity is the node's
 // memory capacity (the kubelet derives oom_score_adj from machine memory),
 // allocatable its allocatable memory (what pods may use before the node is
@@ -88,15 +104,11 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 	if node == nil {
 		return nil, fmt.Errorf("nil node: %w", ErrUnknownMemory)
 	}
-	capQ, ok := node.Status.Capacity[corev1.ResourceMemory]
-	if !ok || capQ.Sign() <= 0 {
-		return nil, fmt.Errorf("node %s: memory capacity missing or not positive: %w", node.Name, ErrUnknownMemory)
+	capacity, allocatable, err := MemoryOf(node)
+	if err != nil {
+		return nil, err
 	}
-	allocQ, ok := node.Status.Allocatable[corev1.ResourceMemory]
-	if !ok || allocQ.Sign() < 0 {
-		return nil, fmt.Errorf("node %s: allocatable memory missing or negative: %w", node.Name, ErrUnknownMemory)
-	}
-	n := &Node{name: node.Name, capacity: bytesOf(capQ), allocatable: bytesOf(allocQ), est: est}
+	n := &Node{name: node.Name, capacity: capacity, allocatable: allocatable, est: est}
 
 	size := 0
 	for _, pod := range pods {
@@ -186,9 +198,7 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		for i := range n.victims {
 			n.nowPrefix[i+1] = addSat(n.nowPrefix[i], n.victims[i].Used)
 		}
-		n.usedNow = memstats.Estimate(*o.sample, pods, func(p *corev1.Pod) int64 {
-			return est.declaredWithin(p, est.podWorst(p, n.allocatable), n.allocatable)
-		}).Held
+		n.usedNow = memstats.Estimate(*o.sample, pods, est.DeclaredOn(n.allocatable)).Held
 		n.nowShortfall = subFloor(n.usedNow, n.allocatable)
 		n.nowKilled = reach(n.nowPrefix, 0, len(n.victims), n.nowShortfall, 0)
 		for i := range n.nowKilled {

@@ -25,6 +25,14 @@ const (
 	// allocatable PIDs is not worth a restart for PIDs.
 	DefaultMinPodPIDsPercent int64 = 1
 
+	// DefaultMemoryThresholdPercent: a node whose working set is above
+	// 90 % of its allocatable memory is within 10 % of the kubelet's hard
+	// eviction threshold (see MemoryTrigger).
+	DefaultMemoryThresholdPercent int64 = 90
+	// DefaultMinPodBytesPercent: a pod freeing less than 1 % of a node's
+	// allocatable memory is not worth a restart for memory.
+	DefaultMinPodBytesPercent int64 = 1
+
 	DefaultOOMThresholdPercent        int64 = 20
 	DefaultNoLimitRequestPercent            = oomkill.DefaultRequestMultiplierPercent
 	DefaultNoLimitAllocatablePermille       = oomkill.DefaultFractionOfAllocatablePermille
@@ -53,11 +61,13 @@ const (
 // signature.
 func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 	args := obj.(*RelieveNodePressureArgs)
-	// Only the PID trigger is on unless oom is given: the OOM figure counts
-	// every container without a memory limit at an estimate, so on a cluster
-	// of unlimited pods it can sit above any fixed threshold on most nodes,
-	// and an operator should choose to evict for it.
-	if args.PIDs == nil && args.OOM == nil {
+	// Only the PID trigger is on unless another is given: the OOM figure
+	// counts every container without a memory limit at an estimate, so on a
+	// cluster of unlimited pods it can sit above any fixed threshold on most
+	// nodes, and an operator should choose to evict for it; the memory
+	// trigger needs the node agent's memory sample, and an operator should
+	// choose its threshold against the kubelet's eviction settings.
+	if args.PIDs == nil && args.OOM == nil && args.Memory == nil {
 		args.PIDs = &PIDsTrigger{}
 	}
 	if p := args.PIDs; p != nil {
@@ -98,6 +108,20 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 		}
 		if o.MaxSampleAge == nil {
 			o.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+		}
+	}
+	if m := args.Memory; m != nil {
+		if m.ThresholdPercent == nil {
+			m.ThresholdPercent = ptr.To[int64](DefaultMemoryThresholdPercent)
+		}
+		if m.TargetPercent == nil {
+			m.TargetPercent = ptr.To[int64](max(*m.ThresholdPercent-DefaultTargetGap, 0))
+		}
+		if m.MaxSampleAge == nil {
+			m.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+		}
+		if m.MinPodBytesPercent == nil {
+			m.MinPodBytesPercent = ptr.To[int64](DefaultMinPodBytesPercent)
 		}
 	}
 	if len(args.SchedulerNames) == 0 {

@@ -1,8 +1,9 @@
 // Package relievenodepressure is Headroom's descheduler plugin
-// RelieveNodePressure. On each node whose PID use (pkg/pidstats) or
-// worst-case memory shortfall (pkg/oomkill) is above a threshold, it evicts
-// pods through the descheduler's evictor until the node is projected at or
-// below a target, taking them in the order the ReplicaSet controller deletes
-// pods on scale-down, with a delete-priority annotation ranked first
+// RelieveNodePressure. On each node whose PID use (pkg/pidstats), measured
+// memory working set (pkg/memstats) or worst-case memory shortfall
+// (pkg/oomkill) is above a threshold, it evicts pods through the
+// descheduler's evictor until the node is projected at or below a target,
+// taking them in the order the ReplicaSet controller deletes pods on
+// scale-down, with a delete-priority annotation ranked first
 // (pkg/deleteorder). See README.md.
 package relievenodepressure

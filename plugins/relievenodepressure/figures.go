@@ -3,31 +3,186 @@ package relievenodepressure
 import (
 	"fmt"
 	"math/bits"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
+// figureID names one of the measured figures a trigger watches.
+type figureID int
+
+const (
+	figurePIDs figureID = iota
+	figureMemory
+	numFigures
+)
+
+// The figures' keys: their args fields, and their names in a node's record.
+const (
+	keyPIDs   = "pids"
+	keyMemory = "memory"
+)
+
+// figure is a measured node figure a trigger watches: PIDs, or memory. It
+// says how the node agent's sample of the figure is read and how a node's use
+// of it is estimated (with the scheduler plugins' own code), how amounts of
+// it read in logs and Events, and the trigger's settings. Everything else,
+// a pod's gain, the plan and its pruning, the room on other nodes, the
+// debounce and the record of reliefs, is one code over every figure.
+type figure struct {
+	id figureID
+	// name starts the figure's log keys and Event summaries ("PIDs",
+	// "memory"); noun names its sample and its users ("PID", "memory"); key
+	// is its args field and its name in a node's record ("pids", "memory").
+	name, noun, key string
+	// format renders an amount of the figure ("9700", "9Gi"); unit follows
+	// an amount that stands alone ("9700 PIDs", "9Gi of memory").
+	format func(int64) string
+	unit   string
+	// podsAnnotation is the node's per-pod list of the figure;
+	// malformedPods the reason of the Warning Event when it does not parse.
+	podsAnnotation, malformedPods string
+	// malformedPod is the reason of the Warning Event on a pod whose
+	// declaration of the figure does not parse; "" where pods declare it in
+	// their spec.
+	malformedPod string
+	// minGainField names the args field of minGainPercent.
+	minGainField                      string
+	threshold, target, minGainPercent int64
+	maxSampleAge                      time.Duration
+	// read parses node's sample of the figure. Every error leaves the
+	// node's figure unknown: no sample, an invalid or a stale one.
+	read func(node *v1.Node, now time.Time) (reading, error)
+	// fits, when set, is a further rule a replacement must meet on another
+	// node with free and allocatable, for need (PIDs: NodePIDs' floor).
+	fits func(free, allocatable, need int64) bool
+}
+
+// amount renders n with the figure's unit.
+func (f *figure) amount(n int64) string { return f.format(n) + f.unit }
+
+// reading is a node's sample of a figure, as its model reads it.
+type reading struct {
+	sampledAt   time.Time
+	pods        sample.PodList
+	allocatable int64
+	// noAllocatable says why allocatable is 0.
+	noAllocatable string
+	// declared is what a pod the sample cannot hold is taken to hold, by
+	// the estimate's own rule; the error reports a malformed declaration,
+	// counted as the default.
+	declared func(*v1.Pod) (int64, error)
+	// estimate is the figure's shared estimate of the node's use with pods
+	// on it.
+	estimate func(pods []*v1.Pod) sample.Usage
+}
+
+// figuresOf returns the figures of the enabled triggers, indexed by id.
+func figuresOf(args *RelieveNodePressureArgs) [numFigures]*figure {
+	var fs [numFigures]*figure
+	if t := args.PIDs; t != nil {
+		fs[figurePIDs] = pidsFigure(t)
+	}
+	if t := args.Memory; t != nil {
+		fs[figureMemory] = memoryFigure(t, memoryEstimate(args))
+	}
+	return fs
+}
+
+// pidsFigure is the PID trigger's figure: NodePIDs' model (pkg/pidstats).
+func pidsFigure(t *PIDsTrigger) *figure {
+	defaultPIDs, maxAge := *t.DefaultPodPIDs, t.MaxSampleAge.Duration
+	floor := pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
+	return &figure{
+		id: figurePIDs, name: "PIDs", noun: "PID", key: keyPIDs,
+		format: func(n int64) string { return strconv.FormatInt(n, 10) }, unit: " PIDs",
+		podsAnnotation: pidstats.AnnotationPIDPods, malformedPods: ReasonMalformedPIDPods, malformedPod: ReasonMalformedPodPIDs,
+		minGainField: "minPodPIDsPercent",
+		threshold:    *t.ThresholdPercent, target: *t.TargetPercent, minGainPercent: *t.MinPodPIDsPercent, maxSampleAge: maxAge,
+		read: func(node *v1.Node, now time.Time) (reading, error) {
+			s, err := pidstats.ParseNode(node.Annotations, now, maxAge)
+			if err != nil {
+				return reading{}, err
+			}
+			return reading{
+				sampledAt: s.SampledAt, pods: s.Pods, allocatable: s.Allocatable(),
+				noAllocatable: fmt.Sprintf("no allocatable PIDs (capacity %d, reserved %d)", s.Capacity, s.Reserved),
+				declared:      func(pod *v1.Pod) (int64, error) { return pidstats.PodPIDs(pod, defaultPIDs) },
+				estimate:      func(pods []*v1.Pod) sample.Usage { return pidstats.Estimate(s, pods, defaultPIDs) },
+			}, nil
+		},
+		fits: floor.Fits,
+	}
+}
+
+// memoryFigure is the memory trigger's figure: the node's working set as
+// the shared estimate has it (memstats.Estimate), with the declared function
+// of OOMRisk's model (oomkill.Estimate.DeclaredOn), against the node's
+// allocatable memory.
+func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
+	maxAge := t.MaxSampleAge.Duration
+	return &figure{
+		id: figureMemory, name: "memory", noun: "memory", key: keyMemory,
+		format: formatBytes, unit: " of memory",
+		podsAnnotation: memstats.AnnotationPods, malformedPods: ReasonMalformedMemoryPods,
+		minGainField: "minPodBytesPercent",
+		threshold:    *t.ThresholdPercent, target: *t.TargetPercent, minGainPercent: *t.MinPodBytesPercent, maxSampleAge: maxAge,
+		read: func(node *v1.Node, now time.Time) (reading, error) {
+			s, err := memstats.ParseNode(node.Annotations, now, maxAge)
+			if err != nil {
+				return reading{}, err
+			}
+			_, allocatable, err := oomkill.MemoryOf(node)
+			if err != nil {
+				return reading{}, err
+			}
+			declared := est.DeclaredOn(allocatable)
+			return reading{
+				sampledAt: s.SampledAt, pods: s.Pods, allocatable: allocatable,
+				noAllocatable: "no allocatable memory",
+				declared:      func(pod *v1.Pod) (int64, error) { return declared(pod), nil },
+				estimate:      func(pods []*v1.Pod) sample.Usage { return memstats.Estimate(s, pods, declared) },
+			}, nil
+		},
+	}
+}
+
+// memoryEstimate is the no-limit estimate behind what an unmeasured pod is
+// taken to hold: the OOM trigger's where it is on, OOMRisk's defaults
+// otherwise, so that both memory triggers count a node alike.
+func memoryEstimate(args *RelieveNodePressureArgs) oomkill.Estimate {
+	if o := args.OOM; o != nil {
+		return oomkill.Estimate{RequestMultiplierPercent: *o.NoLimitRequestPercent, FractionOfAllocatablePermille: *o.NoLimitAllocatablePermille}
+	}
+	return oomkill.DefaultEstimate
+}
+
 // pressure is a node's trigger figures at the start of a cycle and as
 // projected after the evictions made so far. A nil trigger was not assessed:
 // disabled, or the node's figures are unknown.
 type pressure struct {
-	pids *pidPressure
-	oom  *oomPressure
+	measured [numFigures]*measured
+	oom      *oomPressure
 }
 
-type pidPressure struct {
-	stats                    pidstats.NodeStats
-	allocatable, start, used int64
-	threshold, target        int64
-	defaultPodPIDs           int64
-	// minPodPIDs is the least a pod must free to be evicted for PIDs.
-	minPodPIDs int64
+// measured is a node's pressure by one measured figure.
+type measured struct {
+	*figure
+	reading
+	// start is the settled use at the start of the cycle; used as
+	// projected after the evictions so far.
+	start, used int64
+	// minGain is the least a pod must free to be evicted for the figure.
+	minGain int64
 }
 
 type oomPressure struct {
@@ -37,61 +192,68 @@ type oomPressure struct {
 	evicted           []*v1.Pod
 }
 
-// nodePIDs is a node's PID sample and its estimated use, as NodePIDs
-// counts it, or why they are unknown.
-type nodePIDs struct {
-	stats pidstats.NodeStats
-	usage pidstats.Usage
+// gains are what evicting a pod frees by each measured figure.
+type gains [numFigures]int64
+
+// nodeFigure is a node's sample of a figure and its estimated use, or why
+// they are unknown.
+type nodeFigure struct {
+	reading
+	usage sample.Usage
 	err   error
+	// unknown: err is the figure's own (no sample, an invalid or a stale
+	// one), not a failure to list the node's pods.
+	unknown bool
 }
 
-// pidsOf returns node's PID figures, computed once per cycle: the relief of
+type figureKey struct {
+	node string
+	id   figureID
+}
+
+// figureOf returns node's figure f, computed once per cycle: the relief of
 // a node and the room check of every other node read the same figures.
 // pods are the node's pods, or nil to list them.
-func (c *cycle) pidsOf(node *v1.Node, pods []*v1.Pod) nodePIDs {
-	if f, ok := c.figures[node.Name]; ok {
-		return f
+func (c *cycle) figureOf(f *figure, node *v1.Node, pods []*v1.Pod) nodeFigure {
+	k := figureKey{node.Name, f.id}
+	if nf, ok := c.readings[k]; ok {
+		return nf
 	}
-	t := c.args.PIDs
-	var f nodePIDs
-	f.stats, f.err = pidstats.ParseNode(node.Annotations, c.now, t.MaxSampleAge.Duration)
-	if f.err == nil && pods == nil {
-		pods, f.err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
+	var nf nodeFigure
+	nf.reading, nf.err = f.read(node, c.now)
+	nf.unknown = nf.err != nil
+	if nf.err == nil && pods == nil {
+		pods, nf.err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	}
-	if f.err == nil {
-		f.usage = pidstats.Estimate(f.stats, pods, *t.DefaultPodPIDs)
+	if nf.err == nil {
+		nf.usage = nf.estimate(pods)
 	}
-	if c.figures == nil {
-		c.figures = make(map[string]nodePIDs, len(c.nodes))
+	if c.readings == nil {
+		c.readings = make(map[figureKey]nodeFigure, len(c.nodes))
 	}
-	c.figures[node.Name] = f
-	return f
+	c.readings[k] = nf
+	return nf
 }
 
-// assessPIDs returns the PID pressure of node with pods on it, or nil and
-// why its figures are unknown.
-func (c *cycle) assessPIDs(node *v1.Node, pods []*v1.Pod) (*pidPressure, error) {
-	t := c.args.PIDs
-	f := c.pidsOf(node, pods)
-	if f.err != nil {
-		return nil, f.err
+// assessFigure returns the pressure of node with pods on it by figure f, or
+// nil and why its figure is unknown.
+func (c *cycle) assessFigure(f *figure, node *v1.Node, pods []*v1.Pod) (*measured, error) {
+	nf := c.figureOf(f, node, pods)
+	if nf.err != nil {
+		return nil, nf.err
 	}
-	if r := c.state.records[node.Name]; r.Relieved != nil && !r.Accounted && !f.stats.SampledAt.After(*r.Relieved) {
-		return nil, fmt.Errorf("awaiting a PID sample newer than the last relief at %s: the sample of %s still counts what the pods evicted then held",
-			r.Relieved.UTC().Format(time.RFC3339), f.stats.SampledAt.UTC().Format(time.RFC3339))
+	if r := c.state.records[node.Name]; r.Relieved != nil && r.awaits(f.key) && !nf.sampledAt.After(*r.Relieved) {
+		return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s: the sample of %s still counts what the pods evicted then held",
+			f.noun, r.Relieved.UTC().Format(time.RFC3339), nf.sampledAt.UTC().Format(time.RFC3339))
 	}
-	alloc := f.stats.Allocatable()
-	if alloc == 0 {
-		return nil, fmt.Errorf("no allocatable PIDs (capacity %d, reserved %d)", f.stats.Capacity, f.stats.Reserved)
+	if nf.allocatable == 0 {
+		return nil, fmt.Errorf("%s", nf.noAllocatable)
 	}
-	// The shared estimate, less what terminating pods hold: their PIDs are
-	// already on their way out (an eviction of an earlier cycle, say), and
-	// planning against them would evict twice for one pressure.
-	return &pidPressure{
-		stats: f.stats, allocatable: alloc, start: f.usage.Settled(), used: f.usage.Settled(),
-		threshold: *t.ThresholdPercent, target: *t.TargetPercent, defaultPodPIDs: *t.DefaultPodPIDs,
-		minPodPIDs: pidstats.Floor{MinFreePercent: *t.MinPodPIDsPercent}.Of(alloc),
-	}, nil
+	// The shared estimate, less what terminating pods hold: it is already
+	// on its way out (an eviction of an earlier cycle, say), and planning
+	// against it would evict twice for one pressure.
+	used := nf.usage.Settled()
+	return &measured{figure: f, reading: nf.reading, start: used, used: used, minGain: percentOf(nf.allocatable, f.minGainPercent)}, nil
 }
 
 // assessOOM returns the memory-shortfall figures of node, or nil and why they
@@ -118,14 +280,14 @@ func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPre
 }
 
 // triggered reports whether the figure was above its threshold at the start.
-func (p *pidPressure) triggered() bool {
-	return p != nil && exceeds(p.start, p.allocatable, p.threshold)
+func (m *measured) triggered() bool {
+	return m != nil && exceeds(m.start, m.allocatable, m.threshold)
 }
 
 // pending reports whether the node still needs relief from this trigger:
 // triggered, and projected above target.
-func (p *pidPressure) pending() bool {
-	return p.triggered() && exceeds(p.used, p.allocatable, p.target)
+func (m *measured) pending() bool {
+	return m.triggered() && exceeds(m.used, m.allocatable, m.target)
 }
 
 func (p *oomPressure) triggered() bool {
@@ -136,56 +298,58 @@ func (p *oomPressure) pending() bool {
 	return p.triggered() && exceeds(p.shortfall, p.model.Allocatable(), p.target)
 }
 
-// gain is the PIDs evicting pod is projected to free (see the package
-// README, "Evict only what relieves"):
+// gain is what evicting pod is projected to free of the figure (see the
+// package README, "Evict only what relieves"):
 //
-//   - a pod listed in the sample's headroom.dev/pid-pods: its measured figure;
+//   - a pod listed in the sample's per-pod list: its measured figure;
 //   - a pod the sample cannot hold (placed after it, or not started by
-//     then: sample.InSample): its declared PIDs, as the estimate counts it;
-//   - otherwise, with a complete list: 0 (it held no PIDs at the sample);
-//     with a full list: its declared PIDs, at most the smallest listed
-//     figure; without a list: its declared PIDs.
+//     then: sample.InSample): what it declares, as the estimate counts it;
+//   - otherwise, with a complete list: 0 (it held nothing at the sample);
+//     with a full list: what it declares, at most the smallest listed
+//     figure; without a list: what it declares.
 //
-// The error reports a malformed headroom.dev/pids, counted as the default.
-func (p *pidPressure) gain(pod *v1.Pod) (int64, error) {
-	if n, ok := p.stats.Pods.Lookup(pod.UID); ok {
+// The error reports a malformed declaration, counted as the default.
+func (m *measured) gain(pod *v1.Pod) (int64, error) {
+	if n, ok := m.pods.Lookup(pod.UID); ok {
 		return n, nil
 	}
-	declared, err := pidstats.PodPIDs(pod, p.defaultPodPIDs)
-	n, _ := sample.PodFigureOf(p.stats.Pods, p.stats.SampledAt, pod, declared)
+	declared, err := m.declared(pod)
+	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
 	return n, err
 }
 
-// accounts reports whether the estimate stops counting pod's PIDs once
+// accounts reports whether the estimate stops counting what pod holds once
 // it has left the node, before a new sample: the sample lists it, or holds
-// none of its PIDs (a complete list, or a pod the sample cannot hold,
-// whose declared PIDs the estimate adds only while it is there). Without
-// PID figures there is nothing to account for.
-func (p *pidPressure) accounts(pod *v1.Pod) bool {
-	if p == nil {
+// none of it (a complete list, or a pod the sample cannot hold, whose
+// declaration the estimate adds only while it is there). Without the
+// figure there is nothing to account for.
+func (m *measured) accounts(pod *v1.Pod) bool {
+	if m == nil {
 		return true
 	}
-	if _, ok := p.stats.Pods.Lookup(pod.UID); ok {
+	if _, ok := m.pods.Lookup(pod.UID); ok {
 		return true
 	}
-	return p.stats.Pods.Complete() || !sample.InSample(pod, p.stats.SampledAt)
+	return m.pods.Complete() || !sample.InSample(pod, m.sampledAt)
 }
 
-// podListErr is why the node's headroom.dev/pid-pods was not used, or nil.
-func (p *pidPressure) podListErr() error {
-	if p == nil || !p.triggered() {
+// podListErr is why the node's per-pod list was not used, or nil.
+func (m *measured) podListErr() error {
+	if !m.triggered() {
 		return nil
 	}
-	return p.stats.Pods.Err()
+	return m.pods.Err()
 }
 
 // clone copies the projection, so that a plan can be made without touching
 // the figures the evictions are counted against.
 func (s *pressure) clone() *pressure {
 	c := &pressure{}
-	if s.pids != nil {
-		p := *s.pids
-		c.pids = &p
+	for id, m := range s.measured {
+		if m != nil {
+			cp := *m
+			c.measured[id] = &cp
+		}
 	}
 	if s.oom != nil {
 		o := *s.oom
@@ -195,10 +359,12 @@ func (s *pressure) clone() *pressure {
 	return c
 }
 
-// remove projects the eviction of pod, which frees pids PIDs.
-func (s *pressure) remove(pod *v1.Pod, pids int64) {
-	if s.pids != nil {
-		s.pids.used = max(s.pids.used-pids, 0)
+// remove projects the eviction of pod, which frees g.
+func (s *pressure) remove(pod *v1.Pod, g gains) {
+	for id, m := range s.measured {
+		if m != nil {
+			m.used = max(m.used-g[id], 0)
+		}
 	}
 	if s.oom != nil {
 		s.oom.evicted = append(s.oom.evicted, pod)
@@ -209,38 +375,73 @@ func (s *pressure) remove(pod *v1.Pod, pids int64) {
 // aboveThreshold reports whether a trigger that fired is still projected
 // above its threshold: a plan that leaves the node there is not carried out.
 func (s *pressure) aboveThreshold() bool {
-	return s.pids.triggered() && exceeds(s.pids.used, s.pids.allocatable, s.pids.threshold) ||
-		s.oom.triggered() && exceeds(s.oom.shortfall, s.oom.model.Allocatable(), s.oom.threshold)
+	for _, m := range s.measured {
+		if m.triggered() && exceeds(m.used, m.allocatable, m.threshold) {
+			return true
+		}
+	}
+	return s.oom.triggered() && exceeds(s.oom.shortfall, s.oom.model.Allocatable(), s.oom.threshold)
 }
 
-func (s *pressure) triggered() bool { return s.pids.triggered() || s.oom.triggered() }
-func (s *pressure) pending() bool   { return s.pids.pending() || s.oom.pending() }
+func (s *pressure) triggered() bool {
+	for _, m := range s.measured {
+		if m.triggered() {
+			return true
+		}
+	}
+	return s.oom.triggered()
+}
+
+func (s *pressure) pending() bool {
+	for _, m := range s.measured {
+		if m.pending() {
+			return true
+		}
+	}
+	return s.oom.pending()
+}
 
 // shortfallWithout is the projected shortfall once pod is evicted too.
 func (p *oomPressure) shortfallWithout(pod *v1.Pod) int64 {
 	return p.model.ShortfallWithout(append(p.evicted[:len(p.evicted):len(p.evicted)], pod)...)
 }
 
-// keysAndValues renders the projected figures for a log line; prefix tells
-// apart the figures before and after an eviction.
+// keysAndValues renders the projected figures for a log line (PIDsUsed,
+// memoryUsed, OOMShortfall); prefix tells apart the figures before and
+// after an eviction (beforePIDsUsed, afterMemoryUsed).
 func (s *pressure) keysAndValues(prefix string) []any {
 	var kv []any
-	if p := s.pids; p != nil {
-		kv = append(kv, prefix+"PIDsUsed", fmt.Sprintf("%d/%d (%s)", p.used, p.allocatable, percent(p.used, p.allocatable)))
+	for _, m := range s.measured {
+		if m != nil {
+			kv = append(kv, logKey(prefix, m.name+"Used"), fmt.Sprintf("%s/%s (%s)", m.format(m.used), m.format(m.allocatable), percent(m.used, m.allocatable)))
+		}
 	}
 	if p := s.oom; p != nil {
-		kv = append(kv, prefix+"OOMShortfall", fmt.Sprintf("%d/%d bytes (%s)", p.shortfall, p.model.Allocatable(),
+		kv = append(kv, logKey(prefix, "OOMShortfall"), fmt.Sprintf("%d/%d bytes (%s)", p.shortfall, p.model.Allocatable(),
 			percent(p.shortfall, p.model.Allocatable())))
 	}
 	return kv
+}
+
+// logKey is key after prefix, its first letter upper-cased there.
+func logKey(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	r := []rune(key)
+	r[0] = unicode.ToUpper(r[0])
+	return prefix + string(r)
 }
 
 // summary renders the figures of the triggers that fired, with their
 // thresholds, for an Event.
 func (s *pressure) summary() string {
 	var parts []string
-	if p := s.pids; p.triggered() {
-		parts = append(parts, fmt.Sprintf("PIDs %d/%d used (%s) > threshold %d%%", p.start, p.allocatable, percent(p.start, p.allocatable), p.threshold))
+	for _, m := range s.measured {
+		if m.triggered() {
+			parts = append(parts, fmt.Sprintf("%s %s/%s used (%s) > threshold %d%%", m.name, m.format(m.start), m.format(m.allocatable),
+				percent(m.start, m.allocatable), m.threshold))
+		}
 	}
 	if o := s.oom; o.triggered() {
 		parts = append(parts, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%", percent(o.start, o.model.Allocatable()), o.threshold))
@@ -251,8 +452,10 @@ func (s *pressure) summary() string {
 // thresholdsAndTargets renders the configuration of the triggers that fired.
 func (s *pressure) thresholdsAndTargets() []any {
 	var kv []any
-	if s.pids.triggered() {
-		kv = append(kv, "pidsThresholdPercent", s.pids.threshold, "pidsTargetPercent", s.pids.target)
+	for _, m := range s.measured {
+		if m.triggered() {
+			kv = append(kv, m.key+"ThresholdPercent", m.threshold, m.key+"TargetPercent", m.target)
+		}
 	}
 	if s.oom.triggered() {
 		kv = append(kv, "oomThresholdPercent", s.oom.threshold, "oomTargetPercent", s.oom.target)
@@ -268,10 +471,29 @@ func exceeds(part, whole, pct int64) bool {
 	return hi1 > hi2 || hi1 == hi2 && lo1 > lo2
 }
 
+// percentOf is ⌊whole × pct / 100⌋ for pct in [0, 100]; negative inputs
+// count as 0; it cannot overflow.
+func percentOf(whole, pct int64) int64 {
+	a, p := max(whole, 0), min(max(pct, 0), 100)
+	// a = 100q + r, so a·p/100 = q·p + r·p/100 with p ≤ 100: no
+	// intermediate exceeds a.
+	return a/100*p + a%100*p/100
+}
+
 // percent renders part/whole for people, with one decimal.
 func percent(part, whole int64) string {
 	if whole <= 0 {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f%%", float64(part)*100/float64(whole))
+}
+
+// formatBytes renders bytes for people: exactly, with the largest binary
+// suffix that divides it ("10Gi", "9728Mi"), where it is a whole number of
+// MiB; otherwise in MiB with one decimal ("9830.4Mi").
+func formatBytes(n int64) string {
+	if n%(1<<20) == 0 {
+		return resource.NewQuantity(n, resource.BinarySI).String()
+	}
+	return fmt.Sprintf("%.1fMi", float64(n)/(1<<20))
 }

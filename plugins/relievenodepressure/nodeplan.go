@@ -19,13 +19,14 @@ import (
 type NodePlan struct {
 	Node string
 	// Figures are the node's figures as the plugin logs them (key, value
-	// pairs: PIDsUsed, OOMShortfall), before the plan and as projected
-	// after its evictions.
+	// pairs: PIDsUsed, memoryUsed, OOMShortfall), before the plan and as
+	// projected after its evictions.
 	Before, After []any
 	// Thresholds are the thresholds and targets of the triggers that fired.
 	Thresholds []any
 	// Unknown tells, for each enabled trigger whose figures are unknown on
-	// the node ("PIDs", "OOM"), why: that trigger leaves the node alone.
+	// the node ("PIDs", "memory", "OOM"), why: that trigger leaves the node
+	// alone.
 	Unknown map[string]string
 	// Triggered: a trigger is above its threshold; otherwise (or while
 	// Waiting) nothing is planned and Pods is empty.
@@ -51,6 +52,9 @@ type PodPlan struct {
 	// PIDs is what evicting it frees by the PID trigger's count; 0 when
 	// the PID trigger is off or its figures unknown.
 	PIDs int64
+	// MemoryBytes is what evicting it frees by the memory trigger's count;
+	// 0 when the memory trigger is off or its figures unknown.
+	MemoryBytes int64
 	// Reason is the eviction's reason, as the evictor records it on the
 	// pod's Event, or why the pod is skipped.
 	Reason string
@@ -76,9 +80,11 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		return nil, err
 	}
 	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}, Waiting: c.waiting[node.Name]}
-	if t := c.args.PIDs; t != nil && st.pids == nil {
-		if _, err := c.assessPIDs(node, nil); err != nil {
-			out.Unknown["PIDs"] = err.Error()
+	for _, f := range c.measures {
+		if f != nil && st.measured[f.id] == nil {
+			if _, err := c.assessFigure(f, node, nil); err != nil {
+				out.Unknown[f.name] = err.Error()
+			}
 		}
 	}
 	if t := c.args.OOM; t != nil && st.oom == nil {
@@ -98,13 +104,16 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 	steps := map[types.UID]step{}
 	for _, s := range p.steps {
 		steps[s.pod.UID] = s
-		after.remove(s.pod, s.pids)
+		after.remove(s.pod, s.gains)
 	}
 	out.After = after.keysAndValues("")
 	for _, pod := range n.order.effective() {
 		pp := PodPlan{Pod: pod}
-		if st.pids != nil {
-			pp.PIDs, _ = st.pids.gain(pod)
+		if m := st.measured[figurePIDs]; m != nil {
+			pp.PIDs, _ = m.gain(pod)
+		}
+		if m := st.measured[figureMemory]; m != nil {
+			pp.MemoryBytes, _ = m.gain(pod)
 		}
 		s, planned := steps[pod.UID]
 		why, passed := p.why[pod.UID]
@@ -153,10 +162,9 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 	}
 	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
 
-	if err := st.pids.podListErr(); err != nil {
-		logger.Info("Warning: malformed node annotation; gains are the pods' declared PIDs", "reason", ReasonMalformedPIDPods, "err", err.Error())
-		if c.recorder != nil {
-			c.recorder.Eventf(node, nil, v1.EventTypeWarning, ReasonMalformedPIDPods, PluginName, "%s", err.Error())
+	for _, m := range st.measured {
+		if err := m.podListErr(); err != nil {
+			c.warnNode(logger, node, m.malformedPods, m.podsAnnotation, err, fmt.Sprintf("gains are the pods' declared %s", m.name))
 		}
 	}
 	n = &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}

@@ -23,7 +23,7 @@ func TestDefaultsMatchTheSchedulerPlugins(t *testing.T) {
 		t.Fatal("the scheduler args' defaulters did not run")
 	}
 
-	args := &RelieveNodePressureArgs{PIDs: &PIDsTrigger{}, OOM: &OOMTrigger{}}
+	args := &RelieveNodePressureArgs{PIDs: &PIDsTrigger{}, OOM: &OOMTrigger{}, Memory: &MemoryTrigger{}}
 	SetDefaults_RelieveNodePressureArgs(args)
 	for _, c := range []struct {
 		field               string
@@ -35,6 +35,8 @@ func TestDefaultsMatchTheSchedulerPlugins(t *testing.T) {
 		{"minFreePercent", *nodePIDs.MinFreePercent, *args.PIDs.MinFreePercent},
 		{"noLimitRequestPercent", *oomRisk.NoLimitRequestPercent, *args.OOM.NoLimitRequestPercent},
 		{"noLimitAllocatablePermille", *oomRisk.NoLimitAllocatablePermille, *args.OOM.NoLimitAllocatablePermille},
+		{"oom.maxSampleAge", oomRisk.MaxSampleAge.Duration, args.OOM.MaxSampleAge.Duration},
+		{"memory.maxSampleAge", oomRisk.MaxSampleAge.Duration, args.Memory.MaxSampleAge.Duration},
 	} {
 		if c.scheduler != c.deschedr {
 			t.Errorf("%s: the scheduler plugins default to %v, RelieveNodePressure to %v", c.field, c.scheduler, c.deschedr)

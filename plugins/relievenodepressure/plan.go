@@ -1,6 +1,7 @@
 package relievenodepressure
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,8 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 )
 
-// maxNamedUsers is how many of a node's largest PID users the Warning Event
-// of an unrelievable node names.
+// maxNamedUsers is how many of a node's largest users of a figure the
+// Warning Event of an unrelievable node names.
 const maxNamedUsers = 5
 
 // nodeRelief is the relief of one node within a cycle.
@@ -43,8 +44,8 @@ type nodeRelief struct {
 
 // step is one planned eviction.
 type step struct {
-	pod  *v1.Pod
-	pids int64 // PIDs it frees
+	pod   *v1.Pod
+	gains gains // what it frees by each measured figure
 	// target is the index in room.nodes the replacement is counted
 	// against, for need; -1 when no room check applies.
 	target int
@@ -135,7 +136,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		}
 		l.add(s)
 		p.steps = append(p.steps, s)
-		proj.remove(pod, s.pids)
+		proj.remove(pod, s.gains)
 	}
 	p.aboveThreshold = proj.aboveThreshold()
 	if p.aboveThreshold {
@@ -161,7 +162,7 @@ func prune(st *pressure, steps []step) []step {
 		proj := st.clone()
 		for j, s := range steps {
 			if j != i {
-				proj.remove(s.pod, s.pids)
+				proj.remove(s.pod, s.gains)
 			}
 		}
 		if proj.pending() {
@@ -186,7 +187,7 @@ func prune(st *pressure, steps []step) []step {
 func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 	goal := st.clone()
 	for _, s := range p.steps {
-		goal.remove(s.pod, s.pids)
+		goal.remove(s.pod, s.gains)
 	}
 	var owners []types.UID
 	for _, s := range p.steps {
@@ -210,7 +211,7 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 		}
 		proj := st.clone()
 		for _, s := range others {
-			proj.remove(s.pod, s.pids)
+			proj.remove(s.pod, s.gains)
 		}
 		l := n.ledgerOf(others)
 		var chosen []step
@@ -233,7 +234,7 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 			}
 			l.add(s)
 			chosen = append(chosen, s)
-			proj.remove(pod, s.pids)
+			proj.remove(pod, s.gains)
 		}
 		if !proj.reaches(goal) {
 			n.logger.V(2).Info("A workload's own delete order does not relieve the node as far with as many of its pods; evicting the pods the neutral order chose",
@@ -270,7 +271,12 @@ func (s *pressure) reaches(goal *pressure) bool {
 	if !s.pending() {
 		return true
 	}
-	return (s.pids == nil || s.pids.used <= goal.pids.used) && (s.oom == nil || s.oom.shortfall <= goal.oom.shortfall)
+	for id, m := range s.measured {
+		if m != nil && m.used > goal.measured[id].used {
+			return false
+		}
+	}
+	return s.oom == nil || s.oom.shortfall <= goal.oom.shortfall
 }
 
 func podNames(steps []step) []string {
@@ -290,7 +296,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	s := step{pod: pod, target: -1}
 	switch {
 	case pod.DeletionTimestamp != nil:
-		return s, "terminating: its PIDs are already being freed"
+		return s, "terminating: what it holds is already being freed"
 	case !n.schedulers.Has(schedulerName(pod)):
 		return s, fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
 	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
@@ -302,26 +308,33 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	case n.limited.Has(pod.Namespace):
 		return s, fmt.Sprintf("namespace %s reached the per-namespace eviction limit", pod.Namespace)
 	}
-	if p := proj.pids; p != nil {
-		pids, err := p.gain(pod)
+	var belowFloor []string
+	for _, m := range proj.measured {
+		if m == nil {
+			continue
+		}
+		g, err := m.gain(pod)
 		if err != nil {
-			n.warnOnce(pod, ReasonMalformedPodPIDs, err)
+			n.warnOnce(pod, m.malformedPod, err)
 		}
-		s.pids = pids
-		if p.pending() {
-			if pids >= max(p.minPodPIDs, 1) {
-				s.reasons = append(s.reasons, fmt.Sprintf("PIDs %s used > threshold %d%%", percent(p.start, p.allocatable), p.threshold))
-			}
+		s.gains[m.id] = g
+		if !m.pending() {
+			continue
 		}
+		if floor := max(m.minGain, 1); g < floor {
+			belowFloor = append(belowFloor, fmt.Sprintf("frees %s, below the floor of %s (%s %d%% of %s)",
+				m.amount(g), m.format(floor), m.minGainField, m.minGainPercent, m.format(m.allocatable)))
+			continue
+		}
+		s.reasons = append(s.reasons, fmt.Sprintf("%s %s used > threshold %d%%", m.name, percent(m.start, m.allocatable), m.threshold))
 	}
 	if o := proj.oom; o.pending() && o.shortfallWithout(pod) < o.shortfall {
 		s.reasons = append(s.reasons, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%",
 			percent(o.start, o.model.Allocatable()), o.threshold))
 	}
 	if len(s.reasons) == 0 {
-		if p := proj.pids; p.pending() {
-			return s, fmt.Sprintf("frees %d PIDs, below the floor of %d (minPodPIDsPercent %d%% of %d)",
-				s.pids, max(p.minPodPIDs, 1), *n.args.PIDs.MinPodPIDsPercent, p.allocatable)
+		if len(belowFloor) > 0 {
+			return s, strings.Join(belowFloor, "; ")
 		}
 		return s, "evicting it would not move the node toward its target"
 	}
@@ -338,11 +351,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	}
 	target, need, ok := n.roomFor(pod, l.reserved)
 	if !ok {
-		what := "its replacement"
-		if n.args.PIDs != nil {
-			what = fmt.Sprintf("its replacement's %d PIDs", need.pids)
-		}
-		return s, fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", what)
+		return s, fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", replacement(proj, pod))
 	}
 	s.target, s.need = target, need
 	if !n.handle.Evictor().PreEvictionFilter(pod) {
@@ -388,7 +397,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 				}
 				n.disrupted[pdb.UID]++
 			}
-			st.remove(s.pod, s.pids)
+			st.remove(s.pod, s.gains)
 			if s.target >= 0 {
 				n.room.take(s.target, s.need)
 			}
@@ -453,19 +462,44 @@ func outcomeUnknown(err error) bool {
 	return errors.As(err, &netErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// replacement names what pod's replacement needs by each measured figure
+// known on the node, as the estimate counts a pod placed after the sample:
+// "its replacement's 1000 PIDs and 512Mi of memory".
+func replacement(st *pressure, pod *v1.Pod) string {
+	var needs []string
+	for _, m := range st.measured {
+		if m != nil {
+			need, _ := m.declared(pod)
+			needs = append(needs, m.amount(need))
+		}
+	}
+	if len(needs) == 0 {
+		return "its replacement"
+	}
+	return "its replacement's " + strings.Join(needs, " and ")
+}
+
 // unrelievable records that no plan relieves the node: a log line, the
-// metric and one Warning Event on the Node naming its largest PID users and
-// why each is not evicted.
+// metric and one Warning Event on the Node naming its largest users of the
+// figures that fired and why each is not evicted.
 func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
 	var b strings.Builder
 	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
-	if users := n.largestUsers(st); len(users) > 0 {
-		b.WriteString(" Largest PID users:")
-		planned := sets.New[types.UID]()
-		for _, s := range p.steps {
-			planned.Insert(s.pod.UID)
+	planned := sets.New[types.UID]()
+	for _, s := range p.steps {
+		planned.Insert(s.pod.UID)
+	}
+	var sections []string
+	named := namedFigures(st)
+	for _, m := range named {
+		// Two figures' users share the Event's note: fewer of each.
+		users := n.largestUsers(m, (maxNamedUsers+len(named)-1)/len(named))
+		if len(users) == 0 {
+			continue
 		}
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "Largest %s users:", m.noun)
 		for i, u := range users {
 			why, ok := p.why[u.pod.UID]
 			switch {
@@ -481,8 +515,12 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 			if i == 0 {
 				sep = ""
 			}
-			fmt.Fprintf(&b, "%s %s (%d PIDs): %s", sep, klog.KObj(u.pod), u.pids, why)
+			fmt.Fprintf(&sb, "%s %s (%s): %s", sep, klog.KObj(u.pod), m.amount(u.held), why)
 		}
+		sections = append(sections, sb.String())
+	}
+	if len(sections) > 0 {
+		b.WriteString(" " + strings.Join(sections, ". "))
 	}
 	note := b.String()
 	n.logger.Info("Warning: node cannot be relieved", append(st.keysAndValues(""), "reason", ReasonNodePressureUnrelievable, "note", note)...)
@@ -491,38 +529,54 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	}
 }
 
-type pidUser struct {
-	pod  *v1.Pod
-	pids int64
+// namedFigures are the measured figures whose largest users an
+// unrelievable node's Event names: those that fired or, where only the OOM
+// trigger fired, every one known on the node.
+func namedFigures(st *pressure) []*measured {
+	var fired, known []*measured
+	for _, m := range st.measured {
+		if m == nil {
+			continue
+		}
+		known = append(known, m)
+		if m.triggered() {
+			fired = append(fired, m)
+		}
+	}
+	if len(fired) > 0 {
+		return fired
+	}
+	return known
 }
 
-// largestUsers returns the node's largest PID users at the sample: the
-// listed pods still on the node, largest first; without a list, the pods by
-// the PIDs they would free.
-func (n *nodeRelief) largestUsers(st *pressure) []pidUser {
-	p := st.pids
-	if p == nil {
-		return nil
-	}
+type user struct {
+	pod  *v1.Pod
+	held int64
+}
+
+// largestUsers returns the node's largest users of m's figure at the
+// sample, at most limit: the listed pods still on the node, largest first;
+// without a list, the pods by what they would free.
+func (n *nodeRelief) largestUsers(m *measured, limit int) []user {
 	byUID := make(map[types.UID]*v1.Pod, len(n.order.neutral))
 	for _, pod := range n.order.neutral {
 		byUID[pod.UID] = pod
 	}
-	var users []pidUser
-	for _, e := range p.stats.Pods.Entries() {
-		if pod, ok := byUID[e.UID]; ok && len(users) < maxNamedUsers {
-			users = append(users, pidUser{pod, e.Value})
+	var users []user
+	for _, e := range m.pods.Entries() {
+		if pod, ok := byUID[e.UID]; ok && len(users) < limit {
+			users = append(users, user{pod, e.Value})
 		}
 	}
 	if len(users) > 0 {
 		return users
 	}
 	for _, pod := range n.order.neutral {
-		g, _ := p.gain(pod)
-		users = append(users, pidUser{pod, g})
+		g, _ := m.gain(pod)
+		users = append(users, user{pod, g})
 	}
-	slices.SortStableFunc(users, func(a, b pidUser) int { return int(min(max(b.pids-a.pids, -1), 1)) })
-	return users[:min(len(users), maxNamedUsers)]
+	slices.SortStableFunc(users, func(a, b user) int { return cmp.Compare(b.held, a.held) })
+	return users[:min(len(users), limit)]
 }
 
 // schedulerName is the pod's scheduler, "default-scheduler" when unset (the

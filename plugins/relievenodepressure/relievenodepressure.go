@@ -38,6 +38,10 @@ const (
 	// headroom.dev/pid-pods does not parse: its pods' gains fall back to
 	// their declared PIDs.
 	ReasonMalformedPIDPods = "MalformedPIDPods"
+	// ReasonMalformedMemoryPods is recorded on a Node above a threshold
+	// whose headroom.dev/memory-pods does not parse: its pods' gains fall
+	// back to their declared memory.
+	ReasonMalformedMemoryPods = "MalformedMemoryPods"
 )
 
 // maxEventReason is the API server's limit on an Event's reason; the
@@ -49,8 +53,8 @@ const maxEventReason = 128
 // it: nothing was evicted.
 const ReasonNodePressureUnrelievable = "NodePressureUnrelievable"
 
-// RelieveNodePressure evicts pods from nodes above a PID or memory-shortfall
-// threshold, lower priority first and then in the ReplicaSet controller's
+// RelieveNodePressure evicts pods from nodes above a PID, memory or
+// memory-shortfall threshold, lower priority first and then in the ReplicaSet controller's
 // delete order, but only when a plan of evictions within the limits brings
 // the node to or below its threshold (ideally its target).
 type RelieveNodePressure struct {
@@ -63,9 +67,9 @@ type RelieveNodePressure struct {
 	selector labels.Selector
 	// schedulers are the args' schedulerNames.
 	schedulers sets.Set[string]
-	// floor is NodePIDs' floor, for the room check; nil without the PID
-	// trigger.
-	floor *pidstats.Floor
+	// measures are the measured figures of the enabled triggers (PIDs,
+	// memory), indexed by figureID; nil where a trigger is off.
+	measures [numFigures]*figure
 	// pdbs lists PodDisruptionBudgets; nil when the handle has no informers.
 	pdbs     policylisters.PodDisruptionBudgetLister
 	recorder events.EventRecorder
@@ -160,9 +164,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		return nil, fmt.Errorf("%s args: %w", PluginName, err)
 	}
 	p.logger.V(1).Info("Room check's floor", "check", found)
-	if t := args.PIDs; t != nil {
-		p.floor = &pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
-	}
+	p.measures = figuresOf(args)
 	if f := handle.SharedInformerFactory(); f != nil {
 		pdbs := f.Policy().V1().PodDisruptionBudgets()
 		pdbs.Informer() // requested now, so that the descheduler starts it
@@ -222,15 +224,20 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 }
 
 // stateHorizon is how long the records are kept: stateHorizon, or twice
-// maxSampleAge where that is longer; 0 where samples never go stale.
+// the longest maxSampleAge of the measured figures where that is longer; 0
+// where a figure's samples never go stale.
 func (d *RelieveNodePressure) stateHorizon() time.Duration {
-	if t := d.args.PIDs; t != nil {
-		if t.MaxSampleAge.Duration == 0 {
+	horizon := stateHorizon
+	for _, f := range d.measures {
+		if f == nil {
+			continue
+		}
+		if f.maxSampleAge == 0 {
 			return 0
 		}
-		return max(stateHorizon, 2*t.MaxSampleAge.Duration)
+		horizon = max(horizon, 2*f.maxSampleAge)
 	}
-	return stateHorizon
+	return horizon
 }
 
 // loadState returns the nodes' records from earlier runs.
@@ -252,10 +259,10 @@ type cycle struct {
 	nodes  []*v1.Node
 	// limited holds the namespaces that reached the per-namespace limit.
 	limited sets.Set[string]
-	// room is the other nodes' PID headroom, built on first use.
+	// room is the other nodes' headroom, built on first use.
 	room *room
-	// figures caches the nodes' PID figures.
-	figures map[string]nodePIDs
+	// readings caches the nodes' measured figures.
+	readings map[figureKey]nodeFigure
 	// disrupted counts this cycle's evictions by PodDisruptionBudget UID.
 	disrupted map[types.UID]int32
 	// state holds the nodes' records from earlier runs; the cycle updates
@@ -290,12 +297,15 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 // assess computes the node's figures for the enabled triggers.
 func (c *cycle) assess(logger klog.Logger, node *v1.Node, pods []*v1.Pod) *pressure {
 	st := &pressure{}
-	if t := c.args.PIDs; t != nil {
-		p, err := c.assessPIDs(node, pods)
-		if err != nil {
-			logger.V(4).Info("PID use unknown; the PID trigger leaves the node alone", "reason", err.Error())
+	for _, f := range c.measures {
+		if f == nil {
+			continue
 		}
-		st.pids = p
+		m, err := c.assessFigure(f, node, pods)
+		if err != nil {
+			logger.V(4).Info("Figure unknown; its trigger leaves the node alone", "figure", f.name, "reason", err.Error())
+		}
+		st.measured[f.id] = m
 	}
 	if t := c.args.OOM; t != nil {
 		p, err := c.assessOOM(t, node, pods)
@@ -318,6 +328,17 @@ func (c *cycle) warn(logger klog.Logger, pod *v1.Pod, reason string, err error) 
 	headroommetrics.InvalidAnnotation(PluginName, annotation)
 	if c.recorder != nil {
 		c.recorder.Eventf(pod, nil, v1.EventTypeWarning, reason, PluginName, "%s", err.Error())
+	}
+}
+
+// warnNode logs err about an annotation of node, with what the plugin does
+// instead (consequence), records a Warning Event on the Node and counts it in
+// headroom_invalid_annotations_total, as warn does for a pod.
+func (c *cycle) warnNode(logger klog.Logger, node *v1.Node, reason, annotation string, err error, consequence string) {
+	logger.Info("Warning: malformed node annotation; "+consequence, "reason", reason, "annotation", annotation, "err", err.Error())
+	headroommetrics.InvalidAnnotation(PluginName, annotation)
+	if c.recorder != nil {
+		c.recorder.Eventf(node, nil, v1.EventTypeWarning, reason, PluginName, "%s; %s", err.Error(), consequence)
 	}
 }
 

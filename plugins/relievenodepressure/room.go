@@ -8,7 +8,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
-	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
 // room is what the cycle's other nodes can take of an evicted pod's
@@ -22,18 +21,16 @@ type room struct {
 
 type roomNode struct {
 	name string
-	// PIDs: used and allocatable as NodePIDs sees them (the shared
-	// estimate over the node's pods, terminating ones included); pidsKnown
-	// is false where the node's PID headroom is unknown (NodePIDs lets pods
-	// onto such a node) or the PID trigger is off.
-	pidsUsed, pidsAllocatable int64
-	pidsKnown                 bool
+	// figures are the node's measured figures as the scheduler sees them;
+	// nil where the figure is unknown on the node (the scheduler's plugins
+	// let pods onto such a node) or its trigger is off.
+	figures [numFigures]*roomFigure
 	// oom is the node's memory model; nil where the OOM trigger is off or
 	// the node's memory is unknown.
 	oom *oomkill.Node
-	// memoryTaken is the worst-case memory of the replacements counted
+	// worstTaken is the worst-case memory of the replacements counted
 	// against the node by evictions made this cycle.
-	memoryTaken int64
+	worstTaken int64
 	// full: the node's pods could not be listed; it takes nothing.
 	full bool
 	// unschedulable (cordoned) nodes are never room; taints are checked
@@ -42,38 +39,54 @@ type roomNode struct {
 	taints        []v1.Taint
 }
 
+// roomFigure is a node's figure for the room check.
+type roomFigure struct {
+	// used is the shared estimate over the node's pods, terminating ones
+	// included (Usage.Held: what a new pod must fit beside), and the
+	// replacements counted against it by evictions made this cycle.
+	used, allocatable int64
+	// declared is what a replacement is counted for there, as the
+	// estimate counts a pod placed after the sample.
+	declared func(*v1.Pod) (int64, error)
+}
+
 // reservation is what the plan so far counts against a node for the
-// replacements of pods it evicts.
+// replacements of pods it evicts: by each measured figure, and the
+// worst-case memory of the OOM model.
 type reservation struct {
-	pids, memory int64
+	figures gains
+	worst   int64
 }
 
 func (r reservation) plus(o reservation) reservation {
-	return reservation{pids: addSat(r.pids, o.pids), memory: addSat(r.memory, o.memory)}
+	for id := range r.figures {
+		r.figures[id] = addSat(r.figures[id], o.figures[id])
+	}
+	r.worst = addSat(r.worst, o.worst)
+	return r
 }
 
-func (r reservation) minus(o reservation) reservation {
-	return reservation{pids: max(r.pids-o.pids, 0), memory: max(r.memory-o.memory, 0)}
-}
-
-// buildRoom reads every node's figures once: PIDs through pidsOf, memory
-// through the OOM model.
+// buildRoom reads every node's figures once: the measured ones through
+// figureOf, memory's worst case through the OOM model.
 func (c *cycle) buildRoom() *room {
 	r := &room{nodes: make([]roomNode, len(c.nodes))}
 	for i, node := range c.nodes {
 		rn := roomNode{name: node.Name, unschedulable: node.Spec.Unschedulable, taints: node.Spec.Taints}
-		if c.args.PIDs != nil {
-			switch f := c.pidsOf(node, nil); {
-			case pidstats.IsUnknown(f.err):
-			case f.err != nil:
+		for _, f := range c.measures {
+			if f == nil || rn.full {
+				continue
+			}
+			switch nf := c.figureOf(f, node, nil); {
+			case nf.unknown:
+			case nf.err != nil:
 				// Without its pods the estimate would be too low: count the
 				// node as full rather than risk sending pods there.
-				c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", f.err.Error())
+				c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", nf.err.Error())
 				rn.full = true
 			default:
 				// A replacement must fit beside what the node holds now, its
-				// terminating pods' PIDs included, as NodePIDs judges it.
-				rn.pidsUsed, rn.pidsAllocatable, rn.pidsKnown = f.usage.Held, f.stats.Allocatable(), true
+				// terminating pods included, as the scheduler judges it.
+				rn.figures[f.id] = &roomFigure{used: nf.usage.Held, allocatable: nf.allocatable, declared: nf.declared}
 			}
 		}
 		if t := c.args.OOM; t != nil && !rn.full {
@@ -91,50 +104,53 @@ func (c *cycle) buildRoom() *room {
 }
 
 // roomFor returns the index of a node other than n's own that can take
-// pod's replacement after what the plan so far reserved: within NodePIDs'
-// floor and the PID threshold, and at or below the OOM threshold, for the
-// figures the node has (a figure unknown there does not keep the pod off
-// it, as the scheduler's plugins do not). It also returns what the
-// replacement is counted for there (its PIDs when there is no room). A node no scheduler would place the pod
-// on is no room: a cordoned one, or one with a NoSchedule or NoExecute taint
-// the pod does not tolerate (the checks of the scheduler's NodeUnschedulable
-// and TaintToleration filters; the evictor's nodeFit, when enabled, checks
-// the rest).
+// pod's replacement after what the plan so far reserved, and what the
+// replacement is counted for there: by each measured figure the node
+// knows, its declaration added to the node's estimate stays at or below the
+// trigger's threshold (and, for PIDs, above NodePIDs' floor); by the OOM
+// model, the node's worst-case shortfall with it stays at or below the OOM
+// threshold. A figure unknown there does not keep the pod off it, as the
+// scheduler's plugins do not. A node no scheduler would place the pod on is
+// no room: a cordoned one, or one with a NoSchedule or NoExecute taint the
+// pod does not tolerate (the checks of the scheduler's NodeUnschedulable and
+// TaintToleration filters; the evictor's nodeFit, when enabled, checks the
+// rest).
 func (n *nodeRelief) roomFor(pod *v1.Pod, reserved map[int]reservation) (int, reservation, bool) {
 	if n.room == nil {
 		n.room = n.buildRoom()
 	}
-	var pidNeed int64
-	if t := n.args.PIDs; t != nil {
-		pidNeed, _ = pidstats.PodPIDs(pod, *t.DefaultPodPIDs)
-	}
 	incoming := oomkill.NewIncoming(pod)
+nodes:
 	for i := range n.room.nodes {
 		rn := &n.room.nodes[i]
 		if rn.name == n.node.Name || rn.full || !rn.admits(n.logger, pod) {
 			continue
 		}
 		var need reservation
-		if rn.pidsKnown {
-			used := addSat(rn.pidsUsed, reserved[i].pids)
-			free := max(rn.pidsAllocatable-used, 0)
-			if !n.floor.Fits(free, rn.pidsAllocatable, pidNeed) ||
-				exceeds(addSat(used, pidNeed), rn.pidsAllocatable, *n.args.PIDs.ThresholdPercent) {
+		for id, rf := range rn.figures {
+			if rf == nil {
 				continue
 			}
-			need.pids = pidNeed
+			f := n.measures[id]
+			want, _ := rf.declared(pod)
+			used := addSat(rf.used, reserved[i].figures[id])
+			if f.fits != nil && !f.fits(max(rf.allocatable-used, 0), rf.allocatable, want) ||
+				exceeds(addSat(used, want), rf.allocatable, f.threshold) {
+				continue nodes
+			}
+			need.figures[id] = want
 		}
 		if rn.oom != nil {
 			worst := incoming.WorstOn(rn.oom)
-			total := addSat(addSat(rn.oom.TotalWorst(), rn.memoryTaken), addSat(reserved[i].memory, worst))
+			total := addSat(addSat(rn.oom.TotalWorst(), rn.worstTaken), addSat(reserved[i].worst, worst))
 			if exceeds(max(total-rn.oom.Allocatable(), 0), rn.oom.Allocatable(), *n.args.OOM.ThresholdPercent) {
 				continue
 			}
-			need.memory = worst
+			need.worst = worst
 		}
 		return i, need, true
 	}
-	return -1, reservation{pids: pidNeed}, false
+	return -1, reservation{}, false
 }
 
 // admits reports whether the scheduler could place pod on the node as far
@@ -154,8 +170,12 @@ func (rn *roomNode) admits(logger klog.Logger, pod *v1.Pod) bool {
 // evicted.
 func (r *room) take(i int, need reservation) {
 	rn := &r.nodes[i]
-	rn.pidsUsed = addSat(rn.pidsUsed, need.pids)
-	rn.memoryTaken = addSat(rn.memoryTaken, need.memory)
+	for id, rf := range rn.figures {
+		if rf != nil {
+			rf.used = addSat(rf.used, need.figures[id])
+		}
+	}
+	rn.worstTaken = addSat(rn.worstTaken, need.worst)
 }
 
 // addSat adds non-negative figures, saturating at math.MaxInt64.

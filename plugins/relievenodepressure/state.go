@@ -31,17 +31,34 @@ const maxStateRecords = 5000
 // a one-shot run (the CronJob) keeps the safeguards of a long-running one.
 type nodeRecord struct {
 	// Seen are the times of the consecutive samples, newest last, in which
-	// a trigger was above its threshold: a PID sample's time, or the run's
-	// time for the OOM trigger, whose figures are declarations and need no
-	// sample. At most pressureSamples long.
+	// a trigger was above its threshold: the newest sample time of the
+	// measured figures (PIDs, memory) above theirs, or the run's time for
+	// the OOM trigger alone, whose figures need no sample. At most
+	// pressureSamples long.
 	Seen []time.Time `json:"seen,omitempty"`
 	// Relieved is when the plugin last evicted pods from the node.
 	Relieved *time.Time `json:"relieved,omitempty"`
-	// Accounted: every pod evicted then was in the node's pid-pods list,
-	// so the shared estimate subtracts them once they leave, before a new
-	// sample. Otherwise the PID trigger waits for a sample newer than
-	// Relieved: the sample still counts what the evicted pods held.
+	// Accounted: the node's PID sample accounted for every pod evicted then
+	// (measured.accounts), so the shared estimate subtracts them once they
+	// leave, before a new sample. Otherwise the PID trigger waits for a PID
+	// sample newer than Relieved: the sample still counts what the evicted
+	// pods held. It is the PID figure's own field, as records written
+	// before the memory trigger have it, and as such descheduler versions
+	// read it; Awaiting holds the other figures.
 	Accounted bool `json:"accounted,omitempty"`
+	// Awaiting are the keys of the measured figures other than PIDs
+	// ("memory") whose sample did not account for every pod evicted then:
+	// their triggers wait for a sample of that figure newer than Relieved.
+	Awaiting []string `json:"awaiting,omitempty"`
+}
+
+// awaits reports whether, after the node's last relief, the trigger of the
+// figure with key waits for a sample of it newer than Relieved.
+func (r nodeRecord) awaits(key string) bool {
+	if key == keyPIDs {
+		return !r.Accounted
+	}
+	return slices.Contains(r.Awaiting, key)
 }
 
 func (r nodeRecord) last() time.Time {
@@ -168,6 +185,7 @@ func (st *state) clone() *state {
 	c.records = make(map[string]nodeRecord, len(st.records))
 	for node, r := range st.records {
 		r.Seen = slices.Clone(r.Seen)
+		r.Awaiting = slices.Clone(r.Awaiting)
 		c.records[node] = r
 	}
 	return &c
@@ -179,9 +197,14 @@ func (st *state) clone() *state {
 // A sample already recorded (the agent has not written since the last
 // run) does not count again.
 func (c *cycle) observe(node *v1.Node, st *pressure) string {
-	at := c.now
-	if st.pids.triggered() {
-		at = st.pids.stats.SampledAt
+	var at time.Time
+	for _, m := range st.measured {
+		if m.triggered() && m.sampledAt.After(at) {
+			at = m.sampledAt
+		}
+	}
+	if at.IsZero() {
+		at = c.now
 	}
 	r := c.state.records[node.Name]
 	if n := len(r.Seen); n == 0 || at.After(r.Seen[n-1]) {
@@ -215,17 +238,29 @@ func (c *cycle) calm(node *v1.Node) {
 }
 
 // recordRelief records that pods were evicted from the node this cycle:
-// the pressure seen so far is spent, and the PID trigger waits for a newer
-// sample unless the sample accounts for every evicted pod.
+// the pressure seen so far is spent, and the trigger of each measured
+// figure whose sample does not account for every evicted pod waits for a
+// newer sample of it.
 func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
 	if len(n.evictedPods) == 0 {
 		return
 	}
 	at := c.now
 	r := nodeRecord{Relieved: &at, Accounted: true}
-	for _, pod := range n.evictedPods {
-		if !st.pids.accounts(pod) {
-			r.Accounted = false
+	for _, m := range st.measured {
+		if m == nil {
+			continue
+		}
+		for _, pod := range n.evictedPods {
+			if m.accounts(pod) {
+				continue
+			}
+			if m.key == keyPIDs {
+				r.Accounted = false
+			} else {
+				r.Awaiting = append(r.Awaiting, m.key)
+			}
+			break
 		}
 	}
 	c.state.records[n.node.Name] = r

@@ -8,17 +8,18 @@ import (
 // +k8s:deepcopy-gen=true
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
-// RelieveNodePressureArgs configures the RelieveNodePressure plugin. When
-// neither trigger is given, the PID trigger is enabled with its defaults; the
-// OOM trigger runs only when given.
+// RelieveNodePressureArgs configures the RelieveNodePressure plugin. When no
+// trigger is given, the PID trigger is enabled with its defaults; the OOM
+// and memory triggers run only when given.
 type RelieveNodePressureArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
-	// PIDs is the PID trigger; nil disables it (unless OOM is nil too).
+	// PIDs is the PID trigger; nil disables it (unless no trigger is given).
 	PIDs *PIDsTrigger `json:"pids,omitempty"`
-	// OOM is the memory-shortfall trigger; nil disables it (unless PIDs is
-	// nil too).
+	// OOM is the worst-case memory-shortfall trigger; nil disables it.
 	OOM *OOMTrigger `json:"oom,omitempty"`
+	// Memory is the measured-memory trigger; nil disables it.
+	Memory *MemoryTrigger `json:"memory,omitempty"`
 	// DeletePriorityAnnotation is the pod annotation whose int32 value ranks
 	// a pod before every ReplicaSet rule, higher first. Default
 	// controller.alpha.kubernetes.io/delete-priority.
@@ -123,4 +124,30 @@ type OOMTrigger struct {
 	// hold, and a container's worst case is at least what it holds. "0s"
 	// means never. Default 10m.
 	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+}
+
+// +k8s:deepcopy-gen=true
+
+// MemoryTrigger relieves a node whose memory working set, as measured by
+// headroom-node-agent (headroom.dev/memory-*) and estimated as OOMRisk
+// estimates it, is above ThresholdPercent of its allocatable memory
+// (status.allocatable.memory), until it is projected at or below
+// TargetPercent. Allocatable memory is the capacity less kube-reserved,
+// system-reserved and the kubelet's hard eviction threshold, and the
+// kubelet's memory.available is the capacity less the same working set: a
+// node at 100 % of allocatable is exactly at the kubelet's hard eviction
+// threshold, so any threshold up to 100 acts before the kubelet would.
+type MemoryTrigger struct {
+	// ThresholdPercent, in [1, 100]; default 90.
+	ThresholdPercent *int64 `json:"thresholdPercent,omitempty"`
+	// TargetPercent, in [0, ThresholdPercent); default ThresholdPercent − 5.
+	TargetPercent *int64 `json:"targetPercent,omitempty"`
+	// MaxSampleAge is how old a node's memory sample may be before the
+	// node's working set counts as unknown and the trigger leaves it alone;
+	// default 10m (OOMRisk's default); 0 means samples never go stale.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+	// MinPodBytesPercent: a pod that frees less memory than this percentage
+	// of the node's allocatable memory is never evicted for memory; in
+	// [0, 100]; default 1.
+	MinPodBytesPercent *int64 `json:"minPodBytesPercent,omitempty"`
 }

@@ -59,6 +59,18 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), o.MaxSampleAge.Duration.String(), "must not be negative"))
 		}
 	}
+	if m := args.Memory; m != nil {
+		path := field.NewPath("memory")
+		// A working set above allocatable is past the kubelet's hard
+		// eviction threshold: a threshold there would act after it.
+		errs = append(errs, validateThresholds(path, *m.ThresholdPercent, *m.TargetPercent, 100)...)
+		if v := *m.MinPodBytesPercent; v < 0 || v > 100 {
+			errs = append(errs, field.Invalid(path.Child("minPodBytesPercent"), v, "must be within [0, 100]"))
+		}
+		if m.MaxSampleAge.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), m.MaxSampleAge.Duration.String(), "must not be negative"))
+		}
+	}
 
 	if v := *args.PressureSamples; v < 1 || v > maxPressureSamples {
 		errs = append(errs, field.Invalid(field.NewPath("pressureSamples"), v, fmt.Sprintf("must be within [1, %d]", maxPressureSamples)))

@@ -929,6 +929,7 @@ descheduler:
     DefaultEvictor: {nodeFit: false}
     RelieveNodePressure:
       pids: {thresholdPercent: 90, targetPercent: 80}
+      memory: {thresholdPercent: 88}
 `))
 	policy := deschedulerPolicy(t, objs, cronKey)
 	if ev := deschedulerArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName); ev.NodeFit {
@@ -937,6 +938,10 @@ descheduler:
 	got := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, policy, relievenodepressure.PluginName)
 	want := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, defaults, relievenodepressure.PluginName).DeepCopy()
 	want.PIDs.ThresholdPercent, want.PIDs.TargetPercent = ptr.To[int64](90), ptr.To[int64](80)
+	// The memory trigger, off in the shipped policy, is turned on by its
+	// value, the rest of it defaulted.
+	want.Memory = &relievenodepressure.MemoryTrigger{ThresholdPercent: ptr.To[int64](88)}
+	relievenodepressure.SetDefaults_RelieveNodePressureArgs(want)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("RelieveNodePressure args\n%+v\nwant\n%+v", got, want)
 	}

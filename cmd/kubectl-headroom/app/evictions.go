@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -199,7 +200,7 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 
 // writePlan prints the figures, the verdict and the pods in eviction order.
 func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorChecks) {
-	for _, trigger := range []string{"PIDs", "OOM"} {
+	for _, trigger := range []string{"PIDs", "memory", "OOM"} {
 		if why, ok := p.Unknown[trigger]; ok {
 			fmt.Fprintf(out, "%s: unknown (%s): the %s trigger leaves the node alone\n", trigger, why, trigger)
 		}
@@ -232,8 +233,14 @@ func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorCh
 		fmt.Fprintln(out, "no pods on the node")
 		return
 	}
+	// The memory trigger's gains, where it is on and the node's memory known.
+	memory := slices.Contains(p.Before, any("memoryUsed"))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tDECISION")
+	if memory {
+		fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tFREES MEMORY\tDECISION")
+	} else {
+		fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tDECISION")
+	}
 	n := 0
 	for i, pp := range p.Pods {
 		decision := "skip: " + pp.Reason
@@ -246,6 +253,11 @@ func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorCh
 		priority := "0"
 		if pp.Pod.Spec.Priority != nil {
 			priority = fmt.Sprint(*pp.Pod.Spec.Priority)
+		}
+		if memory {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", i+1, klog.KObj(pp.Pod), priority, pp.PIDs,
+				resource.NewQuantity(pp.MemoryBytes, resource.BinarySI), decision)
+			continue
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, klog.KObj(pp.Pod), priority, pp.PIDs, decision)
 	}
