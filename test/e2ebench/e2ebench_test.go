@@ -32,6 +32,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 	"github.com/headroom-k8s/headroom/test/realnode"
 )
@@ -76,12 +77,15 @@ type result struct {
 	podsWithFailures int
 	stuckNoIP        int // pods bound to the node whose sandbox got no IP
 	pendingNoIP      int // pods kept Pending by NodeIPs
-	disrupted        []string
-	innocent         int // disrupted pods that were not hogs
-	secondsAbove     int // seconds the node's tasks were above 95 % of allocatable
-	secondsFull      int // seconds the pods' cgroup was at its pids.max
-	evictedBy        map[string]int
-	hogsRelocated    int
+	// pendingOther are pods kept Pending for another reason (NodePIDs':
+	// the node's PID figure counts every task of the machine), by reason.
+	pendingOther  map[string]int
+	disrupted     []string
+	innocent      int // disrupted pods that were not hogs
+	secondsAbove  int // seconds the node's tasks were above 95 % of allocatable
+	secondsFull   int // seconds the pods' cgroup was at its pids.max
+	evictedBy     map[string]int
+	hogsRelocated int
 }
 
 // TestE2EBench runs each part once per mode: TestE2EBench/storm/A and /B
@@ -179,7 +183,15 @@ func run(t *testing.T, m mode) result {
 		case p.Spec.NodeName == node.Name && p.Status.PodIP == "":
 			r.stuckNoIP++
 		case p.Spec.NodeName == "":
-			r.pendingNoIP++
+			why := pendingReason(&p)
+			if strings.Contains(why, nodeips.ErrReasonNoFreeIPs) {
+				r.pendingNoIP++
+				continue
+			}
+			if r.pendingOther == nil {
+				r.pendingOther = map[string]int{}
+			}
+			r.pendingOther[why]++
 		}
 	}
 	t.Logf("%s: %+v", m.name, r)
@@ -187,6 +199,17 @@ func run(t *testing.T, m mode) result {
 }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
+
+// pendingReason is the message of a pending pod's PodScheduled condition:
+// why the scheduler left it unbound ("" when it has not said).
+func pendingReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
+}
 
 // hostKernel is the running kernel's release.
 func hostKernel() string {
@@ -492,6 +515,19 @@ by a nodeSelector, three more than its pod IPs.
 	row("pods that saw a failed fork", func(r result) string { return fmt.Sprint(r.podsWithFailures) })
 	row("pods stuck without an IP (ContainerCreating)", func(r result) string { return fmt.Sprint(r.stuckNoIP) })
 	row("pods kept Pending for want of a pod IP", func(r result) string { return fmt.Sprint(r.pendingNoIP) })
+	row("pods kept Pending for another reason", func(r result) string {
+		total := 0
+		var why []string
+		for k, v := range r.pendingOther {
+			total += v
+			why = append(why, fmt.Sprintf("%d: %q", v, k))
+		}
+		if total == 0 {
+			return "0"
+		}
+		sort.Strings(why)
+		return fmt.Sprintf("%d (%s)", total, strings.Join(why, "; "))
+	})
 	row("pods killed or evicted", func(r result) string { return fmt.Sprint(len(r.disrupted)) })
 	row("of them not a hog (disrupted, not the cause)", func(r result) string { return fmt.Sprint(r.innocent) })
 	row("seconds the node's tasks were above 95 % of allocatable", func(r result) string { return fmt.Sprint(r.secondsAbove) })
