@@ -46,7 +46,7 @@ compat: tools build ## a smoke subset of the integration tests against kube-apis
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh
 
-e2e-bench: tools images ## the same PID storm and pod-IP exhaustion on a real node, default stack vs Headroom: docs/e2e-bench.md
+e2e-bench: tools images ## the same PID storm, pod-IP exhaustion and memory hog on a real node, default stack vs Headroom: docs/e2e-bench.md
 	go test -tags e2ebench -count=1 -timeout 40m -v ./test/e2ebench -args -table $(CURDIR)/docs/e2e-bench.md
 
 perf: ## scheduler_perf: pods/s of the default and the Headroom profile, and their ratio (needs bin/etcd)

@@ -55,7 +55,7 @@ func parseFlags(args []string, machineMemory int64, out io.Writer) (options, err
 	fs.Int64Var(&o.procs, "procs", 0, fmt.Sprintf("single-threaded child processes to hold (at most %d)", maxCount))
 	fs.Int64Var(&o.threads, "threads", 0, fmt.Sprintf("threads to hold in this process, besides the Go runtime's (at most %d)", maxCount))
 	fs.StringVar(&memory, "memory", "0", "memory to allocate and touch, a Kubernetes quantity (e.g. 64Mi, 1.5Gi)")
-	fs.DurationVar(&o.ramp, "ramp", 0, "spread the start of the processes and threads evenly over this time (0: all at once)")
+	fs.DurationVar(&o.ramp, "ramp", 0, "spread the start of the processes and threads, and the growth of the memory (in 1 MiB steps), evenly over this time (0: all at once)")
 	fs.DurationVar(&o.hold, "hold", 0, "exit 0 this long after the start (0: hold until killed)")
 	verflag.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -68,6 +68,10 @@ package main
 // hold up the status lines, and so that under strict overcommit what could
 // be had is held.
 #define STRESS_MEMORY_CHUNK (16LL << 20)
+// Over --ramp, memory grows in steps of this size (the last one may be
+// smaller): a mapping per step keeps the process far below the kernel's
+// vm.max_map_count, and a wake-up per step costs nothing at any rate.
+#define STRESS_MEMORY_STEP (1LL << 20)
 
 typedef struct {
 	int64_t procs, threads, memory, ramp_ns, hold_ns;
@@ -214,6 +218,20 @@ static int64_t stress_ramp_target(int64_t want, int64_t elapsed, int64_t ramp) {
 	return (int64_t)((__int128)want * elapsed / ramp);
 }
 
+// stress_memory_steps is how many ramp steps of STRESS_MEMORY_STEP make
+// want bytes, the last one partial.
+static int64_t stress_memory_steps(int64_t want) {
+	return want / STRESS_MEMORY_STEP + (want % STRESS_MEMORY_STEP != 0);
+}
+
+// stress_memory_target is how many of want bytes are due elapsed into a ramp
+// of ramp_ns: whole steps, as stress_ramp_target counts them, at most want.
+static int64_t stress_memory_target(int64_t want, int64_t elapsed, int64_t ramp) {
+	int64_t total = stress_memory_steps(want);
+	int64_t steps = stress_ramp_target(total, elapsed, ramp);
+	return steps >= total ? want : steps * STRESS_MEMORY_STEP;
+}
+
 // stress_due is when the next of want (held so far) is to be started: its
 // ramp step, and not before retry.
 static int64_t stress_due(int64_t held, int64_t want, int64_t start, int64_t ramp, int64_t retry) {
@@ -276,7 +294,7 @@ static int stress_run(stress_spec s) {
 	next_print = start + STRESS_SECOND;
 
 	while (!stress_stopping) {
-		int64_t want_procs, want_threads, wake;
+		int64_t want_procs, want_threads, want_memory, wake;
 		int progress, caught_up;
 		struct timespec timeout;
 		struct pollfd pfd;
@@ -293,8 +311,9 @@ static int stress_run(stress_spec s) {
 			// failure of each kind that is short.
 			int64_t retry = now < next_print ? next_print : next_print + STRESS_SECOND;
 			progress = 0;
-			if (memory < s.memory && now >= memory_retry) {
-				int64_t n = stress_grow_memory(s.memory - memory, page);
+			want_memory = stress_memory_target(s.memory, now - start, s.ramp_ns);
+			if (memory < want_memory && now >= memory_retry) {
+				int64_t n = stress_grow_memory(want_memory - memory, page);
 				if (n > 0) {
 					memory += n;
 					progress = 1;
@@ -328,7 +347,7 @@ static int stress_run(stress_spec s) {
 
 		// The first line comes as soon as the start's work is done, then
 		// one a second.
-		caught_up = (memory >= s.memory || memory_retry > now) &&
+		caught_up = (memory >= stress_memory_target(s.memory, now - start, s.ramp_ns) || memory_retry > now) &&
 			(threads >= stress_ramp_target(s.threads, now - start, s.ramp_ns) || thread_retry > now) &&
 			(procs >= stress_ramp_target(s.procs, now - start, s.ramp_ns) || proc_retry > now);
 		if (now >= next_print || (!printed && caught_up)) {
@@ -340,7 +359,10 @@ static int stress_run(stress_spec s) {
 
 		wake = next_print;
 		if (hold_end < wake) wake = hold_end;
-		if (memory < s.memory && memory_retry < wake) wake = memory_retry;
+		// Memory held is whole steps until the last: the next step is due
+		// at its ramp time (at once without a ramp), not before a retry.
+		i = stress_due(memory / STRESS_MEMORY_STEP, stress_memory_steps(s.memory), start, s.ramp_ns, memory_retry);
+		if (memory < s.memory && i < wake) wake = i;
 		i = stress_due(threads, s.threads, start, s.ramp_ns, thread_retry);
 		if (i < wake) wake = i;
 		i = stress_due(procs, s.procs, start, s.ramp_ns, proc_retry);

@@ -435,6 +435,42 @@ func TestMemory(t *testing.T) {
 	}
 }
 
+// TestMemoryRamp: over --ramp memory grows a step at a time, as the
+// CHANGELOG and --help say, so that a pod's working set climbs the way a
+// leak's does instead of jumping.
+func TestMemoryRamp(t *testing.T) {
+	t.Parallel()
+	const want = 48 << 20
+	s := start(t, nil, "--memory", "48Mi", "--ramp", "3s")
+	first := s.next(10 * time.Second)
+	if first.memory >= want {
+		t.Errorf("first line %v: a 3s ramp holds less than all at the start", first)
+	}
+	prev, between := first, 0
+	last := s.waitFor("memory=50331648", 15*time.Second, func(st status) bool {
+		if st.memory < prev.memory {
+			t.Errorf("%v after %v: a ramp only grows", st, prev)
+		}
+		if st.memory > 0 && st.memory < want {
+			between++
+			if st.memory%(1<<20) != 0 {
+				t.Errorf("%v: memory held before the end of the ramp is not whole MiB steps", st)
+			}
+		}
+		prev = st
+		return st.memory == want
+	})
+	if between == 0 {
+		t.Errorf("no line between %v and %v: the ramp did not spread the memory", first, last)
+	}
+	if d := last.at.Sub(first.at); d < time.Second {
+		t.Errorf("all held %v after the first line, want the ramp's 3s spread over it", d)
+	}
+	if rss := statusField(t, s.pid(), "VmRSS") * 1024; rss < want {
+		t.Errorf("VmRSS %d bytes, want at least %d", rss, want)
+	}
+}
+
 func TestStopSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {

@@ -1,10 +1,11 @@
 //go:build e2ebench
 
-// Package e2ebench runs the same PID storm and the same pod-IP exhaustion
-// on a real node twice: (A) with kube-scheduler's default profile and the
-// kubelet's own pid.available eviction, (B) with headroom-scheduler,
-// headroom-descheduler and the node agent (the kubelet set up the same),
-// and writes what happened side by side. make e2e-bench runs it:
+// Package e2ebench runs the same PID storm and the same pod-IP exhaustion,
+// and the same memory hog (memory_test.go), on a real node twice each: (A)
+// with kube-scheduler's default profile and the kubelet's own eviction,
+// (B) with headroom-scheduler, headroom-descheduler and the node agent
+// (the kubelet set up the same), and writes what happened side by side.
+// make e2e-bench runs it:
 //
 //	go test -tags e2ebench -count=1 -timeout 40m -v ./test/e2ebench -args -table docs/e2e-bench.md
 package e2ebench
@@ -29,6 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 	"github.com/headroom-k8s/headroom/test/realnode"
 )
@@ -73,26 +77,47 @@ type result struct {
 	podsWithFailures int
 	stuckNoIP        int // pods bound to the node whose sandbox got no IP
 	pendingNoIP      int // pods kept Pending by NodeIPs
-	disrupted        []string
-	innocent         int // disrupted pods that were not hogs
-	secondsAbove     int // seconds the node's tasks were above 95 % of allocatable
-	secondsFull      int // seconds the pods' cgroup was at its pids.max
-	evictedBy        map[string]int
-	hogsRelocated    int
+	// pendingOther are pods kept Pending for another reason (NodePIDs':
+	// the node's PID figure counts every task of the machine), by reason.
+	pendingOther  map[string]int
+	disrupted     []string
+	innocent      int // disrupted pods that were not hogs
+	secondsAbove  int // seconds the node's tasks were above 95 % of allocatable
+	secondsFull   int // seconds the pods' cgroup was at its pids.max
+	evictedBy     map[string]int
+	hogsRelocated int
 }
 
+// TestE2EBench runs each part once per mode: TestE2EBench/storm/A and /B
+// (the PID storm and the pod-IP exhaustion), TestE2EBench/memory/A and /B
+// (the memory hog). The table is written when every part ran; a -run that
+// picks some of them prints theirs.
 func TestE2EBench(t *testing.T) {
-	var results []result
-	for _, m := range modes {
-		t.Run(strings.SplitN(m.name, ":", 2)[0], func(t *testing.T) {
-			results = append(results, run(t, m))
-		})
-	}
-	if len(results) != len(modes) {
+	var storm []result
+	var memory []memResult
+	t.Run("storm", func(t *testing.T) {
+		for _, m := range modes {
+			t.Run(strings.SplitN(m.name, ":", 2)[0], func(t *testing.T) {
+				storm = append(storm, run(t, m))
+			})
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		for _, m := range memModes {
+			t.Run(strings.SplitN(m.name, ":", 2)[0], func(t *testing.T) {
+				memory = append(memory, runMemory(t, m))
+			})
+		}
+	})
+	if t.Failed() {
 		t.Fatal("a run failed; no table written")
 	}
-	out := render(results)
+	out := render(storm, memory)
 	fmt.Println(out)
+	if len(storm) != len(modes) || len(memory) != len(memModes) {
+		t.Log("not every part ran (-run): the table above is not written")
+		return
+	}
 	if *table != "" {
 		if err := os.WriteFile(*table, []byte(out), 0o644); err != nil {
 			t.Fatal(err)
@@ -130,7 +155,7 @@ func run(t *testing.T, m mode) result {
 		if _, err := cp.StartScheduler(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		startDescheduler(ctx, t, cp)
+		startDescheduler(ctx, t, cp, "10s", nil)
 	}
 
 	// The storm's pods start on the real node: the node beside is cordoned
@@ -158,7 +183,15 @@ func run(t *testing.T, m mode) result {
 		case p.Spec.NodeName == node.Name && p.Status.PodIP == "":
 			r.stuckNoIP++
 		case p.Spec.NodeName == "":
-			r.pendingNoIP++
+			why := pendingReason(&p)
+			if strings.Contains(why, nodeips.ErrReasonNoFreeIPs) {
+				r.pendingNoIP++
+				continue
+			}
+			if r.pendingOther == nil {
+				r.pendingOther = map[string]int{}
+			}
+			r.pendingOther[why]++
 		}
 	}
 	t.Logf("%s: %+v", m.name, r)
@@ -166,6 +199,17 @@ func run(t *testing.T, m mode) result {
 }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
+
+// pendingReason is the message of a pending pod's PodScheduled condition:
+// why the scheduler left it unbound ("" when it has not said).
+func pendingReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
+}
 
 // hostKernel is the running kernel's release.
 func hostKernel() string {
@@ -333,40 +377,116 @@ func cordon(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, no
 }
 
 // startDescheduler runs headroom-descheduler as its shipped Deployment
-// does, every 10 s, with the shipped policy but minPodAge 0 (the storm's
-// pods are minutes old), under its shipped identity.
-func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+// does, every interval, with the shipped policy but minPodAge 0 (the
+// pods are minutes old) and what edit changes, under its shipped
+// identity.
+func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, interval string, edit func(policy map[string]any) error) *controlplane.Process {
 	t.Helper()
 	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := strings.Replace(string(data), "minPodAge: 10m", "minPodAge: 0s", 1)
-	if policy == string(data) {
-		t.Fatal("the shipped policy has no minPodAge: 10m to replace")
-	}
-	path := t.TempDir() + "/policy.yaml"
-	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
+	var policy map[string]any
+	if err := yaml.Unmarshal(data, &policy); err != nil {
 		t.Fatal(err)
 	}
+	evictor, err := pluginArgs(policy, "DefaultEvictor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evictor["minPodAge"] != "10m" {
+		t.Fatalf("the shipped policy's minPodAge is %v, not the 10m this bench replaces", evictor["minPodAge"])
+	}
+	evictor["minPodAge"] = "0s"
+	if edit != nil {
+		if err := edit(policy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, err = yaml.Marshal(policy); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("descheduler policy:\n%s", data)
 	kubeconfig, err := cp.ShippedIdentityKubeconfig(ctx, "headroom-descheduler")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cp.StartProcess("headroom-descheduler", "--policy-config-file", path, "--kubeconfig", kubeconfig,
-		"--descheduling-interval", "10s", "--secure-port", "0", "--v", "2"); err != nil {
+	p, err := cp.StartProcess("headroom-descheduler", "--policy-config-file", path, "--kubeconfig", kubeconfig,
+		"--descheduling-interval", interval, "--secure-port", "0", "--v", "2")
+	if err != nil {
 		t.Fatal(err)
 	}
+	return p
 }
 
-func render(rs []result) string {
+// reliefLines are the lines of the descheduler's log that say what
+// RelieveNodePressure evicted, or why it could not.
+func reliefLines(p *controlplane.Process) []string {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "Evicted pod to relieve node") || strings.Contains(l, "NodePressureUnrelievable") || strings.Contains(l, "no eviction within the limits") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// pluginArgs is the args of the plugin name in the policy's first
+// profile's pluginConfig.
+func pluginArgs(policy map[string]any, name string) (map[string]any, error) {
+	profiles, _ := policy["profiles"].([]any)
+	if len(profiles) == 0 {
+		return nil, fmt.Errorf("the policy has no profile")
+	}
+	profile, _ := profiles[0].(map[string]any)
+	configs, _ := profile["pluginConfig"].([]any)
+	for _, c := range configs {
+		if c, ok := c.(map[string]any); ok && c["name"] == name {
+			args, ok := c["args"].(map[string]any)
+			if !ok {
+				args = map[string]any{}
+				c["args"] = args
+			}
+			return args, nil
+		}
+	}
+	return nil, fmt.Errorf("the policy has no pluginConfig for %s", name)
+}
+
+func render(storm []result, memory []memResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Side by side on a real node
 
-Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storm and the
-same pod-IP exhaustion on a real node (kubelet v1.36.3, containerd, runc,
-CNI bridge + host-local; docs/real-node.md), with a kwok node beside it,
-once with each stack. The kubelet is the same in both: a budget of %d PIDs
+Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storms on a
+real node (kubelet v1.36.3, containerd, runc, CNI bridge + host-local;
+docs/real-node.md), with a kwok node beside it, once with each stack: (A)
+kube-scheduler's default profile and the kubelet's own eviction, (B)
+headroom-scheduler, headroom-descheduler and the node agent, the kubelet
+set up the same. Each run starts a node of its own.
+`, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel())
+	if len(storm) == len(modes) {
+		b.WriteString(renderStorm(storm))
+	}
+	if len(memory) > 0 {
+		b.WriteString(renderMemory(memory))
+	}
+	return b.String()
+}
+
+func renderStorm(rs []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+## A PID storm, then pod IPs running out
+
+The kubelet is the same in both: a budget of %d PIDs
 for pods (kubepods' pids.max), hard eviction at pid.available < 30768 (the
 node's tasks above %d), 13 pod IPs.
 
@@ -374,7 +494,7 @@ The storm: %d "web" pods of %d threads, then %d "hog" pods growing to %d
 threads each over %s, watched for %s. Then %d pause pods pinned to the node
 by a nodeSelector, three more than its pod IPs.
 
-`, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel(), podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, hogRamp, *duration, fillPods)
+`, podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, hogRamp, *duration, fillPods)
 	row := func(name string, f func(r result) string) {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, r := range rs {
@@ -395,6 +515,19 @@ by a nodeSelector, three more than its pod IPs.
 	row("pods that saw a failed fork", func(r result) string { return fmt.Sprint(r.podsWithFailures) })
 	row("pods stuck without an IP (ContainerCreating)", func(r result) string { return fmt.Sprint(r.stuckNoIP) })
 	row("pods kept Pending for want of a pod IP", func(r result) string { return fmt.Sprint(r.pendingNoIP) })
+	row("pods kept Pending for another reason", func(r result) string {
+		total := 0
+		var why []string
+		for k, v := range r.pendingOther {
+			total += v
+			why = append(why, fmt.Sprintf("%d: %q", v, k))
+		}
+		if total == 0 {
+			return "0"
+		}
+		sort.Strings(why)
+		return fmt.Sprintf("%d (%s)", total, strings.Join(why, "; "))
+	})
 	row("pods killed or evicted", func(r result) string { return fmt.Sprint(len(r.disrupted)) })
 	row("of them not a hog (disrupted, not the cause)", func(r result) string { return fmt.Sprint(r.innocent) })
 	row("seconds the node's tasks were above 95 % of allocatable", func(r result) string { return fmt.Sprint(r.secondsAbove) })

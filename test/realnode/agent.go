@@ -38,6 +38,59 @@ var nodeAgentKinds = map[string]bool{
 // waits until its pod runs on the node with them and has written the
 // node's PID and pod-IP figures.
 func (n *Node) DeployShippedNodeAgent(ctx context.Context, args ...string) (*corev1.Pod, error) {
+	return n.deployShippedNodeAgent(ctx, nil, args...)
+}
+
+// NodeCgroupRoot is where DeployShippedNodeAgentOnNodeCgroup mounts the
+// node's own cgroup in the agent's container.
+const NodeCgroupRoot = "/host/node-cgroup"
+
+// DeployShippedNodeAgentOnNodeCgroup deploys the shipped node agent as
+// DeployShippedNodeAgent does, but shows it the node's own cgroup (the
+// kubelet's cgroupRoot, which holds kubepods and nothing else) where the
+// host's cgroup mount would be: its --cgroup-root is NodeCgroupRoot, with
+// the node's cgroup of the memory and pids hierarchies mounted there (v1:
+// NodeCgroupRoot/memory and NodeCgroupRoot/pids; v2: the one cgroup). The
+// agent's code is unchanged; what it takes for the root cgroup — the
+// node's memory working set, memory-used — is then the node's cgroup's
+// working set rather than the whole machine's. That is what a node whose
+// machine runs nothing but it shows, and what a miniature node on a shared
+// machine (ReservedMemory) needs: there the machine's root cgroup holds the
+// other work on the machine, gigabytes that are not the node's.
+func (n *Node) DeployShippedNodeAgentOnNodeCgroup(ctx context.Context, args ...string) (*corev1.Pod, error) {
+	type mount struct{ host, container string }
+	var mounts []mount
+	if n.host.Cgroups.V2 {
+		mounts = []mount{{n.host.Cgroups.memoryDir(n.host.CgroupName), NodeCgroupRoot}}
+	} else {
+		mounts = []mount{
+			{n.host.Cgroups.memoryDir(n.host.CgroupName), NodeCgroupRoot + "/memory"},
+			{n.host.Cgroups.pidsDir(n.host.CgroupName), NodeCgroupRoot + "/pids"},
+		}
+	}
+	rootArg := "--cgroup-root=" + NodeCgroupRoot
+	return n.deployShippedNodeAgent(ctx, func(ds *appsv1.DaemonSet) {
+		spec := &ds.Spec.Template.Spec
+		c := &spec.Containers[0]
+		kept := c.Args[:0]
+		for _, a := range c.Args {
+			if !strings.HasPrefix(a, "--cgroup-root=") {
+				kept = append(kept, a)
+			}
+		}
+		c.Args = append(kept, rootArg)
+		dir := corev1.HostPathDirectory
+		for i, m := range mounts {
+			name := fmt.Sprintf("node-cgroup-%d", i)
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: m.host, Type: &dir},
+			}})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: m.container, ReadOnly: true})
+		}
+	}, append([]string{rootArg}, args...)...)
+}
+
+func (n *Node) deployShippedNodeAgent(ctx context.Context, mutate func(*appsv1.DaemonSet), args ...string) (*corev1.Pod, error) {
 	cp := n.cp
 	kubectl := filepath.Join(cp.BinDir, "kubectl")
 	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(controlplane.RepoDir(), "manifests")).Output()
@@ -79,6 +132,9 @@ func (n *Node) DeployShippedNodeAgent(ctx context.Context, args ...string) (*cor
 			}
 		}
 		spec.Containers[0].Args = append(spec.Containers[0].Args, "--container-runtime-endpoint=unix://"+n.Socket)
+		if mutate != nil {
+			mutate(ds)
+		}
 	}, args...)
 }
 

@@ -66,6 +66,15 @@ func (c cgroups) pidsDir(name string) string {
 	return filepath.Join(cgroupMount, "pids", name)
 }
 
+// memoryDir is the node cgroup's directory in the hierarchy of the memory
+// controller.
+func (c cgroups) memoryDir(name string) string {
+	if c.V2 {
+		return filepath.Join(cgroupMount, name)
+	}
+	return filepath.Join(cgroupMount, "memory", name)
+}
+
 // create makes the cgroup name in every hierarchy. A new v1 cpuset cgroup
 // has no CPUs and no memory nodes, and no task can join it until it is
 // given its parent's.

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 )
 
 // Summary is the kubelet's Summary API (/stats/summary), read through the
@@ -31,6 +33,43 @@ func (n *Node) Summary(ctx context.Context) (*statsapi.Summary, error) {
 // KubepodsDir is the kubelet's kubepods cgroup in the pids hierarchy.
 func (n *Node) KubepodsDir() string {
 	return filepath.Join(n.host.Cgroups.pidsDir(n.host.CgroupName), "kubepods")
+}
+
+// KubepodsMemoryDir is the kubelet's kubepods cgroup in the memory
+// hierarchy.
+func (n *Node) KubepodsMemoryDir() string {
+	return filepath.Join(n.host.Cgroups.memoryDir(n.host.CgroupName), "kubepods")
+}
+
+// PodsWorkingSet is the working set of the node's pods together, kubepods',
+// as the kubelet computes a working set (usage − inactive file) for its
+// allocatableMemory.available eviction signal, read with the node agent's
+// own reader.
+func (n *Node) PodsWorkingSet() (int64, error) {
+	return nodeagent.ReadWorkingSet(n.KubepodsMemoryDir(), !n.host.Cgroups.V2)
+}
+
+// PodsMemoryUsage is kubepods' memory usage, page cache included: what the
+// kernel holds against MemoryBudget (memory.usage_in_bytes on cgroup v1,
+// memory.current on v2).
+func (n *Node) PodsMemoryUsage() (int64, error) {
+	if n.host.Cgroups.V2 {
+		return ReadInt(filepath.Join(n.KubepodsMemoryDir(), "memory.current"))
+	}
+	return ReadInt(filepath.Join(n.KubepodsMemoryDir(), "memory.usage_in_bytes"))
+}
+
+// readMemoryBudget reads kubepods' memory limit: -1 for none (v2's "max",
+// or v1's page-rounded maximum).
+func (n *Node) readMemoryBudget() (int64, error) {
+	if n.host.Cgroups.V2 {
+		return ReadInt(filepath.Join(n.KubepodsMemoryDir(), "memory.max"))
+	}
+	v, err := ReadInt(filepath.Join(n.KubepodsMemoryDir(), "memory.limit_in_bytes"))
+	if err == nil && v >= 1<<62 {
+		v = -1 // no limit: v1 shows PAGE_COUNTER_MAX pages in bytes
+	}
+	return v, err
 }
 
 // PodCgroupDir is pod's cgroup in the pids hierarchy, as the kubelet's

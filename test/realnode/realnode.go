@@ -33,6 +33,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
@@ -68,6 +69,13 @@ type Options struct {
 	// pid_max − ReservedPIDs: the pods' real PID budget. Default: pid_max
 	// less 2,000.
 	ReservedPIDs int64
+	// ReservedMemory is the kubelet's systemReserved.memory in bytes; 0
+	// reserves none. With enforceNodeAllocatable [pods], kubepods' memory
+	// limit is the machine's memory (MemTotal, the Node's capacity) less
+	// it: the pods' real memory budget, where the kernel's OOM killer acts
+	// when the pods together reach it. MemoryReservedFor gives the value
+	// for a budget.
+	ReservedMemory int64
 	// PodSubnet is host-local's range; default DefaultPodSubnet.
 	PodSubnet string
 	// EvictionHard is the kubelet's evictionHard; default only what keeps
@@ -94,6 +102,12 @@ type Node struct {
 	PIDBudget int64
 	// ReservedPIDs is systemReserved.pid.
 	ReservedPIDs int64
+	// MemoryBudget is kubepods' memory limit in bytes (memory.limit_in_bytes
+	// on cgroup v1, memory.max on v2): the most memory the node's pods may
+	// hold together; -1 for none.
+	MemoryBudget int64
+	// ReservedMemory is systemReserved.memory in bytes.
+	ReservedMemory int64
 
 	cp         *controlplane.ControlPlane
 	kubelet    *controlplane.Process
@@ -148,16 +162,26 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if opts.ReservedPIDs <= 0 || opts.ReservedPIDs >= pidMax {
 		return nil, fmt.Errorf("ReservedPIDs %d: want 0 < reserved < pid_max (%d)", opts.ReservedPIDs, pidMax)
 	}
+	if opts.ReservedMemory != 0 {
+		total, err := MachineMemory()
+		if err != nil {
+			return nil, err
+		}
+		if opts.ReservedMemory < 0 || opts.ReservedMemory >= total {
+			return nil, fmt.Errorf("ReservedMemory %d: want 0 <= reserved < the machine's memory (%d)", opts.ReservedMemory, total)
+		}
+	}
 	ip, err := hostIPv4()
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{
-		Name:         opts.Name,
-		IP:           ip,
-		Dir:          filepath.Join(cp.Dir, "node-"+opts.Name),
-		cp:           cp,
-		ReservedPIDs: opts.ReservedPIDs,
+		Name:           opts.Name,
+		IP:             ip,
+		Dir:            filepath.Join(cp.Dir, "node-"+opts.Name),
+		cp:             cp,
+		ReservedPIDs:   opts.ReservedPIDs,
+		ReservedMemory: opts.ReservedMemory,
 	}
 	n.Socket = filepath.Join(n.Dir, "containerd", "containerd.sock")
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
@@ -186,6 +210,9 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	}
 	if n.PIDBudget, err = ReadInt(filepath.Join(n.host.Cgroups.pidsDir(n.host.CgroupName), "kubepods", "pids.max")); err != nil {
 		return nil, fmt.Errorf("the pods' PID budget: %w", err)
+	}
+	if n.MemoryBudget, err = n.readMemoryBudget(); err != nil {
+		return nil, fmt.Errorf("the pods' memory budget: %w", err)
 	}
 	return n, nil
 }
@@ -363,7 +390,7 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 		// A real, small PID budget for pods: kubepods' pids.max is
 		// pid_max − systemReserved.pid.
 		EnforceNodeAllocatable: []string{"pods"},
-		SystemReserved:         map[string]string{"pid": strconv.FormatInt(opts.ReservedPIDs, 10)},
+		SystemReserved:         systemReserved(opts),
 		EvictionHard:           evictionHard,
 		Authentication: kubeletconfigv1beta1.KubeletAuthentication{
 			X509:      kubeletconfigv1beta1.KubeletX509Authentication{ClientCAFile: n.cp.PKIFile(controlplane.ClientCAFile)},
@@ -435,6 +462,37 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 		}
 		return false, nil
 	})
+}
+
+// systemReserved is the kubelet's systemReserved: the PIDs, and the
+// memory when opts reserve any.
+func systemReserved(opts Options) map[string]string {
+	r := map[string]string{"pid": strconv.FormatInt(opts.ReservedPIDs, 10)}
+	if opts.ReservedMemory > 0 {
+		r["memory"] = strconv.FormatInt(opts.ReservedMemory, 10)
+	}
+	return r
+}
+
+// MachineMemory is the machine's memory in bytes as the kubelet takes it
+// for the Node's capacity: MemTotal of /proc/meminfo (cAdvisor's machine
+// info).
+func MachineMemory() (int64, error) {
+	return nodeagent.ReadMemTotal("/proc")
+}
+
+// MemoryReservedFor is the ReservedMemory that leaves the node's pods a
+// memory budget of budget bytes (a multiple of the page size, as the
+// kernel keeps the limit).
+func MemoryReservedFor(budget int64) (int64, error) {
+	total, err := MachineMemory()
+	if err != nil {
+		return 0, err
+	}
+	if budget <= 0 || budget >= total {
+		return 0, fmt.Errorf("a pods' memory budget of %d bytes: want 0 < budget < the machine's memory (%d)", budget, total)
+	}
+	return total - budget, nil
 }
 
 func ptrInt32(v int32) *int32    { return &v }

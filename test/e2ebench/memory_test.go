@@ -1,0 +1,557 @@
+//go:build e2ebench
+
+package e2ebench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/headroom-k8s/headroom/test/controlplane"
+	"github.com/headroom-k8s/headroom/test/realnode"
+)
+
+// The memory part: a memory hog beside innocent Burstable pods on a
+// miniature node. The machine (24 GiB, shared with other work) is never
+// pushed toward an OOM: the kubelet reserves all of it but memBudget for
+// the system (systemReserved.memory), and with enforceNodeAllocatable
+// [pods] kubepods' memory limit is that budget. When the pods together
+// reach it, the kernel's OOM killer acts inside kubepods, ranked by its
+// badness (what a task holds + oom_score_adj): a node-level OOM in
+// miniature.
+const (
+	memBudget = 1280 << 20
+	// Three "web" pods hold webMemory each; the "hog" grows to hogMemory
+	// over hogMemRamp, beyond the pods' budget.
+	memWebReplicas = 3
+	webMemory      = "128Mi"
+	hogMemory      = "1536Mi"
+	hogMemRamp     = 60 * time.Second
+	// Both request little and set no limit: Burstable, as most pods are.
+	memRequest = "64Mi"
+	// The pressure line, in percent of the node's allocatable memory:
+	// Headroom's memory trigger fires above it (thresholdPercent), and
+	// both runs are measured against it.
+	memLinePercent   = 80
+	memTargetPercent = 75
+	// B's sampling chain, scaled to the hog's pace: the agent samples every
+	// second, the descheduler runs every 5 s and acts on one sample above
+	// the line.
+	agentInterval        = "1s"
+	agentMemHysteresis   = "16Mi"
+	memDeschedulerPeriod = "5s"
+)
+
+var (
+	memModes = []mode{
+		{"A: kube-scheduler (default profile) + kubelet eviction + kernel OOM killer", corev1.DefaultSchedulerName, false},
+		{"B: headroom-scheduler + headroom-descheduler (memory trigger) + node agent (same kubelet)", "headroom-scheduler", true},
+	}
+	memWatch = flag.Duration("memory-watch", 180*time.Second, "how long each memory run watches the node after the hog starts")
+)
+
+// memResult is what one memory run measured.
+type memResult struct {
+	mode                      string
+	budget, allocatable, line int64
+	baseline                  int64 // pods' working set before the hog
+	peak                      int64 // highest pods' working set seen
+	firstCross                time.Duration
+	crossed                   bool
+	firstRelief               time.Duration // -1: still above the line at the end
+	// lastingRelief: from the first crossing to the last return under the
+	// line, under it since; -1 when above the line at the end.
+	lastingRelief   time.Duration
+	episodes        int // times the pods' working set went above the line
+	secondsAbove    int
+	secondsAtBudget int // seconds kubepods' usage was within 1 % of its limit
+	// terminations of containers, by app and reason (OOMKilled, Error…)
+	killed map[string]map[string]int
+	// evictions, by app and by whom
+	evicted map[string]map[string]int
+	// pods still running on the real node at the end, and hog pods elsewhere
+	webAtEnd, hogElsewhere int
+	timeline               []string
+	// relief are the descheduler's lines about its evictions (B).
+	relief []string
+}
+
+func runMemory(t *testing.T, m mode) memResult {
+	reserved, err := realnode.MemoryReservedFor(memBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{ReservedMemory: reserved})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if node.MemoryBudget != memBudget {
+		t.Fatalf("pods' memory budget (kubepods' limit) %d bytes, want %d: systemReserved.memory %d of %d", node.MemoryBudget, memBudget, reserved, reserved+memBudget)
+	}
+	n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := n.Status.Allocatable[corev1.ResourceMemory]
+	r := memResult{mode: m.name, budget: node.MemoryBudget, allocatable: alloc.Value(), killed: map[string]map[string]int{}, evicted: map[string]map[string]int{}}
+	r.line = r.allocatable * memLinePercent / 100
+	if want := int64(memBudget - 100<<20); r.allocatable != want {
+		t.Fatalf("allocatable memory %d, want the budget less the kubelet's memory.available threshold (100Mi): %d", r.allocatable, want)
+	}
+	if _, err := cp.CreateNode(ctx, "kwok-node", corev1.ResourceList{
+		corev1.ResourceCPU: mustQ("8"), corev1.ResourceMemory: mustQ("32Gi"), corev1.ResourcePods: mustQ("110"),
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var desched *controlplane.Process
+	if m.headroom {
+		if _, err := node.DeployShippedNodeAgentOnNodeCgroup(ctx,
+			"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
+			"--interval="+agentInterval,
+			"--memory-hysteresis-bytes="+agentMemHysteresis, "--memory-hysteresis-percent=0"); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := os.ReadFile(controlplane.RepoDir() + "/manifests/scheduler/scheduler-config.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.StartScheduler(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		desched = startDescheduler(ctx, t, cp, memDeschedulerPeriod, memoryPolicy)
+	}
+
+	// The pods start on the real node: the node beside is cordoned until
+	// they run there.
+	cordon(ctx, t, cp, "kwok-node", true)
+	memDeploy(ctx, t, cp, "web", m.scheduler, memWebReplicas, "--memory", webMemory)
+	waitRunning(ctx, t, cp, "app=web", memWebReplicas)
+	waitMemoryHeld(ctx, t, cp, node, "app=web", webMemory)
+	// Settled: the pods' working set with the web pods (and in B the
+	// agent) and nothing else.
+	time.Sleep(5 * time.Second)
+	if r.baseline, err = node.PodsWorkingSet(); err != nil {
+		t.Fatal(err)
+	}
+	if r.baseline >= r.line {
+		t.Fatalf("the pods' working set is %d before the hog, above the line %d: the bench's sizes do not fit this node", r.baseline, r.line)
+	}
+	start := time.Now()
+	memDeploy(ctx, t, cp, "hog", m.scheduler, 1, "--memory", hogMemory, "--ramp", hogMemRamp.String())
+	waitRunning(ctx, t, cp, "app=hog", 1)
+	cordon(ctx, t, cp, "kwok-node", false)
+
+	w := &memWatcher{node: node, r: &r, start: start, pods: map[types.UID]*podSeen{}}
+	w.watch(ctx, cp, *memWatch)
+	if desched != nil {
+		for _, l := range reliefLines(desched) {
+			t.Logf("descheduler: %s", l)
+			r.relief = append(r.relief, summarizeRelief(l, start))
+		}
+	}
+	t.Logf("%s: %+v", m.name, r)
+	return r
+}
+
+// memoryPolicy turns the shipped DeschedulerPolicy into the memory part's:
+// RelieveNodePressure's memory trigger on at the line, one sample above it
+// enough, and the hog — the only pod of its Deployment — evictable.
+func memoryPolicy(policy map[string]any) error {
+	args, err := pluginArgs(policy, "RelieveNodePressure")
+	if err != nil {
+		return err
+	}
+	args["memory"] = map[string]any{
+		"thresholdPercent": memLinePercent,
+		"targetPercent":    memTargetPercent,
+		"maxSampleAge":     "1m",
+	}
+	args["pressureSamples"] = 1
+	evictor, err := pluginArgs(policy, "DefaultEvictor")
+	if err != nil {
+		return err
+	}
+	evictor["minReplicas"] = 1
+	return nil
+}
+
+// memDeploy makes a Deployment of headroom-stress pods with args that
+// request memRequest of memory and set no limit (Burstable).
+func memDeploy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, args ...string) {
+	t.Helper()
+	d, err := realnode.StressDeployment(app, scheduler, replicas, 50, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+		corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ(memRequest),
+	}
+	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitMemoryHeld waits until every running pod of selector on node says it
+// holds size.
+func waitMemoryHeld(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node *realnode.Node, selector, size string) {
+	t.Helper()
+	q := mustQ(size)
+	want := "memory=" + strconv.FormatInt(q.Value(), 10)
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			line, err := node.StressStatus(ctx, p.Namespace, p.Name)
+			if err != nil || !strings.HasSuffix(line, want) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("pods of %s do not hold %s: %v", selector, size, err)
+	}
+}
+
+// podSeen is what the watcher knows of one pod.
+type podSeen struct {
+	name, app string
+	// terminated are the container IDs of the terminations counted.
+	terminated map[string]bool
+	evicted    bool
+	node       string
+}
+
+// memWatcher samples every second the pods' working set (kubepods') and
+// usage, and the pods' statuses: every container termination (a kernel
+// OOM kill shows as OOMKilled), every eviction (the kubelet's: phase
+// Failed, reason Evicted; the Eviction API's, the descheduler's: the
+// DisruptionTarget condition), every pod gone without either.
+type memWatcher struct {
+	node  *realnode.Node
+	r     *memResult
+	start time.Time
+	pods  map[types.UID]*podSeen
+	above bool
+	since time.Time
+	// looked: the pods were listed once (placements after it are events).
+	looked bool
+}
+
+func (w *memWatcher) at() string {
+	return fmt.Sprintf("%ds", int(time.Since(w.start).Round(time.Second)/time.Second))
+}
+
+func (w *memWatcher) event(format string, args ...any) {
+	w.r.timeline = append(w.r.timeline, w.at()+" "+fmt.Sprintf(format, args...))
+}
+
+func (w *memWatcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d time.Duration) {
+	r := w.r
+	r.firstRelief, r.lastingRelief = -1, -1
+	deadline := w.start.Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		now := time.Now()
+		if ws, err := w.node.PodsWorkingSet(); err == nil {
+			r.peak = max(r.peak, ws)
+			switch {
+			case ws > r.line && !w.above:
+				w.above, w.since = true, now
+				r.episodes++
+				if !r.crossed {
+					r.crossed, r.firstCross = true, now.Sub(w.start)
+				}
+				w.event("pods' working set above the line (%s)", mib(ws))
+			case ws <= r.line && w.above:
+				w.above = false
+				if r.firstRelief < 0 {
+					r.firstRelief = now.Sub(w.since)
+				}
+				r.lastingRelief = now.Sub(w.start) - r.firstCross
+				w.event("back under the line (%s)", mib(ws))
+			}
+			if w.above {
+				r.secondsAbove++
+			}
+		}
+		if usage, err := w.node.PodsMemoryUsage(); err == nil && usage >= r.budget-r.budget/100 {
+			r.secondsAtBudget++
+		}
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			w.observe(pods.Items)
+		}
+		time.Sleep(time.Until(now.Add(time.Second)))
+	}
+	if w.above {
+		r.lastingRelief = -1
+	}
+	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		w.observe(pods.Items)
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+				continue
+			}
+			switch {
+			case p.Labels["app"] == "web" && p.Spec.NodeName == w.node.Name && p.Status.Phase == corev1.PodRunning:
+				r.webAtEnd++
+			case p.Labels["app"] == "hog" && p.Spec.NodeName != "" && p.Spec.NodeName != w.node.Name:
+				r.hogElsewhere++
+			}
+		}
+	}
+}
+
+// observe notes what changed in the pods since the last look.
+func (w *memWatcher) observe(pods []corev1.Pod) {
+	r := w.r
+	current := map[types.UID]bool{}
+	for i := range pods {
+		p := &pods[i]
+		app := p.Labels["app"]
+		if app != "web" && app != "hog" {
+			continue
+		}
+		current[p.UID] = true
+		s := w.pods[p.UID]
+		if s == nil {
+			s = &podSeen{name: p.Name, app: app, terminated: map[string]bool{}}
+			w.pods[p.UID] = s
+		}
+		if p.Spec.NodeName != "" && s.node != p.Spec.NodeName {
+			if w.looked {
+				w.event("%s placed on %s", p.Name, p.Spec.NodeName)
+			}
+			s.node = p.Spec.NodeName
+		}
+		if !s.evicted {
+			if by := evictedBy(p); by != "" {
+				s.evicted = true
+				w.countEviction(s, by)
+			}
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			for _, term := range []*corev1.ContainerStateTerminated{c.LastTerminationState.Terminated, c.State.Terminated} {
+				if term == nil || term.ContainerID == "" || s.terminated[term.ContainerID] {
+					continue
+				}
+				s.terminated[term.ContainerID] = true
+				if (s.evicted || p.DeletionTimestamp != nil) && term.Reason != "OOMKilled" {
+					continue // stopped for its eviction or deletion
+				}
+				if r.killed[app] == nil {
+					r.killed[app] = map[string]int{}
+				}
+				r.killed[app][term.Reason]++
+				w.event("%s %s (exit %d)", p.Name, term.Reason, term.ExitCode)
+			}
+		}
+	}
+	for uid, s := range w.pods {
+		if !current[uid] && !s.evicted {
+			s.evicted = true
+			w.countEviction(s, "deleted, reason not seen")
+		}
+	}
+	w.looked = true
+}
+
+// evictedBy says who evicted p: the kubelet (phase Failed, reason Evicted,
+// or its DisruptionTarget condition), the Eviction API (the descheduler's
+// way), or "" for a pod not evicted.
+func evictedBy(p *corev1.Pod) string {
+	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+		return "kubelet"
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			switch c.Reason {
+			case "EvictionByEvictionAPI":
+				return "Eviction API (descheduler)"
+			case "TerminationByKubelet":
+				return "kubelet"
+			default:
+				return c.Reason
+			}
+		}
+	}
+	return ""
+}
+
+func (w *memWatcher) countEviction(s *podSeen, by string) {
+	if w.r.evicted[s.app] == nil {
+		w.r.evicted[s.app] = map[string]int{}
+	}
+	w.r.evicted[s.app][by]++
+	w.event("%s evicted (%s)", s.name, by)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+var (
+	klogTimeRE = regexp.MustCompile(`^[IWE]\d{4} (\d\d:\d\d:\d\d\.\d+)`)
+	kvRE       = regexp.MustCompile(`(pod|beforeMemoryUsed|afterMemoryUsed)="([^"]*)"`)
+)
+
+// summarizeRelief shortens one of the descheduler's eviction lines to its
+// time from start and the memory figures before and after, as planned.
+func summarizeRelief(line string, start time.Time) string {
+	at := "?"
+	if m := klogTimeRE.FindStringSubmatch(line); m != nil {
+		if tod, err := time.ParseInLocation("15:04:05.000000", m[1], start.Location()); err == nil {
+			y, mo, d := start.Date()
+			when := time.Date(y, mo, d, tod.Hour(), tod.Minute(), tod.Second(), tod.Nanosecond(), start.Location())
+			at = fmt.Sprintf("%ds", int(when.Sub(start).Round(time.Second)/time.Second))
+		}
+	}
+	kv := map[string]string{}
+	for _, m := range kvRE.FindAllStringSubmatch(line, -1) {
+		kv[m[1]] = m[2]
+	}
+	if kv["pod"] == "" {
+		return at + " " + strings.TrimSpace(line)
+	}
+	return fmt.Sprintf("%s evicted %s: memory %s, planned after: %s", at, kv["pod"], kv["beforeMemoryUsed"], kv["afterMemoryUsed"])
+}
+
+// renderMemory is the memory part's section of docs/e2e-bench.md.
+func renderMemory(rs []memResult) string {
+	var b strings.Builder
+	r0 := rs[0]
+	fmt.Fprintf(&b, `
+## A memory hog
+
+The same real node, made a miniature: the kubelet reserves all of the
+machine's memory but %[1]s for the system (systemReserved.memory), and with
+enforceNodeAllocatable [pods] kubepods' memory limit is those %[1]s (checked
+in kubepods' cgroup): when the pods together reach it, the kernel's OOM
+killer acts inside kubepods, ranked by its badness (what a task holds +
+oom_score_adj), as it would on a node of that size. The rest of the machine
+(24 GiB, shared with other work) is never pushed toward an OOM. Allocatable
+memory is %[2]s (the budget less the kubelet's default memory.available
+threshold, 100Mi). The kubelet's hard eviction has two memory signals:
+memory.available is the whole machine's (capacity − the root cgroup's
+working set) and cannot fire here, gigabytes being free;
+allocatableMemory.available (kubepods' limit − kubepods' working set, with
+the same 100Mi) can, and is the one the default stack relies on here, with
+the kernel's OOM killer.
+
+%[3]d "web" pods hold %[4]s each, then one "hog" grows to %[5]s over %[6]s;
+all request %[7]s of memory and set no limit (Burstable), one Deployment
+each, started on the real node (the kwok node beside is cordoned until they
+run). The line is %[8]d %% of allocatable (%[9]s): Headroom's memory trigger
+fires above it (thresholdPercent %[8]d, targetPercent %[10]d, one sample,
+the node agent sampling every %[11]s and the descheduler running every
+%[12]s), and both runs are measured against it. *Time to relief*: from the
+pods' working set (kubepods', usage − inactive file, read every second)
+first passing the line to its first return under it; *lasting relief*: to
+its last return under it, where it stayed until the end of the %[13]s
+watched.
+
+In B the node agent is shown the node's own cgroup (the kubelet's
+cgroupRoot, which holds kubepods and nothing else) as its cgroup root, so
+that memory-used is the miniature node's working set and not the whole
+shared machine's (several GiB of other processes, which would put the
+miniature above 100 %% of its allocatable before any pod ran); its code
+and the annotation's meaning (the root cgroup's working set, as the
+kubelet computes it) are unchanged. The shipped policy never evicts the
+only pod of its owner (DefaultEvictor minReplicas 2); the hog is one, so
+B's policy sets minReplicas 1.
+
+`, mib(r0.budget), mib(r0.allocatable), memWebReplicas, webMemory, hogMemory, hogMemRamp, memRequest,
+		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, memDeschedulerPeriod, *memWatch)
+	row := func(name string, f func(r memResult) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, r := range rs {
+			fmt.Fprintf(&b, " %s |", f(r))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %s |", r.mode)
+	}
+	b.WriteString("\n|---|")
+	for range rs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	secs := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
+	row("pods' working set before the hog", func(r memResult) string { return mib(r.baseline) })
+	row("peak of the pods' working set", func(r memResult) string {
+		return fmt.Sprintf("%s (%d %% of the budget)", mib(r.peak), r.peak*100/r.budget)
+	})
+	row("hog's start to the line", func(r memResult) string {
+		if !r.crossed {
+			return "never"
+		}
+		return secs(r.firstCross)
+	})
+	row("time to relief (line passed → back under it, first time)", func(r memResult) string {
+		switch {
+		case !r.crossed:
+			return "—"
+		case r.firstRelief < 0:
+			return "not relieved"
+		}
+		return secs(r.firstRelief)
+	})
+	row("time to lasting relief (line first passed → last return under it)", func(r memResult) string {
+		switch {
+		case !r.crossed:
+			return "—"
+		case r.lastingRelief < 0:
+			return "not relieved"
+		}
+		return secs(r.lastingRelief)
+	})
+	row("times above the line", func(r memResult) string { return fmt.Sprint(r.episodes) })
+	row("seconds above the line", func(r memResult) string { return fmt.Sprint(r.secondsAbove) })
+	row("seconds at the budget (kubepods' usage ≥ 99 % of its limit)", func(r memResult) string { return fmt.Sprint(r.secondsAtBudget) })
+	row("hog: containers OOM-killed (restarts)", func(r memResult) string { return fmt.Sprint(r.killed["hog"]["OOMKilled"]) })
+	row("hog: evicted", func(r memResult) string { return describe(r.evicted["hog"]) })
+	row("hog replicas running elsewhere at the end", func(r memResult) string { return fmt.Sprint(r.hogElsewhere) })
+	row("innocent (web) containers killed", func(r memResult) string { return describe(r.killed["web"]) })
+	row("innocent (web) pods evicted", func(r memResult) string { return describe(r.evicted["web"]) })
+	row("web pods running on the real node at the end", func(r memResult) string { return fmt.Sprintf("%d of %d", r.webAtEnd, memWebReplicas) })
+	row("what happened (seconds from the hog's start)", func(r memResult) string { return strings.Join(r.timeline, "; ") })
+	for _, r := range rs {
+		if len(r.relief) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nRelieveNodePressure's evictions in %s, as it logged them (the node agent's figure, the miniature node's working set):\n\n", strings.SplitN(r.mode, ":", 2)[0])
+		for _, l := range r.relief {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// describe is "0", or the count with its parts: "2 (kubelet 1, OOMKilled 1)".
+func describe(m map[string]int) string {
+	total := 0
+	var parts []string
+	for k, v := range m {
+		total += v
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	if total == 0 {
+		return "0"
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}
