@@ -65,6 +65,12 @@ type figure struct {
 	// fits, when set, is a further rule a replacement must meet on another
 	// node with free and allocatable, for need (PIDs: NodePIDs' floor).
 	fits func(free, allocatable, need int64) bool
+	// requested, when set, ranks the pods across workloads while the
+	// figure's trigger is pending as the kubelet ranks them for eviction:
+	// by how far their measured use exceeds what they request, most first
+	// (memory: the working set above the memory request). See
+	// nodeRelief.walk.
+	requested func(*v1.Pod) int64
 }
 
 // amount renders n with the figure's unit.
@@ -158,6 +164,7 @@ func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
 				estimate:      func(pods []*v1.Pod) sample.Usage { return memstats.Estimate(s, pods, declared) },
 			}, nil
 		},
+		requested: memstats.PodRequest,
 	}
 }
 
@@ -321,6 +328,18 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 	declared, err := m.declared(pod)
 	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
 	return n, err
+}
+
+// excess is how far pod's measured use of the figure exceeds its request:
+// its figure in the sample's per-pod list less what it requests; 0 for a
+// pod the list does not name (nothing measured it) or one within its
+// request.
+func (m *measured) excess(pod *v1.Pod) int64 {
+	held, ok := m.pods.Lookup(pod.UID)
+	if !ok {
+		return 0
+	}
+	return max(held-m.requested(pod), 0)
 }
 
 // accounts reports whether the estimate stops counting what pod holds once

@@ -73,7 +73,7 @@ func memoryRequest(bytes int64) podOption {
 // A node whose working set is at 95 % of its allocatable memory: the pods
 // first in the delete order (three replicas of web, doubled up on the node,
 // then idle, with the most restarts) free little or nothing, the hog after
-// them frees 2Gi on its own. idle requests 4Gi but the complete list does
+// them frees 2Gi on its own. idle requests 2Gi but the complete list does
 // not name it: it held nothing at the sample. Only the hog is evicted, with
 // the memory trigger alone and with the OOM trigger on beside it (whose
 // worst-case model sees no shortfall here).
@@ -105,7 +105,9 @@ func TestMemoryRelievesByMeasuredGain(t *testing.T) {
 			if !p.Relieves || !equal(evict, []string{"hog"}) {
 				t.Fatalf("Plan: relieves %v, evicts %v; want the hog alone", p.Relieves, evict)
 			}
-			if got, want := skip["idle"], "frees 0 of memory, below the floor of 102.4Mi (minPodBytesPercent 1% of 10Gi)"; got != want {
+			// The hog, furthest beyond its request (none), is considered
+			// first and reaches the target on its own.
+			if got, want := skip["idle"], "not needed: the evictions before it bring the node to its target"; got != want {
 				t.Errorf("idle skipped for %q, want %q", got, want)
 			}
 			byName := map[string]int64{}
@@ -131,6 +133,58 @@ func TestMemoryRelievesByMeasuredGain(t *testing.T) {
 				t.Errorf("eviction reason %q does not name the memory trigger", r)
 			}
 		})
+	}
+}
+
+// A pod that grows past its request is relieved before pods that hold
+// about what they asked for, though the neutral order puts it last and one
+// of them would do: three replicas of web, doubled up on the node, hold
+// 300Mi each of a 256Mi request, the hog 2Gi of 64Mi. The kubelet ranks
+// them so for eviction; walking the neutral order would evict a web replica
+// now and another at every run while the hog goes on growing.
+func TestMemoryRelievesThePodBeyondItsRequestFirst(t *testing.T) {
+	var pods []*v1.Pod
+	held := map[*v1.Pod]int64{}
+	for _, name := range []string{"web-a", "web-b", "web-c"} {
+		p := testPod(name, "n1", ownedBy("web"), memoryRequest(256*mib))
+		pods = append(pods, p)
+		held[p] = 300 * mib
+	}
+	hog := testPod("hog", "n1", ownedBy("hog"), memoryRequest(64*mib))
+	pods = append(pods, hog)
+	held[hog] = 2 * gib
+	// 9300Mi of 10Gi (90.8 %) > 90 %; the target, 89 %, is 186Mi away:
+	// one web replica would reach it on its own.
+	args := RelieveNodePressureArgs{Memory: &MemoryTrigger{ThresholdPercent: ptr.To[int64](90), TargetPercent: ptr.To[int64](89)}}
+	nodes := []*v1.Node{measuredNode("n1", 9300*mib, held), spareNode("n2")}
+	e := newEnv(t, setup{args: args}, objects(nodes, pods)...)
+	if got := e.run(t, nodes...); !equal(got, []string{"hog"}) {
+		t.Fatalf("evicted %v, want the hog, the pod beyond its request", got)
+	}
+
+	// Within their requests, the pods go in the neutral order: idle, with
+	// the most restarts, first, but the complete list does not name it (it
+	// held nothing at the sample), so it frees nothing; then a web pod (of
+	// three workloads here, so that restarts decide).
+	held = map[*v1.Pod]int64{}
+	pods = nil
+	for _, name := range []string{"web-a", "web-b", "web-c"} {
+		p := testPod(name, "n1", ownedBy(name), memoryRequest(256*mib))
+		pods = append(pods, p)
+		held[p] = 200 * mib
+	}
+	idle := testPod("idle", "n1", ownedBy("idle"), memoryRequest(2*gib), restarts(9))
+	nodes = []*v1.Node{measuredNode("n1", 9300*mib, held), spareNode("n2")}
+	e = newEnv(t, setup{args: args}, objects(nodes, append(pods, idle))...)
+	_, evict, skip := planned(t, e, nodes, nodes[0])
+	if len(evict) != 1 || !strings.HasPrefix(evict[0], "web-") {
+		t.Fatalf("Plan evicts %v, want one web replica", evict)
+	}
+	if got, want := skip["idle"], "frees 0 of memory, below the floor of 102.4Mi (minPodBytesPercent 1% of 10Gi)"; got != want {
+		t.Errorf("idle skipped for %q, want %q", got, want)
+	}
+	if got := e.run(t, nodes...); !equal(got, evict) {
+		t.Fatalf("evicted %v, want the planned %v", got, evict)
 	}
 }
 

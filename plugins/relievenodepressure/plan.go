@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 )
@@ -117,7 +118,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 	p := &plan{why: map[types.UID]string{}}
 	budget, limited := n.budget()
 	l := n.ledgerOf(nil)
-	for _, pod := range n.order.neutral {
+	for _, pod := range n.walk(st) {
 		if !proj.pending() {
 			break
 		}
@@ -147,6 +148,45 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 	}
 	n.honourOwnerOrder(st, p)
 	return p
+}
+
+// walk is the order in which plan considers the node's pods: the neutral
+// order, unless a pending trigger's figure ranks pods as the kubelet does
+// (figure.requested: memory). Then, after spec.priority where
+// lowerPriorityFirst says so, the pods whose measured use exceeds their
+// request the most come first, the neutral order deciding among equals.
+// A workload that holds memory within what it requests is not made to pay
+// for one that grows beyond it: on a real node, walking the neutral order
+// evicted a small web replica at every run while the one pod that was
+// growing past its request went on growing (docs/real-node.md). Which of
+// a workload's pods go is still its own delete order's choice
+// (honourOwnerOrder).
+func (n *nodeRelief) walk(st *pressure) []*v1.Pod {
+	var by *measured
+	for _, m := range st.measured {
+		if m.pending() && m.requested != nil {
+			by = m
+			break
+		}
+	}
+	if by == nil {
+		return n.order.neutral
+	}
+	excess := make(map[types.UID]int64, len(n.order.neutral))
+	for _, pod := range n.order.neutral {
+		excess[pod.UID] = by.excess(pod)
+	}
+	lowerFirst := *n.args.LowerPriorityFirst
+	order := slices.Clone(n.order.neutral)
+	slices.SortStableFunc(order, func(a, b *v1.Pod) int {
+		if lowerFirst {
+			if c := cmp.Compare(corev1helpers.PodPriority(a), corev1helpers.PodPriority(b)); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(excess[b.UID], excess[a.UID])
+	})
+	return order
 }
 
 // prune drops, earliest first, every step of a plan that reaches the
