@@ -495,22 +495,7 @@ threads each over %s, watched for %s. Then %d pause pods pinned to the node
 by a nodeSelector, three more than its pod IPs.
 
 `, podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, hogRamp, *duration, fillPods)
-	row := func(name string, f func(r result) string) {
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("| |")
-	for _, m := range modes {
-		fmt.Fprintf(&b, " %s |", m.name)
-	}
-	b.WriteString("\n|---|")
-	for range modes {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	row := sideBySide(&b, rs, func(i int, _ result) string { return modes[i].name })
 	row("failed forks/clones (all stress pods)", func(r result) string { return fmt.Sprint(r.failedForks) })
 	row("pods that saw a failed fork", func(r result) string { return fmt.Sprint(r.podsWithFailures) })
 	row("pods stuck without an IP (ContainerCreating)", func(r result) string { return fmt.Sprint(r.stuckNoIP) })
@@ -535,4 +520,26 @@ by a nodeSelector, three more than its pod IPs.
 	row("hog replicas running elsewhere at the end", func(r result) string { return fmt.Sprint(r.hogsRelocated) })
 	row("disrupted pods", func(r result) string { return strings.Join(r.disrupted, "; ") })
 	return b.String()
+}
+
+// sideBySide writes the header of a Markdown table with a column per run,
+// named by name, and returns the function that writes a row: its name,
+// then f of each run.
+func sideBySide[R any](b *strings.Builder, runs []R, name func(i int, r R) string) func(string, func(R) string) {
+	b.WriteString("| |")
+	for i, r := range runs {
+		fmt.Fprintf(b, " %s |", name(i, r))
+	}
+	b.WriteString("\n|---|")
+	for range runs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	return func(row string, f func(R) string) {
+		fmt.Fprintf(b, "| %s |", row)
+		for _, r := range runs {
+			fmt.Fprintf(b, " %s |", f(r))
+		}
+		b.WriteString("\n")
+	}
 }

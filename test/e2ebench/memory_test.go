@@ -474,22 +474,7 @@ B's policy sets minReplicas 1.
 
 `, mib(r0.budget), mib(r0.allocatable), memWebReplicas, webMemory, hogMemory, hogMemRamp, memRequest,
 		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, memDeschedulerPeriod, *memWatch)
-	row := func(name string, f func(r memResult) string) {
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("| |")
-	for _, r := range rs {
-		fmt.Fprintf(&b, " %s |", r.mode)
-	}
-	b.WriteString("\n|---|")
-	for range rs {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	row := sideBySide(&b, rs, func(_ int, r memResult) string { return r.mode })
 	secs := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
 	row("pods' working set before the hog", func(r memResult) string { return mib(r.baseline) })
 	row("peak of the pods' working set", func(r memResult) string {
