@@ -313,9 +313,19 @@ func (w *watcher) result(ctx context.Context, cp *controlplane.ControlPlane) res
 
 func deploy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, args ...string) {
 	t.Helper()
+	deployWith(ctx, t, cp, app, scheduler, replicas, nil, args...)
+}
+
+// deployWith makes a Deployment of headroom-stress pods, changed by mutate
+// (when not nil) before it is created.
+func deployWith(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, mutate func(*appsv1.Deployment), args ...string) {
+	t.Helper()
 	d, err := realnode.StressDeployment(app, scheduler, replicas, 50, args...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(d)
 	}
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -190,16 +191,11 @@ func memoryPolicy(policy map[string]any) error {
 // request memRequest of memory and set no limit (Burstable).
 func memDeploy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, args ...string) {
 	t.Helper()
-	d, err := realnode.StressDeployment(app, scheduler, replicas, 50, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
-		corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ(memRequest),
-	}
-	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deployWith(ctx, t, cp, app, scheduler, replicas, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+			corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ(memRequest),
+		}
+	}, args...)
 }
 
 // waitMemoryHeld waits until every running pod of selector on node says it
