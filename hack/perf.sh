@@ -25,13 +25,23 @@ if [[ -z ${TMPDIR:-} && -d /dev/shm && -w /dev/shm ]]; then
   export TMPDIR=/dev/shm
 fi
 # The harness writes each workload's log under ARTIFACTS (kept only when it fails).
-export ARTIFACTS=${ARTIFACTS:-$(mktemp -d)}
+if [[ -z ${ARTIFACTS:-} ]]; then
+  ARTIFACTS=$(mktemp -d) made_artifacts=1
+fi
+export ARTIFACTS
 bench=${PERF_BENCH:-BenchmarkPerfScheduling}
 if [[ -z ${PERF_BENCH:-} && -n ${PERF_WORKLOADS:-} ]]; then
   bench="BenchmarkPerfScheduling/(Warmup-|${PERF_WORKLOADS})"
 fi
 profiles=${PERF_PROFILES:-Default,Headroom}
 out=$(mktemp)
+# The output is summarised below; ARTIFACTS, when made here, holds the logs
+# of failed workloads only: it goes when it is empty.
+cleanup() {
+  rm -f "$out"
+  [[ -n ${made_artifacts:-} ]] && rmdir "$ARTIFACTS" 2>/dev/null || true
+}
+trap cleanup EXIT
 echo "load before: $(uptime)"
 go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
   -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
