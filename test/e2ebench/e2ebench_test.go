@@ -511,17 +511,7 @@ by a nodeSelector, three more than its pod IPs.
 	row("pods stuck without an IP (ContainerCreating)", func(r result) string { return fmt.Sprint(r.stuckNoIP) })
 	row("pods kept Pending for want of a pod IP", func(r result) string { return fmt.Sprint(r.pendingNoIP) })
 	row("pods kept Pending for another reason", func(r result) string {
-		total := 0
-		var why []string
-		for k, v := range r.pendingOther {
-			total += v
-			why = append(why, fmt.Sprintf("%d: %q", v, k))
-		}
-		if total == 0 {
-			return "0"
-		}
-		sort.Strings(why)
-		return fmt.Sprintf("%d (%s)", total, strings.Join(why, "; "))
+		return tally(r.pendingOther, "; ", func(k string, v int) string { return fmt.Sprintf("%d: %q", v, k) })
 	})
 	row("pods killed or evicted", func(r result) string { return fmt.Sprint(len(r.disrupted)) })
 	row("of them not a hog (disrupted, not the cause)", func(r result) string { return fmt.Sprint(r.innocent) })
@@ -552,4 +542,20 @@ func sideBySide[R any](b *strings.Builder, runs []R, name func(i int, r R) strin
 		}
 		b.WriteString("\n")
 	}
+}
+
+// tally renders counts by key as "total (part, part)", the parts sorted,
+// or "0"; part renders one key's count.
+func tally(m map[string]int, sep string, part func(k string, v int) string) string {
+	total := 0
+	var parts []string
+	for k, v := range m {
+		total += v
+		parts = append(parts, part(k, v))
+	}
+	if total == 0 {
+		return "0"
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, sep))
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -524,15 +523,5 @@ B's policy sets minReplicas 1.
 
 // describe is "0", or the count with its parts: "2 (kubelet 1, OOMKilled 1)".
 func describe(m map[string]int) string {
-	total := 0
-	var parts []string
-	for k, v := range m {
-		total += v
-		parts = append(parts, fmt.Sprintf("%s %d", k, v))
-	}
-	if total == 0 {
-		return "0"
-	}
-	sort.Strings(parts)
-	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+	return tally(m, ", ", func(k string, v int) string { return fmt.Sprintf("%s %d", k, v) })
 }

@@ -116,7 +116,7 @@ func TestRelieveNodePressureRelievesMemoryByMeasuredGain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Read right after the process exited: the Event must be written.
-	notes := rnpUnrelievableNotes(ctx, t, c, stuckNode)
+	notes := rnpUnrelievableNotes(ctx, t, c, metav1.NamespaceDefault, stuckNode)
 	if want := ns + "/culprit (9Gi of memory): the evictor's filter keeps it"; len(notes) != 1 || !strings.Contains(notes[0], want) ||
 		!strings.Contains(notes[0], "(memory 9728Mi/10Gi used (95.0%) > threshold 90%)") {
 		t.Errorf("%s Events on %s: %q, want one naming %q", relievenodepressure.ReasonNodePressureUnrelievable, stuckNode, notes, want)
@@ -190,10 +190,10 @@ func rnpMemoryResample(ctx context.Context, t *testing.T, c kubernetes.Interface
 }
 
 // rnpUnrelievableNotes returns the notes of the plugin's
-// NodePressureUnrelievable Warning Events on node.
-func rnpUnrelievableNotes(ctx context.Context, t *testing.T, c kubernetes.Interface, node string) []string {
+// NodePressureUnrelievable Warning Events on node, listed in namespace ns.
+func rnpUnrelievableNotes(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, node string) []string {
 	t.Helper()
-	list, err := c.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	list, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -738,17 +738,7 @@ func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
 			t.Fatalf("run %d evicted %v, want none\n%s", run, evicted, rnpPluginLines(log))
 		}
 		// Read right after the process exited: the Event must be written.
-		list, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var notes []string
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "Node" && e.Regarding.Name == rnpNode && e.Type == corev1.EventTypeWarning &&
-				e.Reason == relievenodepressure.ReasonNodePressureUnrelievable && e.ReportingController == relievenodepressure.EventReportingController {
-				notes = append(notes, e.Note)
-			}
-		}
+		notes := rnpUnrelievableNotes(ctx, t, c, ns, rnpNode)
 		if len(notes) != run {
 			t.Fatalf("after run %d: %d %s Events on Node %s, want %d", run, len(notes), relievenodepressure.ReasonNodePressureUnrelievable, rnpNode, run)
 		}
