@@ -3,6 +3,7 @@ package oomrisk
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
+	kubelettypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
@@ -165,4 +167,72 @@ func TestSignPodSeesOverhead(t *testing.T) {
 	if c := pod("c", "", "1Gi", "4Gi"); shapeKey(a) != shapeKey(c) {
 		t.Errorf("pods alike sign differently: %s, %s", shapeKey(a), shapeKey(c))
 	}
+}
+
+// TestShapeKeyTellsShapesApart: two pods share a key exactly when their
+// memory shapes, as SignPod hands them to the scheduler, are equal.
+func TestShapeKeyTellsShapesApart(t *testing.T) {
+	withInit := func(p *corev1.Pod, sidecar bool, request string) *corev1.Pod {
+		c := corev1.Container{Name: "init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(request)}}}
+		if sidecar {
+			always := corev1.ContainerRestartPolicyAlways
+			c.RestartPolicy = &always
+		}
+		p.Spec.InitContainers = append(p.Spec.InitContainers, c)
+		return p
+	}
+	twoContainers := pod("two", "", "1Gi", "4Gi")
+	twoContainers.Spec.Containers = append(twoContainers.Spec.Containers, corev1.Container{Name: "second",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}})
+	podLevel := pod("pod-level", "", "1Gi", "4Gi")
+	podLevel.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}}
+	critical := pod("critical", "", "1Gi", "4Gi")
+	nodeCritical := int32(2000001000) // scheduling.SystemCriticalPriority + 1000
+	critical.Namespace, critical.Spec.Priority, critical.Spec.PriorityClassName = "kube-system", &nodeCritical, "system-node-critical"
+	pods := []*corev1.Pod{
+		pod("a", "", "1Gi", "4Gi"),
+		pod("same-value", "", "1073741824", "4Gi"),
+		pod("fraction", "", "1.5", "4Gi"),
+		pod("two-bytes", "", "2", "4Gi"),
+		pod("zero", "", "0", "4Gi"),
+		pod("no-request", "", "", "4Gi"),
+		pod("no-limit", "", "1Gi", ""),
+		pod("huge", "", "1Gi", "10E"),
+		pod("milli", "", "1500m", "4Gi"),
+		withInit(pod("init", "", "1Gi", "4Gi"), false, "1Gi"),
+		withInit(pod("sidecar", "", "1Gi", "4Gi"), true, "1Gi"),
+		twoContainers,
+		podLevel,
+		critical,
+		guaranteedPod("guaranteed", "", "1Gi"),
+	}
+	for _, a := range pods {
+		for _, b := range pods {
+			if same, want := shapeKey(a) == shapeKey(b), equalShapes(shapeOf(a), shapeOf(b)); same != want {
+				t.Errorf("%s and %s: keys %q and %q equal %v; shapes %+v and %+v equal %v", a.Name, b.Name, shapeKey(a), shapeKey(b), same, shapeOf(a), shapeOf(b), want)
+			}
+		}
+	}
+	if !kubelettypes.IsNodeCriticalPod(critical) {
+		t.Fatal("the node-critical pod is not node-critical")
+	}
+	if shapeKey(pods[0]) != shapeKey(pods[1]) {
+		t.Errorf("1Gi and 1073741824 bytes are one request: %q, %q", shapeKey(pods[0]), shapeKey(pods[1]))
+	}
+}
+
+// equalShapes compares memory shapes by value: quantities by Cmp, not by
+// how they were written.
+func equalShapes(a, b memoryShape) bool {
+	equalQuantities := func(x, y *resource.Quantity) bool {
+		return (x == nil) == (y == nil) && (x == nil || x.Cmp(*y) == 0)
+	}
+	equalPairs := func(x, y []memoryPair) bool {
+		return slices.EqualFunc(x, y, func(p, q memoryPair) bool {
+			return equalQuantities(p.Request, q.Request) && equalQuantities(p.Limit, q.Limit) && p.Sidecar == q.Sidecar
+		})
+	}
+	podsEqual := (a.Pod == nil) == (b.Pod == nil) && (a.Pod == nil || equalPairs([]memoryPair{*a.Pod}, []memoryPair{*b.Pod}))
+	return a.QOS == b.QOS && a.NodeCritical == b.NodeCritical && equalPairs(a.Containers, b.Containers) &&
+		equalPairs(a.InitContainers, b.InitContainers) && podsEqual && equalQuantities(a.Overhead, b.Overhead)
 }

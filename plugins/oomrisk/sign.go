@@ -2,7 +2,7 @@ package oomrisk
 
 import (
 	"context"
-	"encoding/json"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -43,14 +43,59 @@ func (pl *OOMRisk) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 	return []fwk.SignFragment{{Key: memorySignerName, Value: shapeOf(pod)}}, nil
 }
 
-// shapeKey is the pod's memory shape as a string, "" when it cannot be
-// written.
+// shapeKey is the pod's memory shape as a string: pods of equal keys have
+// equal shapes. PreScore takes it for every pod, so it is written by hand
+// rather than marshalled: each quantity as its integer value where it has
+// one (equal values, equal text), its canonical string otherwise.
 func shapeKey(pod *corev1.Pod) string {
-	b, err := json.Marshal(shapeOf(pod))
-	if err != nil {
-		return ""
+	s := shapeOf(pod)
+	b := make([]byte, 0, 64)
+	b = append(append(b, s.QOS...), '|')
+	if s.NodeCritical {
+		b = append(b, '!')
+	}
+	b = appendPairs(append(b, 'c'), s.Containers)
+	b = appendPairs(append(b, 'i'), s.InitContainers)
+	if s.Pod != nil {
+		b = appendPair(append(b, 'p'), *s.Pod)
+	}
+	if s.Overhead != nil {
+		b = appendQuantity(append(b, 'o'), s.Overhead)
 	}
 	return string(b)
+}
+
+func appendPairs(b []byte, pairs []memoryPair) []byte {
+	b = strconv.AppendInt(b, int64(len(pairs)), 10)
+	for _, p := range pairs {
+		b = appendPair(b, p)
+	}
+	return b
+}
+
+// appendPair writes p as r<quantity>l<quantity>, with _ for an absent one,
+// s for a sidecar, and a closing ;.
+func appendPair(b []byte, p memoryPair) []byte {
+	b = append(b, 'r')
+	b = appendQuantity(b, p.Request)
+	b = append(b, 'l')
+	b = appendQuantity(b, p.Limit)
+	if p.Sidecar {
+		b = append(b, 's')
+	}
+	return append(b, ';')
+}
+
+// appendQuantity writes q as =<integer> or ~<canonical string>, with a
+// closing comma, or _ when q is absent.
+func appendQuantity(b []byte, q *resource.Quantity) []byte {
+	if q == nil {
+		return append(b, '_')
+	}
+	if v, ok := q.AsInt64(); ok {
+		return append(strconv.AppendInt(append(b, '='), v, 10), ',')
+	}
+	return append(append(append(b, '~'), q.String()...), ',')
 }
 
 func shapeOf(pod *corev1.Pod) memoryShape {

@@ -83,8 +83,22 @@ func (floorScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fw
 	return nil, nil
 }
 
-// noopRegistry returns the stand-ins' factories (HeadroomNoop's and
-// HeadroomFloor's).
+// The HeadroomTightFloor profile is HeadroomFloor where OOMRisk's stand-in
+// scores every node too, as OOMRisk does on the tight fleet (TightFleet),
+// where every node holds pods its memory overcommits: the framework's own
+// cost of two more Filter and three more Score plugins per node, the least
+// that the shipped plugins cost there whatever their code.
+const tightFloorPrefix = "TightFloor"
+
+// tightFloorScore stands in for OOMRisk in HeadroomTightFloor.
+type tightFloorScore struct{ noopScore }
+
+func (tightFloorScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, nil
+}
+
+// noopRegistry returns the stand-ins' factories (HeadroomNoop's,
+// HeadroomFloor's and HeadroomTightFloor's).
 func noopRegistry() frameworkruntime.Registry {
 	r := frameworkruntime.Registry{}
 	// Every figure plugin filters and scores; OOMRisk only scores.
@@ -93,9 +107,15 @@ func noopRegistry() frameworkruntime.Registry {
 		r[floorPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return floorFilterScore{noopFilterScore{name: floorPrefix + name}}, nil
 		}
+		r[tightFloorPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+			return floorFilterScore{noopFilterScore{name: tightFloorPrefix + name}}, nil
+		}
 		r[noopPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return noopFilterScore{name: noopPrefix + name}, nil
 		}
+	}
+	r[tightFloorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return tightFloorScore{noopScore{name: tightFloorPrefix + oomrisk.Name}}, nil
 	}
 	r[floorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 		return floorScore{noopScore{name: floorPrefix + oomrisk.Name}}, nil

@@ -83,7 +83,7 @@ type variant struct {
 	base   string   // Default or Headroom
 	remove []string // Headroom's plugins left out of the shipped profile
 	// standIn replaces Headroom's plugins with the stand-ins of that
-	// prefix (noop_test.go): noopPrefix, or floorPrefix.
+	// prefix (noop_test.go): noopPrefix, floorPrefix or tightFloorPrefix.
 	standIn string
 	// filterLast drops the shipped profile's filter section, which runs
 	// Headroom's Filter before the default plugins': they run after them,
@@ -106,6 +106,7 @@ func variants() map[string]variant {
 	v := map[string]variant{
 		"HeadroomNoop":       {base: "Headroom", standIn: noopPrefix},
 		"HeadroomFloor":      {base: "Headroom", standIn: floorPrefix},
+		"HeadroomTightFloor": {base: "Headroom", standIn: tightFloorPrefix},
 		"DefaultAgain":       {base: "Default"},
 		"HeadroomFilterLast": {base: "Headroom", filterLast: true},
 		"HeadroomNone":       {base: "Headroom", remove: all},

@@ -54,7 +54,8 @@ func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
 
 // listPlugins returns the plugins of the first profile of the configuration
 // in path, as kube-scheduler's framework enables them: decoded by the
-// scheduler's own decoder, with the in-tree registry merged with Headroom's.
+// scheduler's own decoder, with the in-tree registry merged with make perf's
+// (Headroom's plugins and the variants' stand-ins).
 func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -67,12 +68,12 @@ func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
 	}
 	cfg := obj.(*schedconfig.KubeSchedulerConfiguration)
 	schedmetrics.Register() // the framework counts its plugins, as in the scheduler
-	registry := inTree.NewInTreeRegistry()
-	if err := registry.Merge(plugins.Registry()); err != nil {
+	all := inTree.NewInTreeRegistry()
+	if err := all.Merge(registry()); err != nil {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
-	fw, err := frameworkruntime.NewFramework(t.Context(), registry, &cfg.Profiles[0],
+	fw, err := frameworkruntime.NewFramework(t.Context(), all, &cfg.Profiles[0],
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
 		frameworkruntime.WithSnapshotSharedLister(cache.NewEmptySnapshot()))
@@ -80,6 +81,21 @@ func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
 		t.Fatal(err)
 	}
 	return fw.ListPlugins()
+}
+
+// TestVariantsBuild: every variant of make perf builds a framework, and the
+// tight fleet's floor has a stand-in scoring for each of Headroom's plugins.
+func TestVariantsBuild(t *testing.T) {
+	dir := t.TempDir()
+	for name := range variants() {
+		listPlugins(t, profiles(t, dir, []string{name})[0].Config)
+	}
+	score := pluginNames(listPlugins(t, profiles(t, dir, []string{"HeadroomTightFloor"})[0].Config).Score.Enabled)
+	for name := range plugins.Registry() {
+		if !slices.Contains(score, tightFloorPrefix+name) || slices.Contains(score, name) {
+			t.Errorf("HeadroomTightFloor scores with %v, want %s in place of %s", score, tightFloorPrefix+name, name)
+		}
+	}
 }
 
 // pluginNames returns the plugins' names, in order.
