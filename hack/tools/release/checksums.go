@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -67,43 +68,48 @@ func WriteChecksums(dir string) (int, error) {
 
 // VerifyChecksums checks dir/SHA256SUMS as `sha256sum -c` does, and that it
 // lists every file under dir: a file added after it was written is as
-// wrong as a changed one.
+// wrong as a changed one. It reports every such file, joined.
 func VerifyChecksums(dir string) error {
 	f, err := os.Open(filepath.Join(dir, ChecksumsFile))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	var errs []error
 	listed := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		sum, rel, ok := strings.Cut(sc.Text(), "  ")
 		if !ok || len(sum) != 64 {
-			return fmt.Errorf("%s: malformed line %q", ChecksumsFile, sc.Text())
-		}
-		got, err := sha256File(filepath.Join(dir, filepath.FromSlash(rel)))
-		if err != nil {
-			return err
-		}
-		if got != sum {
-			return fmt.Errorf("%s: sha256 %s, %s says %s", rel, got, ChecksumsFile, sum)
+			errs = append(errs, fmt.Errorf("%s: malformed line %q", ChecksumsFile, sc.Text()))
+			continue
 		}
 		listed[rel] = true
+		got, err := sha256File(filepath.Join(dir, filepath.FromSlash(rel)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			errs = append(errs, fmt.Errorf("%s: missing, %s lists it", rel, ChecksumsFile))
+		case err != nil:
+			errs = append(errs, err)
+		case got != sum:
+			errs = append(errs, fmt.Errorf("%s: sha256 %s, %s says %s", rel, got, ChecksumsFile, sum))
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
 		if rel != ChecksumsFile && !listed[rel] {
-			return fmt.Errorf("%s is not in %s", rel, ChecksumsFile)
+			errs = append(errs, fmt.Errorf("%s is not in %s", rel, ChecksumsFile))
 		}
 		return nil
 	})
+	return errors.Join(append(errs, err)...)
 }
 
 // sha256File is the hex SHA-256 of the file at path.

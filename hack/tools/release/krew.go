@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/buildinfo"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -141,16 +142,10 @@ func WriteKubectlPlugin(out string, binaries []string, o PluginOptions) (string,
 			return "", fmt.Errorf("%s and %s are both %s", other, bin, key)
 		}
 		seen[key] = bin
-		exe := "kubectl-headroom"
-		ext := ".tar.gz"
-		if goos == "windows" {
-			exe += ".exe"
-			ext = ".zip"
-		}
+		archive, exe := krewArchive(o.Version, goos, goarch)
 		if base := filepath.Base(bin); base != exe {
 			return "", fmt.Errorf("%s: a %s binary must be named %s", bin, goos, exe)
 		}
-		archive := fmt.Sprintf("kubectl-headroom_%s_%s_%s%s", o.Version, goos, goarch, ext)
 		path := filepath.Join(dir, archive)
 		files := append([]string{bin}, o.Extra...)
 		if goos == "windows" {
@@ -187,11 +182,37 @@ func WriteKubectlPlugin(out string, binaries []string, o PluginOptions) (string,
 	return manifest, os.WriteFile(manifest, data, 0o644)
 }
 
+// krewArchive is the name of kubectl-headroom's krew archive of version
+// for goos/goarch (a zip on windows, else a gzipped tar) and the name of
+// the executable in it.
+func krewArchive(version, goos, goarch string) (archive, exe string) {
+	exe, ext := "kubectl-headroom", ".tar.gz"
+	if goos == "windows" {
+		exe, ext = exe+".exe", ".zip"
+	}
+	return fmt.Sprintf("kubectl-headroom_%s_%s_%s%s", version, goos, goarch, ext), exe
+}
+
 // binaryPlatform is the GOOS and GOARCH the Go binary at bin was built for.
 func binaryPlatform(bin string) (goos, goarch string, err error) {
-	bi, err := buildinfo.ReadFile(bin)
+	f, err := os.Open(bin)
 	if err != nil {
-		return "", "", fmt.Errorf("%s: no Go build information: %w", bin, err)
+		return "", "", err
+	}
+	defer f.Close()
+	goos, goarch, err = goPlatform(f)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", bin, err)
+	}
+	return goos, goarch, nil
+}
+
+// goPlatform is the GOOS and GOARCH of a Go binary, read from the build
+// information the Go toolchain embeds.
+func goPlatform(r io.ReaderAt) (goos, goarch string, err error) {
+	bi, err := buildinfo.Read(r)
+	if err != nil {
+		return "", "", fmt.Errorf("no Go build information: %w", err)
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {
@@ -202,7 +223,7 @@ func binaryPlatform(bin string) (goos, goarch string, err error) {
 		}
 	}
 	if goos == "" || goarch == "" {
-		return "", "", fmt.Errorf("%s: build information names no GOOS/GOARCH", bin)
+		return "", "", errors.New("build information names no GOOS/GOARCH")
 	}
 	return goos, goarch, nil
 }
@@ -278,4 +299,70 @@ func writeZip(path string, files []string, t time.Time) error {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// archivedFile is a file read back from a krew archive.
+type archivedFile struct {
+	mode  int64
+	mtime time.Time
+	data  []byte
+}
+
+// readKrewArchive reads the files of a krew archive (.zip, else a gzipped
+// tar), by their names in it.
+func readKrewArchive(path string) (map[string]*archivedFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]*archivedFile{}
+	add := func(name string, f *archivedFile) error {
+		if files[name] != nil {
+			return fmt.Errorf("%s is in the archive twice", name)
+		}
+		files[name] = f
+		return nil
+	}
+	if strings.HasSuffix(path, ".zip") {
+		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return nil, err
+		}
+		for _, zf := range zr.File {
+			rc, err := zf.Open()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", zf.Name, err)
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", zf.Name, err)
+			}
+			if err := add(zf.Name, &archivedFile{mode: int64(zf.Mode().Perm()), mtime: zf.Modified.UTC(), data: b}); err != nil {
+				return nil, err
+			}
+		}
+		return files, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		}
+		if err := add(h.Name, &archivedFile{mode: h.Mode, mtime: h.ModTime.UTC(), data: b}); err != nil {
+			return nil, err
+		}
+	}
 }

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,8 +13,10 @@ import (
 
 // TestKubectlPlugin writes the krew archive of a Go binary (this test's
 // own, as kubectl-headroom) and its manifest, then reads them back as krew
-// does: the manifest's sha256 is the archive's, the platform is the
-// binary's, and the archive holds bin and every file the manifest copies.
+// does: release verify's checks (VerifyKubectlPlugin: the manifest's sha256
+// is the archive's, the platform is the binary's, and the archive holds bin
+// and every file the manifest copies), the uri, the files' content and
+// dates.
 func TestKubectlPlugin(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -42,6 +39,13 @@ func TestKubectlPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What release verify checks: the manifest's sha256 is the archive's,
+	// which holds the binary of the platform it is listed for and every
+	// file the manifest copies.
+	plugin, err := VerifyKubectlPlugin(out)
+	if err != nil {
+		t.Fatalf("release verify: %v", err)
+	}
 	data, err := os.ReadFile(manifest)
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +54,8 @@ func TestKubectlPlugin(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
 		t.Fatalf("manifest: %v\n%s", err, data)
 	}
-	if p.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || p.Kind != "Plugin" || p.Metadata.Name != "headroom" {
-		t.Errorf("manifest %s %s %s", p.APIVersion, p.Kind, p.Metadata.Name)
-	}
-	if p.Spec.Version != o.Version || p.Spec.ShortDescription == "" || p.Spec.Homepage == "" {
-		t.Errorf("spec %+v", p.Spec)
+	if p.Spec.Version != o.Version {
+		t.Errorf("spec.version %s, want %s", p.Spec.Version, o.Version)
 	}
 	if len(p.Spec.Platforms) != 1 {
 		t.Fatalf("platforms %+v, want one", p.Spec.Platforms)
@@ -64,6 +65,9 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Errorf("selector %v, binary is %s/%s", pl.Selector.MatchLabels, runtime.GOOS, runtime.GOARCH)
 	}
 	archive := "kubectl-headroom_" + o.Version + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
+	if len(plugin) != 1 || plugin[0] != "kubectl-headroom/"+archive {
+		t.Errorf("archives %v, want kubectl-headroom/%s", plugin, archive)
+	}
 	if pl.URI != "https://example.com/dl/"+archive {
 		t.Errorf("uri %s", pl.URI)
 	}
@@ -72,17 +76,12 @@ func TestKubectlPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.SHA256 != sum {
-		t.Errorf("manifest sha256 %s, archive's %s", pl.SHA256, sum)
+	files, err := readKrewArchive(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	files := readTarGz(t, path)
-	if files[pl.Bin] == nil || files[pl.Bin].mode&0o111 == 0 {
-		t.Errorf("archive has no executable %s: %v", pl.Bin, files)
-	}
-	for _, f := range pl.Files {
-		if files[f.From] == nil || f.To != "." {
-			t.Errorf("manifest copies %s to %s; archive holds %v", f.From, f.To, files)
-		}
+	if len(files) != 2 || files["kubectl-headroom"] == nil {
+		t.Errorf("archive holds %v, want kubectl-headroom and LICENSE", files)
 	}
 	if string(files["LICENSE"].data) != "Apache License\n" {
 		t.Errorf("LICENSE in the archive: %q", files["LICENSE"].data)
@@ -122,6 +121,43 @@ func TestKubectlPlugin(t *testing.T) {
 	copyFile(t, self, wrong, 0o755)
 	if _, err := WriteKubectlPlugin(t.TempDir(), []string{wrong}, o); err == nil || !strings.Contains(err.Error(), "must be named") {
 		t.Errorf("binary named kubectl-other: %v", err)
+	}
+}
+
+// TestKrewZip: a windows archive, a zip, reads back as it was written:
+// names, the executable bit, dates and content (release verify reads the
+// windows archives so).
+func TestKrewZip(t *testing.T) {
+	dir := t.TempDir()
+	exe, license := filepath.Join(dir, "kubectl-headroom.exe"), filepath.Join(dir, "LICENSE")
+	if err := os.WriteFile(exe, []byte("MZ"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(license, []byte("Apache License\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	zip := filepath.Join(dir, "a.zip")
+	if err := writeZip(zip, []string{exe, license}, created); err != nil {
+		t.Fatal(err)
+	}
+	files, err := readKrewArchive(zip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files["kubectl-headroom.exe"] == nil || files["LICENSE"] == nil {
+		t.Fatalf("zip holds %v", files)
+	}
+	if f := files["kubectl-headroom.exe"]; f.mode != 0o755 || string(f.data) != "MZ" {
+		t.Errorf("kubectl-headroom.exe: mode %o, %q", f.mode, f.data)
+	}
+	if f := files["LICENSE"]; f.mode != 0o644 || string(f.data) != "Apache License\n" {
+		t.Errorf("LICENSE: mode %o, %q", f.mode, f.data)
+	}
+	for name, f := range files {
+		if !f.mtime.Equal(created) {
+			t.Errorf("%s dated %s, want %s", name, f.mtime, created)
+		}
 	}
 }
 
@@ -186,40 +222,6 @@ func TestParseRegistry(t *testing.T) {
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
 			t.Errorf("ParseRegistry(%q): %v, want %q", reg, err, want)
 		}
-	}
-}
-
-type archivedFile struct {
-	mode  int64
-	mtime time.Time
-	data  []byte
-}
-
-func readTarGz(t *testing.T, path string) map[string]*archivedFile {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]*archivedFile{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = &archivedFile{mode: h.Mode, mtime: h.ModTime.UTC(), data: b}
 	}
 }
 

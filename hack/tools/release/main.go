@@ -7,8 +7,14 @@
 //	    DIR/plugins/headroom.yaml whose sha256s are the archives'
 //	release checksums DIR
 //	    DIR/SHA256SUMS over every other file under DIR (`sha256sum -c` reads it)
-//	release verify DIR
-//	    checks DIR against DIR/SHA256SUMS, and that it lists every file
+//	release verify [-platforms linux/amd64,linux/arm64] DIR
+//	    checks the release in DIR offline: DIR/SHA256SUMS (every file, and
+//	    only those); each image archive images/NAME.oci.tar (one image index
+//	    ghcr.io/headroom-k8s/NAME:TAG of exactly -platforms, each platform's
+//	    image a static binary of its machine with the release's labels and
+//	    one SPDX SBOM that matches the binary); and the krew manifest
+//	    plugins/headroom.yaml against the archives in kubectl-headroom/.
+//	    It reports every problem, each naming its file, and exits 1
 //	release push -registry HOST[:PORT]/PATH ARCHIVE.oci.tar...
 //	    each image index of the OCI layout archives (hack/images index) to
 //	    REGISTRY/NAME:TAG, and the SBOMs that refer to its images
@@ -31,11 +37,7 @@ func main() {
 	case "checksums":
 		err = checksumsMain(os.Args[2:])
 	case "verify":
-		if len(os.Args) != 3 {
-			err = fmt.Errorf("want one directory")
-		} else {
-			err = VerifyChecksums(os.Args[2])
-		}
+		err = verifyMain(os.Args[2:])
 	case "push":
 		err = pushMain(os.Args[2:])
 	default:

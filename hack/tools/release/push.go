@@ -1,29 +1,17 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-)
-
-// Annotations hack/images index puts on the image's entry in index.json:
-// containerd's full image name, and the OCI layout's tag.
-const (
-	imageNameAnnotation = "io.containerd.image.name"
-	refNameAnnotation   = "org.opencontainers.image.ref.name"
 )
 
 func pushMain(args []string) error {
@@ -92,122 +80,25 @@ func PushArchive(ctx context.Context, registry, archive string, plainHTTP bool, 
 	if err := untar(archive, dir); err != nil {
 		return nil, err
 	}
-	ii, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("not an OCI image layout: %w", err)
-	}
-	im, err := ii.IndexManifest()
+	l, err := readLayout(dir)
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, remote.WithContext(ctx))
-	var repo name.Repository
-	var tag name.Tag
-	var index v1.Hash
-	found := 0
-	for _, d := range im.Manifests {
-		full := d.Annotations[imageNameAnnotation]
-		if full == "" {
-			continue
-		}
-		found++
-		src, err := name.NewTag(full, name.StrictValidation)
-		if err != nil {
-			return nil, fmt.Errorf("index.json names %q: %w", full, err)
-		}
-		if ref := d.Annotations[refNameAnnotation]; ref != src.TagStr() {
-			return nil, fmt.Errorf("index.json names %s with tag %q", full, ref)
-		}
-		if !d.MediaType.IsIndex() {
-			return nil, fmt.Errorf("%s is a %s, not an image index", full, d.MediaType)
-		}
-		repo, err = name.NewRepository(strings.TrimSuffix(registry, "/")+"/"+path.Base(src.RepositoryStr()), nameOpts...)
-		if err != nil {
-			return nil, err
-		}
-		tag = repo.Tag(src.TagStr())
-		index = d.Digest
-	}
-	if found != 1 {
-		return nil, fmt.Errorf("index.json names %d images, want one", found)
-	}
-	idx, err := ii.ImageIndex(index)
+	repo, err := name.NewRepository(strings.TrimSuffix(registry, "/")+"/"+path.Base(l.Tag.RepositoryStr()), nameOpts...)
 	if err != nil {
 		return nil, err
 	}
-	if err := remote.WriteIndex(tag, idx, opts...); err != nil {
+	tag := repo.Tag(l.Tag.TagStr())
+	if err := remote.WriteIndex(tag, l.Index, opts...); err != nil {
 		return nil, err
 	}
-	pushed := []string{fmt.Sprintf("%s@%s (%s)", repo, index, tag)}
-	for _, d := range im.Manifests {
-		if d.Digest == index {
-			continue
-		}
-		if !d.MediaType.IsImage() {
-			return nil, fmt.Errorf("index.json: unexpected %s %s", d.MediaType, d.Digest)
-		}
-		img, err := ii.Image(d.Digest)
-		if err != nil {
+	pushed := []string{fmt.Sprintf("%s@%s (%s)", repo, l.IndexDigest, tag)}
+	for _, r := range l.Refs {
+		if err := remote.Write(repo.Digest(r.Desc.Digest.String()), r.Image, opts...); err != nil {
 			return nil, err
 		}
-		m, err := img.Manifest()
-		if err != nil {
-			return nil, err
-		}
-		if m.Subject == nil {
-			return nil, fmt.Errorf("index.json: manifest %s refers to no image", d.Digest)
-		}
-		if err := remote.Write(repo.Digest(d.Digest.String()), img, opts...); err != nil {
-			return nil, err
-		}
-		pushed = append(pushed, fmt.Sprintf("%s@%s (%s of %s)", repo, d.Digest, m.Config.MediaType, m.Subject.Digest))
+		pushed = append(pushed, fmt.Sprintf("%s@%s (%s of %s)", repo, r.Desc.Digest, r.Manifest.Config.MediaType, r.Manifest.Subject.Digest))
 	}
 	return pushed, nil
-}
-
-// untar extracts the regular files and directories of the tar at archive
-// into dir, refusing any path that would leave it.
-func untar(archive, dir string) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", archive, err)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
-			return fmt.Errorf("%s: entry %q leaves the archive", archive, h.Name)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			out, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, tr)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s: entry %q is not a file or directory", archive, h.Name)
-		}
-	}
 }

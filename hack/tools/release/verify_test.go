@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVerify writes a small release of stand-ins as make release writes
+// it, with the same tools (hack/images index for the node agent's image
+// on linux/amd64 and linux/arm64, WriteKubectlPlugin for krew archives of
+// the same two platforms, WriteChecksums), checks that release verify
+// passes it, then breaks copies of it one way at a time and checks that
+// verify names the file and what is wrong.
+func TestVerify(t *testing.T) {
+	const version = "v1.36.3-headroom.0.0.0-verify"
+	bins := t.TempDir()
+	var images, plugins []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := filepath.Join(mkdir(t, bins, "linux_"+arch), "headroom-node-agent")
+		buildStandIn(t, bin, arch, version)
+		images = append(images, bin)
+		plugin := filepath.Join(mkdir(t, bins, "plugin_"+arch), "kubectl-headroom")
+		copyFile(t, bin, plugin, 0o755)
+		plugins = append(plugins, plugin)
+	}
+	release := t.TempDir()
+	start := time.Now()
+	cmd := exec.Command("go", append([]string{"run", "./hack/images", "index", "-out", filepath.Join(release, "images"),
+		"-version", version, "-revision", strings.Repeat("5e", 20), "-created", "2026-12-01T00:00:00Z"}, images...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/images index: %v\n%s", err, out)
+	}
+	t.Logf("hack/images index: %s", time.Since(start).Round(time.Second))
+	license := filepath.Join(bins, "LICENSE")
+	if err := os.WriteFile(license, []byte("Apache License\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := PluginOptions{Version: version, DownloadURL: "https://example.com/dl", Extra: []string{license}, Created: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := WriteKubectlPlugin(release, plugins, o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteChecksums(release); err != nil {
+		t.Fatal(err)
+	}
+
+	rel, err := Verify(release, DefaultPlatforms)
+	if err != nil {
+		t.Fatalf("a fresh release:\n%v", err)
+	}
+	if len(rel.Images) != 1 || rel.Images[0].File != "images/headroom-node-agent.oci.tar" ||
+		rel.Images[0].Tag.String() != "ghcr.io/headroom-k8s/headroom-node-agent:"+version ||
+		!slices.Equal(rel.Images[0].Platforms, DefaultPlatforms) {
+		t.Errorf("images %+v", rel.Images)
+	}
+	if len(rel.Plugin) != 2 {
+		t.Errorf("krew archives %v, want two", rel.Plugin)
+	}
+
+	sum := func(arch string) string {
+		s, err := sha256File(images[slices.Index([]string{"amd64", "arm64"}, arch)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	amd64Archive := "kubectl-headroom/kubectl-headroom_" + version + "_linux_amd64.tar.gz"
+	arm64Archive := "kubectl-headroom/kubectl-headroom_" + version + "_linux_arm64.tar.gz"
+	for _, tc := range []struct {
+		name      string
+		platforms []string
+		// breakIt changes the release in dir; then SHA256SUMS is written
+		// again unless keepSums.
+		breakIt  func(t *testing.T, dir string)
+		keepSums bool
+		want     []string
+	}{{
+		name:      "a platform missing",
+		platforms: []string{"linux/amd64", "linux/arm64", "linux/s390x"},
+		want:      []string{"images/headroom-node-agent.oci.tar: image index: no linux/s390x image"},
+	}, {
+		name:      "a platform too many",
+		platforms: []string{"linux/amd64"},
+		want:      []string{"images/headroom-node-agent.oci.tar: image index: a linux/arm64 image, not among the platforms wanted"},
+	}, {
+		// The SBOM's checksum of the amd64 binary changed in the archive,
+		// SHA256SUMS left as it was: three problems, all reported.
+		name: "a tampered SBOM",
+		breakIt: func(t *testing.T, dir string) {
+			replaceIn(t, filepath.Join(dir, "images", "headroom-node-agent.oci.tar"), sum("amd64"), strings.Repeat("0", 64))
+		},
+		keepSums: true,
+		want: []string{
+			"images/headroom-node-agent.oci.tar: sha256 ",
+			"images/headroom-node-agent.oci.tar: blobs/sha256/",
+			"images/headroom-node-agent.oci.tar: image index: linux/amd64 image sha256:",
+			"SBOM sha256:",
+			"the binary's checksums [{Algorithm:SHA256 ChecksumValue:0000",
+		},
+	}, {
+		name: "a krew sha256 changed",
+		breakIt: func(t *testing.T, dir string) {
+			s, err := sha256File(filepath.Join(dir, arm64Archive))
+			if err != nil {
+				t.Fatal(err)
+			}
+			replaceIn(t, filepath.Join(dir, "plugins", "headroom.yaml"), s, strings.Repeat("ab", 32))
+		},
+		want: []string{"plugins/headroom.yaml: linux/arm64's sha256 " + strings.Repeat("ab", 32) + ", " + arm64Archive + "'s is "},
+	}, {
+		// The amd64 archive in the arm64 one's place, its sha256 too.
+		name: "a krew archive of the wrong platform",
+		breakIt: func(t *testing.T, dir string) {
+			a, b := filepath.Join(dir, amd64Archive), filepath.Join(dir, arm64Archive)
+			old, _ := sha256File(b)
+			copyFile(t, a, b, 0o644)
+			sum, _ := sha256File(a)
+			replaceIn(t, filepath.Join(dir, "plugins", "headroom.yaml"), old, sum)
+		},
+		want: []string{arm64Archive + ": kubectl-headroom is a linux/amd64 binary, plugins/headroom.yaml says linux/arm64"},
+	}, {
+		name: "a krew archive not in the manifest",
+		breakIt: func(t *testing.T, dir string) {
+			copyFile(t, filepath.Join(dir, amd64Archive), filepath.Join(dir, "kubectl-headroom", "kubectl-headroom_"+version+"_linux_386.tar.gz"), 0o644)
+		},
+		want: []string{"kubectl-headroom/kubectl-headroom_" + version + "_linux_386.tar.gz is not in plugins/headroom.yaml"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyTree(t, release, dir)
+			if tc.breakIt != nil {
+				tc.breakIt(t, dir)
+			}
+			if !tc.keepSums {
+				if _, err := WriteChecksums(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			platforms := tc.platforms
+			if platforms == nil {
+				platforms = DefaultPlatforms
+			}
+			_, err := Verify(dir, platforms)
+			if err == nil {
+				t.Fatal("verify passed it")
+			}
+			t.Logf("verify:\n%v", err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("verify:\n%v\nwant a problem with %q", err, w)
+				}
+			}
+		})
+	}
+
+	// An SBOM is held to the binary it describes: the amd64 stand-in's SBOM
+	// against the arm64 stand-in (another checksum), and against this test's
+	// binary (modules the SBOM does not list).
+	dir := t.TempDir()
+	if err := untar(filepath.Join(release, "images", "headroom-node-agent.oci.tar"), dir); err != nil {
+		t.Fatal(err)
+	}
+	l, err := readLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := CheckIndex(l, l.Index, "headroom-node-agent", version, DefaultPlatforms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbom, arm64 := read["linux/amd64"].SBOM, read["linux/arm64"].Binary
+	if err := CheckSBOM(sbom, read["linux/amd64"].Binary); err != nil {
+		t.Errorf("the amd64 SBOM and binary: %v", err)
+	}
+	if err := CheckSBOM(sbom, arm64); err == nil || !strings.Contains(err.Error(), "its sha256 is "+sum("arm64")) {
+		t.Errorf("the amd64 SBOM and the arm64 binary: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfBin, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSBOM(sbom, selfBin); err == nil || !strings.Contains(err.Error(), "has no purl pkg:golang/github.com/google/go-containerregistry@") {
+		t.Errorf("the amd64 SBOM and this test's binary: %v", err)
+	}
+}
+
+// replaceIn replaces every old in the file at path by new, which must be
+// as long (an archive stays a valid tar), failing the test if there is
+// none.
+func replaceIn(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old) != len(new) || !bytes.Contains(data, []byte(old)) {
+		t.Fatalf("%s: no %s to replace by %s", path, old, new)
+	}
+	if err := os.WriteFile(path, bytes.ReplaceAll(data, []byte(old), []byte(new)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyTree copies the files under src to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		copyFile(t, p, filepath.Join(dst, rel), 0o644)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
