@@ -20,6 +20,7 @@ if [[ -z $registry ]]; then
 fi
 registry=${registry%/}
 out=${RELEASE_DIR:-$BIN_DIR/release}
+[[ -d $out ]] && out=$(cd "$out" && pwd) # release_tool runs in hack/tools/release
 shopt -s nullglob
 archives=("$out"/images/*.oci.tar)
 charts=("$out"/headroom-*.tgz)
@@ -28,8 +29,10 @@ if ((${#archives[@]} == 0 && ${#charts[@]} == 0)); then
   exit 1
 fi
 release_tool() { (cd hack/tools/release && go run . "$@"); }
-# What is pushed is what was checksummed.
-release_tool verify "$out"
+# What is pushed is what was checksummed, and what release verify passes:
+# every image of the platforms make release built (RELEASE_PLATFORMS).
+platforms=${RELEASE_PLATFORMS-linux/amd64 linux/arm64}
+release_tool verify -platforms "${platforms// /,}" "$out"
 
 plain_http=${PLAIN_HTTP:-false}
 host=${registry%%/*}

@@ -10,7 +10,9 @@
 #                         amd64 and arm64, as krew archives
 #   plugins/headroom.yaml the krew plugin manifest, with the archives' sha256s
 #   SHA256SUMS            the SHA-256 of every file above (sha256sum -c)
-# Nothing is downloaded but Go modules; no container engine.
+# and then checks it all offline (hack/tools/release verify): the checksums,
+# each image's platforms, labels, binary and SBOM, the krew archives against
+# the manifest. Nothing is downloaded but Go modules; no container engine.
 #
 # Environment (the defaults make the full release):
 #   RELEASE_DIR                  output directory (emptied first), default bin/release
@@ -44,6 +46,7 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # release_tool runs in hack/tools/release
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
 
@@ -99,3 +102,5 @@ if ((${#plugin[@]})); then
 fi
 
 release_tool checksums "$out"
+# The release as a user gets it: every image of exactly $platforms.
+release_tool verify -platforms "${platforms// /,}" "$out"
