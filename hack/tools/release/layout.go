@@ -125,6 +125,21 @@ func (l *ociLayout) Referrers(h v1.Hash) ([]v1.Descriptor, error) {
 	return refs, nil
 }
 
+// unpack extracts the OCI layout archive into a new temporary directory;
+// remove deletes it.
+func unpack(archive string) (dir string, remove func(), err error) {
+	dir, err = os.MkdirTemp("", "oci-layout-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if err := untar(archive, dir); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return dir, remove, nil
+}
+
 // untar extracts the regular files and directories of the tar at archive
 // into dir, refusing any path that would leave it.
 func untar(archive, dir string) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 
@@ -72,14 +71,11 @@ func PushArchive(ctx context.Context, registry, archive string, plainHTTP bool, 
 	if _, err := ParseRegistry(registry); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "oci-layout-")
+	dir, remove, err := unpack(archive)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	if err := untar(archive, dir); err != nil {
-		return nil, err
-	}
+	defer remove()
 	l, err := readLayout(dir)
 	if err != nil {
 		return nil, err

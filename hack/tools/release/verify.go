@@ -178,14 +178,11 @@ func Verify(dir string, platforms []string) (*Release, error) {
 // (CheckIndex); and every other manifest of index.json is one of those
 // SBOMs. It returns what it read even when it finds problems.
 func VerifyImageArchive(archive string, platforms []string) (*ArchivedImage, error) {
-	dir, err := os.MkdirTemp("", "oci-layout-")
+	dir, remove, err := unpack(archive)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	if err := untar(archive, dir); err != nil {
-		return nil, err
-	}
+	defer remove()
 	errs := []error{checkBlobs(dir)}
 	l, err := readLayout(dir)
 	if err != nil {
