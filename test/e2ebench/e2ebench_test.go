@@ -148,13 +148,7 @@ func run(t *testing.T, m mode) result {
 		if _, err := node.DeployShippedNodeAgent(ctx, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10)); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := os.ReadFile(controlplane.RepoDir() + "/manifests/scheduler/scheduler-config.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cp.StartScheduler(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
+		startScheduler(ctx, t, cp)
 		startDescheduler(ctx, t, cp, "10s", nil)
 	}
 
@@ -382,6 +376,19 @@ func cordon(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, no
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, v)
 	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startScheduler starts headroom-scheduler with the shipped configuration,
+// under its shipped identity.
+func startScheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	cfg, err := os.ReadFile(controlplane.RepoDir() + "/manifests/scheduler/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.StartScheduler(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 }

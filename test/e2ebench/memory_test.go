@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -122,13 +121,7 @@ func runMemory(t *testing.T, m mode) memResult {
 			"--memory-hysteresis-bytes="+agentMemHysteresis, "--memory-hysteresis-percent=0"); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := os.ReadFile(controlplane.RepoDir() + "/manifests/scheduler/scheduler-config.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cp.StartScheduler(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
+		startScheduler(ctx, t, cp)
 		desched = startDescheduler(ctx, t, cp, memDeschedulerPeriod, memoryPolicy)
 	}
 
@@ -481,24 +474,18 @@ B's policy sets minReplicas 1.
 		}
 		return secs(r.firstCross)
 	})
-	row("time to relief (line passed → back under it, first time)", func(r memResult) string {
+	// relief renders a time to relief: -1 for none.
+	relief := func(r memResult, d time.Duration) string {
 		switch {
 		case !r.crossed:
 			return "—"
-		case r.firstRelief < 0:
+		case d < 0:
 			return "not relieved"
 		}
-		return secs(r.firstRelief)
-	})
-	row("time to lasting relief (line first passed → last return under it)", func(r memResult) string {
-		switch {
-		case !r.crossed:
-			return "—"
-		case r.lastingRelief < 0:
-			return "not relieved"
-		}
-		return secs(r.lastingRelief)
-	})
+		return secs(d)
+	}
+	row("time to relief (line passed → back under it, first time)", func(r memResult) string { return relief(r, r.firstRelief) })
+	row("time to lasting relief (line first passed → last return under it)", func(r memResult) string { return relief(r, r.lastingRelief) })
 	row("times above the line", func(r memResult) string { return fmt.Sprint(r.episodes) })
 	row("seconds above the line", func(r memResult) string { return fmt.Sprint(r.secondsAbove) })
 	row("seconds at the budget (kubepods' usage ≥ 99 % of its limit)", func(r memResult) string { return fmt.Sprint(r.secondsAtBudget) })

@@ -288,12 +288,9 @@ func CheckIndex(src ImageSource, idx v1.ImageIndex, image, version string, platf
 // them, even when it finds problems.
 func CheckPlatformImage(src ImageSource, d v1.Descriptor, image, version string) (PlatformImage, error) {
 	pi := PlatformImage{Digest: d.Digest}
-	img, err := src.Image(d.Digest)
+	img, err := manifestAt(src, d.Digest)
 	if err != nil {
 		return pi, err
-	}
-	if got, err := img.Digest(); err != nil || got != d.Digest {
-		return pi, fmt.Errorf("manifest digest %s (%v)", got, err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -417,15 +414,25 @@ func sbomOf(src ImageSource, subject v1.Hash) (v1.Descriptor, error) {
 	return sboms[0], nil
 }
 
-// readSBOM reads the SBOM artifact ref from src: a manifest whose subject
-// is the image and whose config and only layer are the SPDX document.
-func readSBOM(src ImageSource, ref v1.Descriptor, subject v1.Hash) ([]byte, error) {
-	art, err := src.Image(ref.Digest)
+// manifestAt reads the manifest of digest h from src and checks that its
+// bytes are what h names.
+func manifestAt(src ImageSource, h v1.Hash) (v1.Image, error) {
+	img, err := src.Image(h)
 	if err != nil {
 		return nil, err
 	}
-	if got, err := art.Digest(); err != nil || got != ref.Digest {
-		return nil, fmt.Errorf("manifest digest %s (%v)", got, err)
+	if got, err := img.Digest(); err != nil || got != h {
+		return nil, fmt.Errorf("manifest digest %s (%v), want %s", got, err, h)
+	}
+	return img, nil
+}
+
+// readSBOM reads the SBOM artifact ref from src: a manifest whose subject
+// is the image and whose config and only layer are the SPDX document.
+func readSBOM(src ImageSource, ref v1.Descriptor, subject v1.Hash) ([]byte, error) {
+	art, err := manifestAt(src, ref.Digest)
+	if err != nil {
+		return nil, err
 	}
 	m, err := art.Manifest()
 	if err != nil {
