@@ -10,6 +10,9 @@
 #   PERF_PROFILES   the profiles, the baseline first (default Default,Headroom; the
 #                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs)
 #   PERF_ORDER      abba (default: the order within a pair turns every run) or ab
+#   PERF_SHARED     1: the shared method (test/perf/shared_test.go): all the profiles in
+#                   one scheduler, the pods given to them in turn, each profile's
+#                   scheduling cycle timed; prints the median of the runs' cycle ratios
 #   PERF_BENCH      a -bench regexp instead of PERF_WORKLOADS
 #   PERF_DATA_DIR   keep the harness's data items there: a JSON file with every
 #                   metric per label (each extension point, each plugin) and run
@@ -45,6 +48,7 @@ trap cleanup EXIT
 echo "load before: $(uptime)"
 go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
   -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
+  ${PERF_SHARED:+-perf-shared} \
   ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} 2>&1 | tee "$out"
 echo "load after: $(uptime)"
 echo
@@ -87,6 +91,9 @@ summarize() {
       }
     }' "$1"
 }
+if [[ -n ${PERF_SHARED:-} ]]; then
+  exit 0 # the benchmark printed the shared runs' table
+fi
 echo "median over runs. ratio: median pods/s over median base pods/s; pair: the median of each run's own ratio"
 echo "(a pair ran back to back, so drift of the machine between pairs cancels out in it)."
 echo "heap is the harness's heap_memory_usage/Max of the whole test process (kube-apiserver included)"

@@ -11,6 +11,7 @@ package perf
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -56,16 +57,20 @@ var (
 	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, TightFleet, MixedFleet and Churn (make perf reports the median)")
 	order        = flag.String("perf-order", "abba", "order of the profiles in the runs of a workload: abba (A B, B A, A B, ...) or ab (A B, A B, ...)")
 	warmup       = flag.Bool("perf-warmup", true, "run an unmeasured 500-node workload with the first profile before the others")
+	sharedMethod = flag.Bool("perf-shared", false, "run the profiles in one scheduler, the pods given to them in turn, and compare their scheduling cycles (shared_test.go)")
 	profileNames = flag.String("perf-profiles", "Default,Headroom", "comma-separated profiles to compare, the baseline first: "+
 		"Default, Headroom, or a variant of them (see variants)")
 )
 
 // registry is how headroom-scheduler registers the plugins (cmd/scheduler).
-// The stand-ins of the HeadroomNoop profile are registered too.
+// The variants' stand-ins and the shared method's cycle clock are
+// registered too.
 func registry() frameworkruntime.Registry {
 	r := plugins.Registry()
-	if err := r.Merge(noopRegistry()); err != nil {
-		panic(err)
+	for _, more := range []frameworkruntime.Registry{noopRegistry(), clockRegistry()} {
+		if err := r.Merge(more); err != nil {
+			panic(err)
+		}
 	}
 	return r
 }
@@ -161,14 +166,7 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 // Filter runs in multiPoint's order, after the default plugins'.
 func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn string, filterLast bool) string {
 	t.Helper()
-	raw, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg schedconfigv1.KubeSchedulerConfiguration
-	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
-		t.Fatalf("%s: %v", src, err)
-	}
+	cfg := readConfig(t, src)
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
 		if filterLast && p.Plugins != nil {
@@ -193,14 +191,34 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn stri
 			return slices.Contains(remove, pc.Name) || standIn != "" && plugins.Registry()[pc.Name] != nil
 		})
 	}
-	out, err := yaml.Marshal(&cfg)
+	writeConfig(t, dst, &cfg)
+	return dst
+}
+
+// readConfig reads the KubeSchedulerConfiguration in path.
+func readConfig(t testing.TB, path string) schedconfigv1.KubeSchedulerConfiguration {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dst, out, 0o644); err != nil {
+	var cfg schedconfigv1.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return cfg
+}
+
+// writeConfig writes cfg to path.
+func writeConfig(t testing.TB, path string, cfg *schedconfigv1.KubeSchedulerConfiguration) {
+	t.Helper()
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return dst
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // testCase is one rendered test case of performance-config.yaml.
@@ -208,6 +226,9 @@ type testCase struct {
 	Name, Profile, Label, SchedulerConfig, Workload string
 	Run, UpdatesPerSecond                           int
 	Params                                          map[string]int
+	// Clocked are the schedulerNames of a shared run's profiles, whose
+	// cycle clock the harness collects.
+	Clocked []string
 }
 
 // render writes performance-config.yaml and the templates into dir, with the
@@ -272,7 +293,11 @@ func renderFile(src, dst string, data any) error {
 	if err != nil {
 		return err
 	}
-	tmpl, err := template.New(src).Delims("[[", "]]").Option("missingkey=error").Parse(string(raw))
+	tmpl, err := template.New(src).Delims("[[", "]]").Option("missingkey=error").
+		Funcs(template.FuncMap{"json": func(v any) (string, error) {
+			out, err := json.Marshal(v)
+			return string(out), err
+		}}).Parse(string(raw))
 	if err != nil {
 		return err
 	}
@@ -346,6 +371,15 @@ func interleave(profs []profile, runs int, w testCase) []testCase {
 func BenchmarkPerfScheduling(b *testing.B) {
 	dir := b.TempDir()
 	profs := profiles(b, dir, strings.Split(*profileNames, ","))
+	// With the shared method every workload runs once per run, all the
+	// profiles in one scheduler.
+	runAs, named := profs, []profile(nil)
+	if *sharedMethod {
+		var sp profile
+		sp, named = shared(b, dir, profs)
+		runAs = []profile{sp}
+		profs = append(profs, sp) // its pod template
+	}
 	var cases []testCase
 	if *warmup {
 		// The process's first workload runs slower (in an A/A comparison,
@@ -353,7 +387,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		// its heap grows from nothing and its memory is faulted in. This
 		// one takes that cost for all; make perf reports no Warmup row.
 		cases = append(cases, testCase{Name: "Warmup", Workload: "500Nodes", Label: "performance",
-			Profile: profs[0].Name, SchedulerConfig: profs[0].Config, Run: 1,
+			Profile: runAs[0].Name, SchedulerConfig: runAs[0].Config, Run: 1,
 			Params: map[string]int{"nodes": 500, "initPods": 500, "measurePods": 1000}})
 	}
 	for _, w := range []struct {
@@ -373,12 +407,28 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			Params: map[string]int{"nodes": 1000, "initPods": 500, "measurePods": 5000}}, *runs},
 	} {
 		w.Label = "performance"
-		cases = append(cases, interleave(profs, w.runs, w.testCase)...)
+		cases = append(cases, interleave(runAs, w.runs, w.testCase)...)
+	}
+	for i := range cases {
+		for _, p := range named {
+			cases[i].Clocked = append(cases[i].Clocked, p.SchedulerName)
+		}
 	}
 	config := render(b, dir, cases, profs)
 	stop := keepSamplesFresh(b, dir, profs, sampleRefresh)
 	benchmark.RunBenchmarkPerfScheduling(b, config, "headroom", registry())
 	stop()
+	if *sharedMethod && !b.Failed() {
+		items, err := newestDataItems(flag.Lookup("data-items-dir").Value.String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cycles, err := readCycleItems(items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Print(byRun(cycles).table(named))
+	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	b.Logf("heap in use at the end: %d MiB", m.HeapInuse>>20)

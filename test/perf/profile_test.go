@@ -58,6 +58,12 @@ func TestShippedProfileFiltersHeadroomFirst(t *testing.T) {
 // (Headroom's plugins and the variants' stand-ins).
 func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
 	t.Helper()
+	return listProfiles(t, path)[0]
+}
+
+// listProfiles is listPlugins for every profile of the configuration.
+func listProfiles(t *testing.T, path string) []*schedconfig.Plugins {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +79,18 @@ func listPlugins(t *testing.T, path string) *schedconfig.Plugins {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
-	fw, err := frameworkruntime.NewFramework(t.Context(), all, &cfg.Profiles[0],
-		frameworkruntime.WithClientSet(client),
-		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
-		frameworkruntime.WithSnapshotSharedLister(cache.NewEmptySnapshot()))
-	if err != nil {
-		t.Fatal(err)
+	var out []*schedconfig.Plugins
+	for i := range cfg.Profiles {
+		fw, err := frameworkruntime.NewFramework(t.Context(), all, &cfg.Profiles[i],
+			frameworkruntime.WithClientSet(client),
+			frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
+			frameworkruntime.WithSnapshotSharedLister(cache.NewEmptySnapshot()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fw.ListPlugins())
 	}
-	return fw.ListPlugins()
+	return out
 }
 
 // TestVariantsBuild: every variant of make perf builds a framework, and the
