@@ -49,7 +49,7 @@ bench: ## micro-benchmarks (allocations reported) with ratios to in-run baseline
 e2e-bench: tools images ## the same PID storm, pod-IP exhaustion and memory hog on a real node, default stack vs Headroom: docs/e2e-bench.md
 	go test -tags e2ebench -count=1 -timeout 40m -v ./test/e2ebench -args -table $(CURDIR)/docs/e2e-bench.md
 
-perf: ## scheduler_perf: pods/s of the default and the Headroom profile, and their ratio (needs bin/etcd)
+perf: ## scheduler_perf: the Headroom profile's scheduling cycle against the default profile's, in one scheduler (needs bin/etcd)
 	hack/perf.sh
 
 # A count of executions (Nx), not a duration: a duration races the fuzz

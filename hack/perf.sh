@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Runs Headroom's scheduler_perf workloads (test/perf) for kube-scheduler's
-# default profile and the shipped Headroom profile, interleaved, and prints
-# pods/s of both, their ratio and the process heap. SchedulingBasic at 5000
-# nodes, MixedFleet and Churn run PERF_RUNS times per profile (default 3);
-# the table shows the median. Needs bin/etcd (make tools).
+# default profile and the shipped Headroom profile. By default all the
+# profiles share one scheduler, the pods given to them in turn, and each
+# profile's scheduling cycle is timed: it prints the median of the runs'
+# ratios of the mean cycles (docs/performance.md, "Method"). SchedulingBasic
+# at 5000 nodes, TightFleet, MixedFleet and Churn run PERF_RUNS times
+# (default 3). Needs bin/etcd (make tools).
 #
 #   PERF_WORKLOADS  a regexp of the workloads to run, e.g. 'SchedulingBasic-5000Nodes_'
 #                   (the unmeasured warm-up workload always runs first)
 #   PERF_PROFILES   the profiles, the baseline first (default Default,Headroom; the
 #                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs)
-#   PERF_ORDER      abba (default: the order within a pair turns every run) or ab
-#   PERF_SHARED     1: the shared method (test/perf/shared_test.go): all the profiles in
-#                   one scheduler, the pods given to them in turn, each profile's
-#                   scheduling cycle timed; prints the median of the runs' cycle ratios
+#   PERF_SHARED     1 (default): the shared method (test/perf/shared_test.go); 0: each
+#                   profile in runs of its own, interleaved, printing pods/s of each, their
+#                   ratio and the process heap
+#   PERF_ORDER      with PERF_SHARED=0: abba (default: the order within a pair turns
+#                   every run) or ab
 #   PERF_BENCH      a -bench regexp instead of PERF_WORKLOADS
 #   PERF_DATA_DIR   keep the harness's data items there: a JSON file with every
 #                   metric per label (each extension point, each plugin) and run
@@ -37,6 +40,12 @@ if [[ -z ${PERF_BENCH:-} && -n ${PERF_WORKLOADS:-} ]]; then
   bench="BenchmarkPerfScheduling/(Warmup-|${PERF_WORKLOADS})"
 fi
 profiles=${PERF_PROFILES:-Default,Headroom}
+shared=()
+case ${PERF_SHARED:-1} in
+  1) shared=(-perf-shared) ;;
+  0) ;;
+  *) echo "PERF_SHARED=${PERF_SHARED}: want 1 (the shared method) or 0" >&2; exit 2 ;;
+esac
 out=$(mktemp)
 # The output is summarised below; ARTIFACTS, when made here, holds the logs
 # of failed workloads only: it goes when it is empty.
@@ -48,7 +57,7 @@ trap cleanup EXIT
 echo "load before: $(uptime)"
 go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
   -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
-  ${PERF_SHARED:+-perf-shared} \
+  "${shared[@]}" \
   ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} 2>&1 | tee "$out"
 echo "load after: $(uptime)"
 echo
@@ -91,7 +100,7 @@ summarize() {
       }
     }' "$1"
 }
-if [[ -n ${PERF_SHARED:-} ]]; then
+if (( ${#shared[@]} )); then
   exit 0 # the benchmark printed the shared runs' table
 fi
 echo "median over runs. ratio: median pods/s over median base pods/s; pair: the median of each run's own ratio"

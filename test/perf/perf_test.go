@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -239,7 +240,7 @@ func render(t testing.TB, dir string, cases []testCase, profs []profile) string 
 		t.Fatal(err)
 	}
 	if err := renderFile("performance-config.yaml", filepath.Join(dir, "performance-config.yaml"),
-		map[string]any{"Dir": dir, "Cases": cases}); err != nil {
+		map[string]any{"Dir": dir, "Cases": cases, "Plugins": slices.Sorted(maps.Keys(registry()))}); err != nil {
 		t.Fatal(err)
 	}
 	// The harness writes its data items (every metric per label: each
@@ -481,17 +482,7 @@ func TestSmoke(t *testing.T) {
 		return nil
 	}
 
-	filter := benchmark.PerfSchedulingLabelFilter
-	benchmark.PerfSchedulingLabelFilter = "smoke"
-	t.Cleanup(func() { benchmark.PerfSchedulingLabelFilter = filter })
-	var failed bool
-	result := testing.Benchmark(func(b *testing.B) {
-		benchmark.RunBenchmarkPerfScheduling(b, config, "smoke", registry(), benchmark.WithPrepareFn(prepare))
-		failed = b.Failed()
-	})
-	if failed || result.N == 0 {
-		t.Fatalf("the smoke workload failed (run with -v and ARTIFACTS unset for its log): %v", result)
-	}
+	runSmoke(t, config, "smoke", benchmark.WithPrepareFn(prepare))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -509,6 +500,23 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("saw %d pods placed, want at least the 10 measured: %v", total, placed)
 	}
 	t.Logf("placements: %v; PID-short: %v", placed, short)
+}
+
+// runSmoke runs the workloads labelled smoke in config through the
+// harness, as a test: it fails t when one fails.
+func runSmoke(t *testing.T, config, topic string, opts ...benchmark.SchedulerPerfOption) {
+	t.Helper()
+	filter := benchmark.PerfSchedulingLabelFilter
+	benchmark.PerfSchedulingLabelFilter = "smoke"
+	t.Cleanup(func() { benchmark.PerfSchedulingLabelFilter = filter })
+	var failed bool
+	result := testing.Benchmark(func(b *testing.B) {
+		benchmark.RunBenchmarkPerfScheduling(b, config, topic, registry(), opts...)
+		failed = b.Failed()
+	})
+	if failed || result.N == 0 {
+		t.Fatalf("the %s workload failed (run with -v and ARTIFACTS unset for its log): %v", topic, result)
+	}
 }
 
 // TestKeepSamplesFresh: while the benchmark runs, the node templates are

@@ -25,7 +25,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	benchmark "k8s.io/kubernetes/test/integration/scheduler_perf"
 )
 
 // The shared method (-perf-shared, make perf's PERF_SHARED=1) runs all the
@@ -340,17 +339,7 @@ func TestSharedRunClocksEachProfile(t *testing.T) {
 	t.Cleanup(func() { _ = flag.Set("data-items-dir", was) })
 	config := render(t, dir, []testCase{c}, []profile{sp})
 
-	filter := benchmark.PerfSchedulingLabelFilter
-	benchmark.PerfSchedulingLabelFilter = "smoke"
-	t.Cleanup(func() { benchmark.PerfSchedulingLabelFilter = filter })
-	var failed bool
-	result := testing.Benchmark(func(b *testing.B) {
-		benchmark.RunBenchmarkPerfScheduling(b, config, "shared", registry())
-		failed = b.Failed()
-	})
-	if failed || result.N == 0 {
-		t.Fatalf("the shared workload failed (run with -v and ARTIFACTS unset for its log): %v", result)
-	}
+	runSmoke(t, config, "shared")
 	items, err := newestDataItems(itemsDir)
 	if err != nil {
 		t.Fatal(err)
