@@ -3,7 +3,8 @@
 # default profile and the shipped Headroom profile. By default all the
 # profiles share one scheduler, the pods given to them in turn, and each
 # profile's scheduling cycle is timed: it prints the median of the runs'
-# ratios of the mean cycles (docs/performance.md, "Method"). SchedulingBasic
+# ratios of the mean cycles (docs/performance.md, "Method: one scheduler
+# for all the profiles"). SchedulingBasic
 # at 5000 nodes, TightFleet, MixedFleet and Churn run PERF_RUNS times
 # (default 3). Needs bin/etcd (make tools).
 #
@@ -40,10 +41,9 @@ if [[ -z ${PERF_BENCH:-} && -n ${PERF_WORKLOADS:-} ]]; then
   bench="BenchmarkPerfScheduling/(Warmup-|${PERF_WORKLOADS})"
 fi
 profiles=${PERF_PROFILES:-Default,Headroom}
-shared=()
-case ${PERF_SHARED:-1} in
-  1) shared=(-perf-shared) ;;
-  0) ;;
+case ${PERF_SHARED:=1} in
+  1) shared=true ;;
+  0) shared=false ;;
   *) echo "PERF_SHARED=${PERF_SHARED}: want 1 (the shared method) or 0" >&2; exit 2 ;;
 esac
 out=$(mktemp)
@@ -57,10 +57,15 @@ trap cleanup EXIT
 echo "load before: $(uptime)"
 go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
   -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
-  "${shared[@]}" \
+  -perf-shared="$shared" \
   ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} 2>&1 | tee "$out"
 echo "load after: $(uptime)"
 echo
+if [[ $shared == true ]]; then
+  # The benchmark printed the shared runs' table; again, at the end.
+  sed -n '/^shared scheduler:/,/^\(PASS\|FAIL\|ok\|---\)/{/^\(PASS\|FAIL\|ok\|---\)/!p}' "$out"
+  exit 0
+fi
 summarize() {
   awk -v profiles="$profiles" '
     BEGIN { np = split(profiles, prof, ",") }
@@ -100,9 +105,6 @@ summarize() {
       }
     }' "$1"
 }
-if (( ${#shared[@]} )); then
-  exit 0 # the benchmark printed the shared runs' table
-fi
 echo "median over runs. ratio: median pods/s over median base pods/s; pair: the median of each run's own ratio"
 echo "(a pair ran back to back, so drift of the machine between pairs cancels out in it)."
 echo "heap is the harness's heap_memory_usage/Max of the whole test process (kube-apiserver included)"

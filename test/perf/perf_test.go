@@ -4,9 +4,12 @@
 // kube-apiserver (etcd from PATH), the scheduler with Headroom's plugins
 // registered out of tree, and the workloads of performance-config.yaml.
 //
-// `make perf` (hack/perf.sh) runs BenchmarkPerfScheduling and prints pods/s of
-// both profiles and their ratio. TestSmoke, part of `make test`, runs a
-// 5-node workload with the Headroom profile and checks that the plugins ran.
+// `make perf` (hack/perf.sh) runs BenchmarkPerfScheduling: by default every
+// profile in one scheduler, each one's scheduling cycle clocked
+// (shared_test.go), printing the ratios of their cycles; with -perf-shared=false
+// each profile in runs of its own, printing pods/s of each and their ratio.
+// TestSmoke, part of `make test`, runs a 5-node workload with the Headroom
+// profile and checks that the plugins ran.
 package perf
 
 import (
@@ -14,9 +17,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -55,10 +58,10 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	runs         = flag.Int("perf-runs", 3, "runs per profile of SchedulingBasic at 5000 nodes, TightFleet, MixedFleet and Churn (make perf reports the median)")
+	runs         = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 nodes, TightFleet, MixedFleet and Churn, per profile or shared (make perf reports the median)")
 	order        = flag.String("perf-order", "abba", "order of the profiles in the runs of a workload: abba (A B, B A, A B, ...) or ab (A B, A B, ...)")
 	warmup       = flag.Bool("perf-warmup", true, "run an unmeasured 500-node workload with the first profile before the others")
-	sharedMethod = flag.Bool("perf-shared", false, "run the profiles in one scheduler, the pods given to them in turn, and compare their scheduling cycles (shared_test.go)")
+	sharedMethod = flag.Bool("perf-shared", false, "run the profiles in one scheduler, the pods given to them in turn, and compare their scheduling cycles (shared_test.go; make perf's default)")
 	profileNames = flag.String("perf-profiles", "Default,Headroom", "comma-separated profiles to compare, the baseline first: "+
 		"Default, Headroom, or a variant of them (see variants)")
 )
@@ -81,6 +84,10 @@ type profile struct {
 	Name          string // in the test case names: Default, Headroom, ...
 	Config        string // KubeSchedulerConfiguration file
 	SchedulerName string // the profile's schedulerName, set on the pods
+	// turns is, for the shared method's profile, the pods' schedulerName
+	// per run (turns[run-1]): an expression of the harness's pod template
+	// that hands the pods to the shared profiles in turn.
+	turns []string
 }
 
 // variant is a profile -perf-profiles may name besides Default and
@@ -276,6 +283,12 @@ func renderTemplates(dir string, profs []profile, now time.Time) error {
 				if err := renderFile(f, filepath.Join(dir, "pod-"+p.Name+".yaml"), map[string]any{"SchedulerName": p.SchedulerName}); err != nil {
 					return err
 				}
+				for run, turn := range p.turns {
+					dst := filepath.Join(dir, fmt.Sprintf("pod-%s-run%d.yaml", p.Name, run+1))
+					if err := renderFile(f, dst, map[string]any{"SchedulerName": turn}); err != nil {
+						return err
+					}
+				}
 			}
 			continue
 		}
@@ -374,12 +387,12 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	profs := profiles(b, dir, strings.Split(*profileNames, ","))
 	// With the shared method every workload runs once per run, all the
 	// profiles in one scheduler.
-	runAs, named := profs, []profile(nil)
+	runAs, sharing := profs, []profile(nil)
 	if *sharedMethod {
 		var sp profile
-		sp, named = shared(b, dir, profs)
+		sp, sharing = writeSharedConfig(b, dir, profs, *runs)
 		runAs = []profile{sp}
-		profs = append(profs, sp) // its pod template
+		profs = append(profs, sp) // its pod templates
 	}
 	var cases []testCase
 	if *warmup {
@@ -411,7 +424,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		cases = append(cases, interleave(runAs, w.runs, w.testCase)...)
 	}
 	for i := range cases {
-		for _, p := range named {
+		for _, p := range sharing {
 			cases[i].Clocked = append(cases[i].Clocked, p.SchedulerName)
 		}
 	}
@@ -420,7 +433,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	benchmark.RunBenchmarkPerfScheduling(b, config, "headroom", registry())
 	stop()
 	if *sharedMethod && !b.Failed() {
-		items, err := newestDataItems(flag.Lookup("data-items-dir").Value.String())
+		items, err := newestDataItems(flag.Lookup("data-items-dir").Value.String(), "headroom")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -428,7 +441,11 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		fmt.Print(byRun(cycles).table(named))
+		times := byRun(cycles)
+		if err := times.complete(sharing); err != nil {
+			b.Fatalf("%s: %v", items, err)
+		}
+		fmt.Print(times.table(sharing))
 	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)

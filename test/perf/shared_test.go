@@ -3,13 +3,14 @@ package perf
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,10 @@ import (
 // each profile's scheduling cycle is timed instead: cycleClock, added to
 // every profile, starts first in PreFilter and stops last in Reserve. What
 // it misses (popping the queue, the snapshot, binding) is the same whatever
-// the profile.
+// the profile. It cannot see what a profile costs outside its cycles (its
+// plugins' event handlers and background work, the garbage it leaves):
+// every profile's cycles share that. Nor can it see opportunistic batching,
+// which needs two pods of one profile in a row.
 
 // clockName is the cycle clock plugin's name.
 const clockName = "PerfCycleClock"
@@ -65,7 +69,8 @@ func (c clockStart) Clone() fwk.StateData { return c }
 const clockKey fwk.StateKey = clockName
 
 // cycleClock times a scheduling cycle: PreFilter (where it runs first)
-// to Reserve (where it runs last).
+// to Reserve (where it runs last). A cycle that fails before Reserve is not
+// timed (the harness's attempt durations by result show them).
 type cycleClock struct{}
 
 func (cycleClock) Name() string { return clockName }
@@ -86,9 +91,16 @@ func (cycleClock) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.P
 
 func (cycleClock) Unreserve(context.Context, fwk.CycleState, *corev1.Pod, string) {}
 
-// EventsToRegister: the clock never rejects a pod, so no event concerns it
-// (without this the framework would requeue on every event for its sake).
+// EventsToRegister: the clock never rejects a pod, so no event concerns it.
+// Without it the framework would take the clock for a plugin that needs
+// every event, and handle and track them all for its sake.
 func (cycleClock) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return nil, nil
+}
+
+// SignPod: the clock treats every pod alike. A plugin that cannot sign pods
+// would turn the profile's opportunistic batching off.
+func (cycleClock) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return nil, nil
 }
 
@@ -104,17 +116,16 @@ func clockRegistry() frameworkruntime.Registry {
 // pod template (pod-Shared.yaml).
 const sharedProfile = "Shared"
 
-// shared writes one KubeSchedulerConfiguration holding each of profs' (the
-// first profile of each one's configuration) as a profile of its own, named
-// after it in lower case and with the cycle clock added, and returns it as
-// a profile whose pods go to them in turn; the top-level settings are the
-// first profile's. It also returns the profiles with their schedulerNames in
-// the shared configuration.
-func shared(t testing.TB, dir string, profs []profile) (profile, []profile) {
+// writeSharedConfig writes one KubeSchedulerConfiguration holding each of
+// profs (the first profile of each one's configuration) as a profile of its
+// own, named after it in lower case and with the cycle clock added. It
+// returns it as a profile whose pods go to them in turn, for runs runs, and
+// profs with their schedulerNames in it. The top-level settings are the
+// first profile's.
+func writeSharedConfig(t testing.TB, dir string, profs []profile, runs int) (profile, []profile) {
 	t.Helper()
 	var cfg schedconfigv1.KubeSchedulerConfiguration
-	var named []profile
-	var turn strings.Builder // the pod template's schedulerName
+	var sharing []profile
 	for i, p := range profs {
 		c := readConfig(t, p.Config)
 		if len(c.Profiles) != 1 {
@@ -136,12 +147,35 @@ func shared(t testing.TB, dir string, profs []profile) (profile, []profile) {
 		sp.Plugins.MultiPoint.Enabled = append(sp.Plugins.MultiPoint.Enabled, schedconfigv1.Plugin{Name: clockName})
 		sp.Plugins.PreFilter.Enabled = append([]schedconfigv1.Plugin{{Name: clockName}}, sp.Plugins.PreFilter.Enabled...)
 		cfg.Profiles = append(cfg.Profiles, sp)
-		named = append(named, p)
-		fmt.Fprintf(&turn, "{{if eq (Mod .Index %d) %d}}%s{{end}}", len(profs), i, p.SchedulerName)
+		sharing = append(sharing, p)
 	}
 	path := filepath.Join(dir, "scheduler-shared.yaml")
 	writeConfig(t, path, &cfg)
-	return profile{Name: sharedProfile, Config: path, SchedulerName: turn.String()}, named
+	shared := profile{Name: sharedProfile, Config: path}
+	for run := 1; run <= runs; run++ {
+		shared.turns = append(shared.turns, turns(sharing, run))
+	}
+	return shared, sharing
+}
+
+// turns is the pod template's schedulerName for a run: pod i goes to the
+// (i mod n)th of the profiles in the run's order. The order starts one
+// further every run and goes backwards every other run, so that each
+// profile takes each place, and follows each other one, in turn.
+func turns(sharing []profile, run int) string {
+	n := len(sharing)
+	order := make([]string, 0, n)
+	for k := range n {
+		order = append(order, sharing[(k+run-1)%n].SchedulerName)
+	}
+	if run%2 == 0 {
+		slices.Reverse(order)
+	}
+	var expr strings.Builder
+	for i, name := range order {
+		fmt.Fprintf(&expr, "{{if eq (Mod .Index %d) %d}}%s{{end}}", n, i, name)
+	}
+	return expr.String()
 }
 
 // cycleTimes are a shared run's mean scheduling cycles, in ms: by workload,
@@ -205,36 +239,50 @@ func byRun(items []cycleItem) cycleTimes {
 	return out
 }
 
+// complete reports a run of a workload that lacks one of the profiles.
+func (c cycleTimes) complete(sharing []profile) error {
+	if len(c) == 0 {
+		return errors.New("no shared run's cycles in the data items")
+	}
+	var missing []string
+	for w, runs := range c {
+		for r, byProfile := range runs {
+			for _, p := range sharing {
+				if byProfile[p.SchedulerName] <= 0 {
+					missing = append(missing, fmt.Sprintf("%s run %d: %s", w, r, p.Name))
+				}
+			}
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("no cycles clocked for %s", strings.Join(missing, "; "))
+	}
+	return nil
+}
+
 // table prints, per workload and profile after the first, the runs' mean
 // cycles and the median of the runs' ratios (the first profile's cycle over
 // the profile's: above 1 is faster than the baseline).
-func (c cycleTimes) table(named []profile) string {
+func (c cycleTimes) table(sharing []profile) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "shared scheduler: mean scheduling cycle per profile (PreFilter to Reserve), ms; ratio = %s's cycle / the profile's\n", named[0].Name)
+	fmt.Fprintf(&b, "shared scheduler: mean scheduling cycle per profile (PreFilter to Reserve), ms; ratio = %s's cycle / the profile's\n", sharing[0].Name)
 	fmt.Fprintf(&b, "%-28s %-20s %5s %10s %10s %7s  %s\n", "workload", "profile", "runs", "base ms", "ms", "ratio", "per run (base/profile ms = ratio)")
-	workloads := make([]string, 0, len(c))
-	for w := range c {
-		workloads = append(workloads, w)
-	}
-	sort.Strings(workloads)
-	base := named[0].SchedulerName
-	for _, w := range workloads {
-		runs := make([]int, 0, len(c[w]))
-		for r := range c[w] {
-			runs = append(runs, r)
-		}
-		sort.Ints(runs)
-		for _, p := range named[1:] {
+	base := sharing[0].SchedulerName
+	for _, w := range slices.Sorted(maps.Keys(c)) {
+		runs := slices.Sorted(maps.Keys(c[w]))
+		for _, p := range sharing[1:] {
 			var baseMs, ms, ratios []float64
 			var per []string
 			for _, r := range runs {
-				d, ok1 := c[w][r][base]
-				h, ok2 := c[w][r][p.SchedulerName]
-				if !ok1 || !ok2 || h == 0 {
+				baseCycle, ok1 := c[w][r][base]
+				cycle, ok2 := c[w][r][p.SchedulerName]
+				if !ok1 || !ok2 || cycle == 0 {
 					continue
 				}
-				baseMs, ms, ratios = append(baseMs, d), append(ms, h), append(ratios, d/h)
-				per = append(per, fmt.Sprintf("%.3f/%.3f = %.3f", d, h, d/h))
+				ratio := baseCycle / cycle
+				baseMs, ms, ratios = append(baseMs, baseCycle), append(ms, cycle), append(ratios, ratio)
+				per = append(per, fmt.Sprintf("%.3f/%.3f = %.3f", baseCycle, cycle, ratio))
 			}
 			fmt.Fprintf(&b, "%-28s %-20s %5d %10.3f %10.3f %7.3f  %s\n", w, p.Name, len(ratios),
 				median(baseMs), median(ms), median(ratios), strings.Join(per, ", "))
@@ -249,25 +297,35 @@ func median(xs []float64) float64 {
 		return 0
 	}
 	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 1 {
+	n := len(s)
+	if n%2 == 1 {
 		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
 	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// newestDataItems returns the harness's newest data items file in dir.
-func newestDataItems(dir string) (string, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*_benchmark_*.json"))
-	if err != nil || len(files) == 0 {
-		return "", fmt.Errorf("no data items in %s: %v", dir, err)
+// newestDataItems returns the newest data items file in dir that the
+// harness wrote for topic (RunBenchmarkPerfScheduling's topicName).
+func newestDataItems(dir, topic string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_benchmark_"+topic+"_*.json"))
+	if err != nil {
+		return "", err
 	}
-	sort.Slice(files, func(i, j int) bool {
-		a, _ := os.Stat(files[i])
-		b, _ := os.Stat(files[j])
-		return a.ModTime().Before(b.ModTime())
-	})
-	return files[len(files)-1], nil
+	var newest string
+	var at time.Time
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return "", err
+		}
+		if newest == "" || fi.ModTime().After(at) {
+			newest, at = f, fi.ModTime()
+		}
+	}
+	if newest == "" {
+		return "", fmt.Errorf("no data items of %s in %s", topic, dir)
+	}
+	return newest, nil
 }
 
 // TestSharedConfigClocksEveryProfile: the shared configuration holds each
@@ -277,8 +335,8 @@ func newestDataItems(dir string) (string, error) {
 func TestSharedConfigClocksEveryProfile(t *testing.T) {
 	dir := t.TempDir()
 	profs := profiles(t, dir, []string{"Default", "Headroom", "DefaultAgain"})
-	sp, named := shared(t, dir, profs)
-	if got := []string{named[0].SchedulerName, named[1].SchedulerName, named[2].SchedulerName}; !slices.Equal(got, []string{"default", "headroom", "defaultagain"}) {
+	sp, sharing := writeSharedConfig(t, dir, profs, 4)
+	if got := []string{sharing[0].SchedulerName, sharing[1].SchedulerName, sharing[2].SchedulerName}; !slices.Equal(got, []string{"default", "headroom", "defaultagain"}) {
 		t.Errorf("schedulerNames %v", got)
 	}
 	listed := listProfiles(t, sp.Config)
@@ -286,39 +344,62 @@ func TestSharedConfigClocksEveryProfile(t *testing.T) {
 		t.Fatalf("%d profiles, want 3", len(listed))
 	}
 	for i, pl := range listed {
-		prefilter, reserve := pluginNames(pl.PreFilter.Enabled), pluginNames(pl.Reserve.Enabled)
-		if len(prefilter) == 0 || prefilter[0] != clockName || slices.Index(prefilter[1:], clockName) >= 0 {
-			t.Errorf("%s: PreFilter %v, want %s first, once", named[i].Name, prefilter, clockName)
-		}
-		if len(reserve) == 0 || reserve[len(reserve)-1] != clockName || slices.Index(reserve[:len(reserve)-1], clockName) >= 0 {
-			t.Errorf("%s: Reserve %v, want %s last, once", named[i].Name, reserve, clockName)
-		}
-		// Apart from the clock, each profile lists what it lists alone.
+		// The clock comes first at PreFilter and last at Reserve; apart
+		// from it, each profile has the plugins, in the order and with the
+		// weights, that it has alone.
 		alone := listPlugins(t, profs[i].Config)
 		for _, point := range []struct {
 			name       string
 			got, alone []schedconfig.Plugin
+			clock      int // where the clock is: 0 first, -1 last
 		}{
-			{"Filter", pl.Filter.Enabled, alone.Filter.Enabled},
-			{"Score", pl.Score.Enabled, alone.Score.Enabled},
-			{"PreScore", pl.PreScore.Enabled, alone.PreScore.Enabled},
+			{"PreFilter", pl.PreFilter.Enabled, alone.PreFilter.Enabled, 0},
+			{"Reserve", pl.Reserve.Enabled, alone.Reserve.Enabled, -1},
+			{"Filter", pl.Filter.Enabled, alone.Filter.Enabled, 0},
+			{"PreScore", pl.PreScore.Enabled, alone.PreScore.Enabled, 0},
+			{"Score", pl.Score.Enabled, alone.Score.Enabled, 0},
 		} {
-			if !slices.Equal(pluginNames(point.got), pluginNames(point.alone)) {
-				t.Errorf("%s: %s %v, alone %v", named[i].Name, point.name, pluginNames(point.got), pluginNames(point.alone))
+			got, want := weighted(point.got), weighted(point.alone)
+			if point.name == "PreFilter" {
+				want = append([]string{clockName + ":0"}, want...)
+			}
+			if point.name == "Reserve" {
+				want = append(want, clockName+":0")
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: %s %v, want %v", sharing[i].Name, point.name, got, want)
 			}
 		}
 	}
-	// Pod i goes to profile i mod 3.
-	tmpl := template.Must(template.New("").Funcs(template.FuncMap{"Mod": func(a, b int) int { return a % b }}).Parse(sp.SchedulerName))
-	for i := range 6 {
-		var got strings.Builder
-		if err := tmpl.Execute(&got, map[string]int{"Index": i}); err != nil {
-			t.Fatal(err)
-		}
-		if want := named[i%3].SchedulerName; got.String() != want {
-			t.Errorf("pod %d goes to %q, want %q", i, got.String(), want)
+	// Pod i goes to the (i mod 3)th profile of the run's order: the
+	// profiles' order turned by one more each run, backwards in even runs.
+	mod := template.FuncMap{"Mod": func(a, b int) int { return a % b }}
+	for run, want := range [][]string{
+		{"default", "headroom", "defaultagain"},
+		{"default", "defaultagain", "headroom"},
+		{"defaultagain", "default", "headroom"},
+		{"defaultagain", "headroom", "default"},
+	} {
+		tmpl := template.Must(template.New("").Funcs(mod).Parse(sp.turns[run]))
+		for i := range 6 {
+			var got strings.Builder
+			if err := tmpl.Execute(&got, map[string]int{"Index": i}); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want[i%3] {
+				t.Errorf("run %d: pod %d goes to %q, want %q", run+1, i, got.String(), want[i%3])
+			}
 		}
 	}
+}
+
+// weighted lists plugins as name:weight.
+func weighted(enabled []schedconfig.Plugin) []string {
+	var out []string
+	for _, pl := range enabled {
+		out = append(out, fmt.Sprintf("%s:%d", pl.Name, pl.Weight))
+	}
+	return out
 }
 
 // TestSharedRunClocksEachProfile runs a small workload the shared way in
@@ -326,9 +407,9 @@ func TestSharedConfigClocksEveryProfile(t *testing.T) {
 // profiles' cycles are clocked, and the summary compares them.
 func TestSharedRunClocksEachProfile(t *testing.T) {
 	dir := t.TempDir()
-	sp, named := shared(t, dir, profiles(t, dir, []string{"Default", "Headroom"}))
+	sp, sharing := writeSharedConfig(t, dir, profiles(t, dir, []string{"Default", "Headroom"}), 1)
 	c := testCase{Name: "MixedFleet", Workload: "Smoke5Nodes", Label: "smoke", Profile: sp.Name,
-		SchedulerConfig: sp.Config, Run: 1, Clocked: []string{named[0].SchedulerName, named[1].SchedulerName},
+		SchedulerConfig: sp.Config, Run: 1, Clocked: []string{sharing[0].SchedulerName, sharing[1].SchedulerName},
 		Params: map[string]int{"nodesUsual": 5, "nodesPIDShort": 0, "nodesSmall": 0, "nodesUnknown": 0, "initPods": 2, "measurePods": 20}}
 	itemsDir := filepath.Join(dir, "items")
 	f := flag.Lookup("data-items-dir")
@@ -340,7 +421,7 @@ func TestSharedRunClocksEachProfile(t *testing.T) {
 	config := render(t, dir, []testCase{c}, []profile{sp})
 
 	runSmoke(t, config, "shared")
-	items, err := newestDataItems(itemsDir)
+	items, err := newestDataItems(itemsDir, "shared")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +429,7 @@ func TestSharedRunClocksEachProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range named {
+	for _, p := range sharing {
 		i := slices.IndexFunc(cycles, func(c cycleItem) bool { return c.Profile == p.SchedulerName })
 		if i < 0 || cycles[i].Mean <= 0 {
 			t.Errorf("%s: no cycle measured: %v", p.Name, cycles)
@@ -374,7 +455,19 @@ func TestSharedTable(t *testing.T) {
 	if len(times) != 1 || len(times["TightFleet-5000Nodes"]) != 3 {
 		t.Fatalf("runs %v, want TightFleet's three", times)
 	}
-	table := times.table([]profile{{Name: "Default", SchedulerName: "default"}, {Name: "Headroom", SchedulerName: "headroom"}})
+	sharing := []profile{{Name: "Default", SchedulerName: "default"}, {Name: "Headroom", SchedulerName: "headroom"}}
+	if err := times.complete(sharing); err != nil {
+		t.Error(err)
+	}
+	// A run without one of the profiles is an error, as are no runs.
+	if err := times.complete(append(sharing, profile{Name: "DefaultAgain", SchedulerName: "defaultagain"})); err == nil ||
+		!strings.Contains(err.Error(), "TightFleet-5000Nodes run 1: DefaultAgain") {
+		t.Errorf("a profile clocked in no run: %v", err)
+	}
+	if err := (cycleTimes{}).complete(sharing); err == nil {
+		t.Error("no runs: no error")
+	}
+	table := times.table(sharing)
 	// Ratios 0.8, 1.0 and 0.9: the median is 0.9 (the median cycles, 2.0
 	// and 2.5, would give 0.8).
 	want := regexp.MustCompile(`TightFleet-5000Nodes\s+Headroom\s+3\s+2\.000\s+2\.500\s+0\.900\s+2\.000/2\.500 = 0\.800, 3\.000/3\.000 = 1\.000, 1\.800/2\.000 = 0\.900`)
