@@ -247,7 +247,7 @@ func render(t testing.TB, dir string, cases []testCase, profs []profile) string 
 		t.Fatal(err)
 	}
 	if err := renderFile("performance-config.yaml", filepath.Join(dir, "performance-config.yaml"),
-		map[string]any{"Dir": dir, "Cases": cases, "Plugins": slices.Sorted(maps.Keys(registry()))}); err != nil {
+		map[string]any{"Dir": dir, "Cases": cases, "Plugins": slices.Sorted(maps.Keys(registry())), "CycleMetric": cycleMetric}); err != nil {
 		t.Fatal(err)
 	}
 	// The harness writes its data items (every metric per label: each
@@ -280,14 +280,18 @@ func renderTemplates(dir string, profs []profile, now time.Time) error {
 	for _, f := range files {
 		if filepath.Base(f) == "pod.yaml" {
 			for _, p := range profs {
-				if err := renderFile(f, filepath.Join(dir, "pod-"+p.Name+".yaml"), map[string]any{"SchedulerName": p.SchedulerName}); err != nil {
-					return err
-				}
+				// The shared profile's pods change hands by run.
 				for run, turn := range p.turns {
 					dst := filepath.Join(dir, fmt.Sprintf("pod-%s-run%d.yaml", p.Name, run+1))
 					if err := renderFile(f, dst, map[string]any{"SchedulerName": turn}); err != nil {
 						return err
 					}
+				}
+				if len(p.turns) > 0 {
+					continue
+				}
+				if err := renderFile(f, filepath.Join(dir, "pod-"+p.Name+".yaml"), map[string]any{"SchedulerName": p.SchedulerName}); err != nil {
+					return err
 				}
 			}
 			continue

@@ -30,7 +30,7 @@ import (
 
 // The shared method (-perf-shared, make perf's PERF_SHARED=1) runs all the
 // profiles in one kube-scheduler, one profile per schedulerName, and gives
-// the measured pods to them in turn (pod i to profile i mod n). Every
+// the measured pods to them in turn (turns). Every
 // profile then meets the same machine, process, heap, API server and
 // cluster at the same moments, which the separate runs of the other method
 // cannot give on two cores: there the default profile against an identical
@@ -113,7 +113,7 @@ func clockRegistry() frameworkruntime.Registry {
 }
 
 // sharedProfile is the pseudo-profile of a shared run: its test cases and
-// pod template (pod-Shared.yaml).
+// pod templates (pod-Shared-run<n>.yaml).
 const sharedProfile = "Shared"
 
 // writeSharedConfig writes one KubeSchedulerConfiguration holding each of
@@ -160,8 +160,10 @@ func writeSharedConfig(t testing.TB, dir string, profs []profile, runs int) (pro
 
 // turns is the pod template's schedulerName for a run: pod i goes to the
 // (i mod n)th of the profiles in the run's order. The order starts one
-// further every run and goes backwards every other run, so that each
-// profile takes each place, and follows each other one, in turn.
+// further every run and goes backwards every other run, so that no profile
+// keeps its place, or the profile it follows, from run to run (with an even
+// number of profiles not every place comes round: four runs of four give
+// the first profile places 1, 1, 3, 3).
 func turns(sharing []profile, run int) string {
 	n := len(sharing)
 	order := make([]string, 0, n)
