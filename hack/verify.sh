@@ -6,6 +6,25 @@ source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
 fail=0
 
+# No build output in the tree: a tracked file larger than MAX_TRACKED_BYTES
+# (the largest source today is docs/performance.md, 75 kB), or an executable
+# one that is not a script (a "#!" first line), or any file with an ELF,
+# Mach-O or PE header, fails. Binaries belong in the ignored bin/.
+MAX_TRACKED_BYTES=${MAX_TRACKED_BYTES:-1048576}
+while IFS= read -r -d '' entry; do
+  mode=${entry%% *}; file=${entry#*$'\t'}
+  [[ -f $file ]] || continue
+  size=$(stat -c %s "$file")
+  magic=$(head -c 4 "$file" | od -An -tx1 | tr -d ' \n')
+  if ((size > MAX_TRACKED_BYTES)); then
+    echo "tracked file $file is $size bytes (limit $MAX_TRACKED_BYTES): build outputs go in bin/"; fail=1
+  elif [[ $magic == 7f454c46 || $magic == cffaedfe || $magic == cefaedfe || $magic == feedfacf || $magic == 4d5a* ]]; then
+    echo "tracked file $file is a compiled binary: build outputs go in bin/"; fail=1
+  elif [[ $mode == 100755 && $(head -c 2 "$file") != '#!' ]]; then
+    echo "tracked file $file is executable but not a script: build outputs go in bin/"; fail=1
+  fi
+done < <(git ls-files -s -z)
+
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [[ -n $unformatted ]]; then echo "gofmt needed:"; echo "$unformatted"; fail=1; fi
 
