@@ -35,7 +35,7 @@ func main() {
 }
 
 func run() error {
-	opts := nodeagent.NewOptions(os.Getenv("NODE_NAME"))
+	opts := nodeagent.NewOptions(os.Getenv("NODE_NAME"), os.Getenv("POD_UID"))
 	fs := pflag.NewFlagSet("headroom-node-agent", pflag.ExitOnError)
 	opts.AddFlags(fs)
 	verflag.AddFlags(fs)
@@ -73,7 +73,7 @@ func run() error {
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background())
 	klog.InfoS("Starting", "node", cfg.NodeName, "procRoot", cfg.ProcRoot, "cgroupRoot", cfg.CgroupRoot, "cniConfDir", cfg.CNIConfDir,
-		"containerRuntimeEndpoint", cfg.ContainerRuntimeEndpoint, "ipLeakGrace", cfg.IPLeakGrace,
+		"containerRuntimeEndpoint", cfg.ContainerRuntimeEndpoint, "podUID", cfg.PodUID, "ipLeakGrace", cfg.IPLeakGrace,
 		"reclaimLeakedIPs", cfg.ReclaimLeakedIPs, "reclaimLeakedIPsAfter", cfg.ReclaimLeakedIPsAfter,
 		"reservedPIDs", cfg.ReservedPIDs, "interval", cfg.Interval, "maxInterval", cfg.MaxInterval,
 		"hysteresisPIDs", cfg.Hysteresis.PIDs, "hysteresisPercent", cfg.Hysteresis.Percent,

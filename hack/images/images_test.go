@@ -84,8 +84,12 @@ func TestImages(t *testing.T) {
 			if got := strings.Join(cf.Config.Entrypoint, " "); got != "/"+image {
 				t.Errorf("entrypoint %q, want /%s", got, image)
 			}
-			if cf.Config.User != User || strings.HasPrefix(cf.Config.User, "0") {
-				t.Errorf("user %q, want %s", cf.Config.User, User)
+			want := User
+			if image == "headroom-node-agent" {
+				want = NodeAgentUser
+			}
+			if cf.Config.User != want || strings.HasPrefix(cf.Config.User, "0") {
+				t.Errorf("user %q, want %s", cf.Config.User, want)
 			}
 			if cf.OS != "linux" {
 				t.Errorf("os %q", cf.OS)

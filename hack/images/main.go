@@ -39,6 +39,20 @@ import (
 // most cluster policies accept.
 const User = "65532:65532"
 
+// NodeAgentUser is the node agent's own UID and GID, as its DaemonSet sets
+// them: it runs in the host's PID namespace, where a process can read
+// /proc/<pid>/environ of every process of its UID, so it shares its UID
+// with no other image.
+const NodeAgentUser = "9809:9809"
+
+// UserOf is the user the image of the binary named base runs as.
+func UserOf(base string) string {
+	if base == "headroom-node-agent" {
+		return NodeAgentUser
+	}
+	return User
+}
+
 // Options describe the images to write.
 type Options struct {
 	// Registry is prefixed to each binary's name: Registry/NAME:Version.
@@ -159,7 +173,7 @@ func Image(bin string, o Options) (v1.Image, error) {
 	cf.Architecture = o.Arch
 	cf.Created = v1.Time{Time: o.Created}
 	cf.Config.Entrypoint = []string{"/" + base}
-	cf.Config.User = User
+	cf.Config.User = UserOf(base)
 	cf.Config.WorkingDir = "/"
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":    base,

@@ -15,7 +15,8 @@
 //
 // Each allocation's owner (the container ID host-local wrote into its state
 // file) can be read, and a leaked one released exactly as host-local's DEL
-// does, with host-local's own store and lock (Network.Release).
+// does, with host-local's own store and lock, only while it is still the
+// allocation that was seen (Network.ReleaseIfUnchanged).
 package cniipam
 
 import (
@@ -30,6 +31,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -267,6 +269,24 @@ type Allocation struct {
 	// ModTime is the file's modification time: when host-local reserved
 	// the address (it writes the file once, on ADD).
 	ModTime time.Time
+	// Inode is the file's inode number. With ModTime it tells this
+	// allocation from a later one of the same address: host-local's ADD
+	// creates a new file (O_EXCL), DEL removes it.
+	Inode uint64
+}
+
+// Same reports whether a and b are one allocation: the same address
+// recorded by the same ADD.
+func (a Allocation) Same(b Allocation) bool {
+	return a.IP.Equal(b.IP) && a.ModTime.Equal(b.ModTime) && a.Inode == b.Inode
+}
+
+func allocation(ip net.IP, info fs.FileInfo) Allocation {
+	a := Allocation{IP: ip, ModTime: info.ModTime()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.Inode = st.Ino
+	}
+	return a
 }
 
 // Allocations lists the addresses recorded in StateDir, in file name
@@ -297,7 +317,7 @@ func (n *Network) Allocations() ([]Allocation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading host-local state: %w", err)
 		}
-		allocs = append(allocs, Allocation{IP: addr, ModTime: info.ModTime()})
+		allocs = append(allocs, allocation(addr, info))
 	}
 	return allocs, nil
 }
@@ -313,7 +333,7 @@ func (n *Network) Stat(ip net.IP) (Allocation, error) {
 	if err != nil {
 		return Allocation{}, fmt.Errorf("reading host-local state: %w", err)
 	}
-	return Allocation{IP: ip, ModTime: info.ModTime()}, nil
+	return allocation(ip, info), nil
 }
 
 // maxStateFile bounds what Owner reads of a state file: host-local writes
@@ -356,24 +376,53 @@ func (n *Network) Owner(ip net.IP) (containerID, ifName string, err error) {
 	return containerID, ifName, nil
 }
 
-// Release frees the addresses allocated to containerID on ifName exactly
-// as host-local's DEL does, with its own code: under the network's lock,
-// every range set releases what the container holds (a state file written
-// by an older host-local, holding the ID alone, included). Its state
-// directory must be writable.
-func (n *Network) Release(containerID, ifName string) error {
+// ErrChanged means an allocation's state file is no longer the one that
+// was seen, or no longer names the container it named: the address was
+// released and allocated again since.
+var ErrChanged = errors.New("allocation changed")
+
+// ReleaseIfUnchanged frees the addresses allocated to containerID on ifName
+// exactly as host-local's DEL does, with its own store, but only if alloc
+// is still there as it was seen, and still names containerID and ifName.
+// Both are checked under host-local's lock, which every ADD and DEL of the
+// network takes, and the release follows under the same lock: no ADD can
+// take the address between the check and the release. It returns the
+// addresses released (every range set's, as DEL frees them), or an error
+// matching ErrReleased or ErrChanged, having released nothing, when alloc
+// is gone or is another allocation now. Its state directory must be
+// writable.
+func (n *Network) ReleaseIfUnchanged(alloc Allocation, containerID, ifName string) ([]net.IP, error) {
 	store, err := disk.New(n.Name, n.DataDir)
 	if err != nil {
-		return fmt.Errorf("opening host-local state of network %s: %w", n.Name, err)
+		return nil, fmt.Errorf("opening host-local state of network %s: %w", n.Name, err)
 	}
 	defer store.Close()
-	var errs []error
-	for i := range n.RangeSets {
-		if err := allocator.NewIPAllocator(&n.RangeSets[i], store, i).Release(containerID, ifName); err != nil {
-			errs = append(errs, err)
-		}
+	if err := store.Lock(); err != nil {
+		return nil, fmt.Errorf("locking host-local state of network %s: %w", n.Name, err)
 	}
-	return errors.Join(errs...)
+	defer store.Unlock()
+	now, err := n.Stat(alloc.IP)
+	if err != nil {
+		return nil, err
+	}
+	if !now.Same(alloc) {
+		return nil, fmt.Errorf("%s: written again since it was seen (modified %s, inode %d; seen %s, inode %d): %w",
+			filepath.Join(n.StateDir, alloc.IP.String()), now.ModTime.UTC().Format(time.RFC3339Nano), now.Inode,
+			alloc.ModTime.UTC().Format(time.RFC3339Nano), alloc.Inode, ErrChanged)
+	}
+	id, iface, err := n.Owner(alloc.IP)
+	if err != nil {
+		return nil, err
+	}
+	if id != containerID || iface != ifName {
+		return nil, fmt.Errorf("%s: allocated to container %s (%s) now, not %s (%s): %w",
+			filepath.Join(n.StateDir, alloc.IP.String()), id, iface, containerID, ifName, ErrChanged)
+	}
+	ips := store.GetByID(containerID, ifName)
+	if err := store.ReleaseByID(containerID, ifName); err != nil {
+		return nil, fmt.Errorf("releasing the pod IPs of container %s: %w", containerID, err)
+	}
+	return ips, nil
 }
 
 // Read is Load followed by Usage: the figures of the network the runtime

@@ -176,13 +176,31 @@ func TestRealHostLocalOwnersAndRelease(t *testing.T) {
 		t.Fatalf("Count with one leaked container: %+v", u)
 	}
 
-	if err := n.Release("leak-2", "eth0"); err != nil {
-		t.Fatalf("Release: %v", err)
+	var leak2 Allocation
+	for _, a := range allocs {
+		if a.IP.To4() != nil && owners[a.IP.String()] == "leak-2" {
+			leak2 = a
+		}
+	}
+	// Seen as another allocation (another file, or another container's):
+	// nothing is released.
+	if _, err := n.ReleaseIfUnchanged(Allocation{IP: leak2.IP, ModTime: leak2.ModTime, Inode: leak2.Inode + 1}, "leak-2", "eth0"); !errors.Is(err, ErrChanged) {
+		t.Fatalf("ReleaseIfUnchanged of another file: %v, want ErrChanged", err)
+	}
+	if _, err := n.ReleaseIfUnchanged(leak2, "c1", "eth0"); !errors.Is(err, ErrChanged) {
+		t.Fatalf("ReleaseIfUnchanged naming another container: %v, want ErrChanged", err)
+	}
+	if u := readUsage(t, confDir); u.Used != 3 {
+		t.Fatalf("after refused releases: %+v, want 3 used", u)
+	}
+	released, err := n.ReleaseIfUnchanged(leak2, "leak-2", "eth0")
+	if err != nil || len(released) != 2 {
+		t.Fatalf("ReleaseIfUnchanged: %v, %v; want both families' addresses", released, err)
 	}
 	for ip, id := range owners {
 		_, err := os.Stat(filepath.Join(stateDir, ip))
 		if gone := os.IsNotExist(err); gone != (id == "leak-2") {
-			t.Errorf("after Release: %s of %s gone=%v (%v)", ip, id, gone, err)
+			t.Errorf("after ReleaseIfUnchanged: %s of %s gone=%v (%v)", ip, id, gone, err)
 		}
 		if id == "leak-2" {
 			if _, _, err := n.Owner(net.ParseIP(ip)); !errors.Is(err, ErrReleased) {
@@ -191,13 +209,13 @@ func TestRealHostLocalOwnersAndRelease(t *testing.T) {
 		}
 	}
 	if u := readUsage(t, confDir); u.Used != 2 {
-		t.Fatalf("after Release: %+v, want 2 used", u)
+		t.Fatalf("after ReleaseIfUnchanged: %+v, want 2 used", u)
 	}
-	if err := n.Release("no-such-container", "eth0"); err != nil {
-		t.Fatalf("Release of an unknown container: %v", err)
+	if _, err := n.ReleaseIfUnchanged(leak2, "leak-2", "eth0"); !errors.Is(err, ErrReleased) {
+		t.Fatalf("ReleaseIfUnchanged of a released allocation: %v, want ErrReleased", err)
 	}
 	if err := rt.Del(ctx, "leak-2"); err != nil {
-		t.Fatalf("real DEL after Release: %v", err)
+		t.Fatalf("real DEL after ReleaseIfUnchanged: %v", err)
 	}
 	if u := readUsage(t, confDir); u.Used != 2 {
 		t.Fatalf("after a second DEL: %+v, want 2 used", u)
@@ -205,7 +223,7 @@ func TestRealHostLocalOwnersAndRelease(t *testing.T) {
 	// The released addresses are handed out again.
 	for i := 4; i <= 14; i++ {
 		if _, err := rt.Add(ctx, fmt.Sprintf("c%d", i)); err != nil {
-			t.Fatalf("ADD %d after Release: %v", i, err)
+			t.Fatalf("ADD %d after ReleaseIfUnchangedIfUnchanged: %v", i, err)
 		}
 	}
 	if u := readUsage(t, confDir); u.Used != 13 || u.Capacity != 13 {

@@ -72,6 +72,9 @@ type Config struct {
 	// ContainerRuntimeEndpoint is the CRI endpoint asked for the node's pod
 	// sandboxes, to tell leaked host-local allocations; empty for none.
 	ContainerRuntimeEndpoint string
+	// PodUID is the agent's own pod's UID: the runtime's answer is trusted
+	// only when it lists that pod's sandbox.
+	PodUID string
 	// IPLeakGrace is how old an allocation must be to count as leaked.
 	IPLeakGrace time.Duration
 	// ReclaimLeakedIPs releases an allocation leaked for
@@ -107,16 +110,15 @@ func DefaultConfig() Config {
 		CNIConfDir:          cniipam.DefaultConfDir,
 		IPHysteresisPercent: DefaultIPHysteresisPercent,
 
-		ContainerRuntimeEndpoint: DefaultContainerRuntimeEndpoint,
-		IPLeakGrace:              DefaultIPLeakGrace,
-		ReclaimLeakedIPsAfter:    DefaultReclaimLeakedIPsAfter,
-		Interval:                 DefaultInterval,
-		Hysteresis:               Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
-		MemoryHysteresis:         MemoryHysteresis{Bytes: DefaultMemoryHysteresisBytes, Percent: DefaultMemoryHysteresisPercent},
-		MaxInterval:              DefaultMaxInterval,
-		MaxIntervalJitter:        DefaultMaxIntervalJitter,
-		Backoff:                  DefaultBackoff(),
-		RequestTimeout:           DefaultRequestTimeout,
+		IPLeakGrace:           DefaultIPLeakGrace,
+		ReclaimLeakedIPsAfter: DefaultReclaimLeakedIPsAfter,
+		Interval:              DefaultInterval,
+		Hysteresis:            Hysteresis{PIDs: DefaultHysteresisPIDs, Percent: DefaultHysteresisPercent},
+		MemoryHysteresis:      MemoryHysteresis{Bytes: DefaultMemoryHysteresisBytes, Percent: DefaultMemoryHysteresisPercent},
+		MaxInterval:           DefaultMaxInterval,
+		MaxIntervalJitter:     DefaultMaxIntervalJitter,
+		Backoff:               DefaultBackoff(),
+		RequestTimeout:        DefaultRequestTimeout,
 	}
 }
 
@@ -131,12 +133,17 @@ func (c Config) Validate() error {
 		return errors.New("cgroup root is empty")
 	case c.CNIConfDir == "":
 		return errors.New("CNI configuration directory is empty")
-	case c.IPLeakGrace <= 0:
-		return fmt.Errorf("pod-IP leak grace %s must be positive: an allocation is made before its sandbox is listed", c.IPLeakGrace)
+	case c.IPLeakGrace < MinIPLeakGrace:
+		return fmt.Errorf("--ip-leak-grace %s is below %s: a pod's CNI ADD runs before the runtime lists its sandbox, so pods being started would count as leaked", c.IPLeakGrace, MinIPLeakGrace)
 	case c.ReclaimLeakedIPs && c.ContainerRuntimeEndpoint == "":
-		return errors.New("reclaiming leaked pod IPs needs a container runtime endpoint to ask")
-	case c.ReclaimLeakedIPsAfter <= 0:
-		return fmt.Errorf("reclaim-leaked-ips-after %s must be positive", c.ReclaimLeakedIPsAfter)
+		return errors.New("--reclaim-leaked-ips needs --container-runtime-endpoint: the runtime is asked which sandboxes own their addresses")
+	case c.ReclaimLeakedIPs && c.PodUID == "":
+		return errors.New("--reclaim-leaked-ips needs --pod-uid (POD_UID from the downward API's metadata.uid): a runtime's answer is trusted only when it lists the agent's own pod")
+	case c.ReclaimLeakedIPs && c.IPLeakGrace < MinReclaimIPLeakGrace:
+		return fmt.Errorf("--ip-leak-grace %s is below %s with --reclaim-leaked-ips: the kubelet's default runtime request timeout bounds a RunPodSandbox, whose allocation must never be released", c.IPLeakGrace, MinReclaimIPLeakGrace)
+	case c.ReclaimLeakedIPsAfter < max(MinReclaimLeakedIPsAfter, MinLeakedSamples*c.Interval):
+		return fmt.Errorf("--reclaim-leaked-ips-after %s is below %s (at least %s and %d intervals): one listing that misses a sandbox must never release its addresses",
+			c.ReclaimLeakedIPsAfter, max(MinReclaimLeakedIPsAfter, MinLeakedSamples*c.Interval), MinReclaimLeakedIPsAfter, MinLeakedSamples)
 	case c.ReservedPIDs < 0:
 		return fmt.Errorf("reserved PIDs %d is negative", c.ReservedPIDs)
 	case c.Interval <= 0:
@@ -540,7 +547,7 @@ func (a *Agent) ipProbe() *IPProbe {
 		lister = &CRISandboxLister{Endpoint: a.cfg.ContainerRuntimeEndpoint, Timeout: a.cfg.RequestTimeout}
 	}
 	if lister != nil {
-		p.Leaks = &LeakFinder{Sandboxes: lister, Grace: a.cfg.IPLeakGrace,
+		p.Leaks = &LeakFinder{Sandboxes: lister, OwnPodUID: a.cfg.PodUID, Grace: a.cfg.IPLeakGrace,
 			Reclaim: a.cfg.ReclaimLeakedIPs, ReclaimAfter: a.cfg.ReclaimLeakedIPsAfter}
 	}
 	if a.dynamic != nil {

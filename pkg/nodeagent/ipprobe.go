@@ -89,22 +89,20 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	}
 	p.known(ctx, "network", network.Name, "file", network.File)
 	leaks, leakErr := p.findLeaks(ctx, network, allocs, now)
-	if leakErr == nil && p.Leaks.Reclaim && len(leaks) > 0 {
-		n, err := p.Leaks.reclaim(ctx, network, leaks, now)
-		if p.Metrics != nil && n > 0 {
-			p.Metrics.podIPsReleased.Add(float64(n))
-		}
+	if leakErr == nil {
+		released, err := p.Leaks.reclaim(ctx, network, leaks, now)
 		if err != nil {
 			logger.Error(err, "Releasing leaked pod IPs failed", "network", network.Name)
 		}
-		if n > 0 {
+		for _, r := range released {
+			p.released(ctx, network, r)
+		}
+		if len(released) > 0 {
 			// Count what is left: released addresses are gone from the state.
 			if allocs, err = network.Allocations(); err != nil {
 				return nil, err
 			}
 		}
-	} else if leakErr == nil && p.Leaks != nil {
-		_, _ = p.Leaks.reclaim(ctx, network, leaks, now) // tracks since when, releases nothing
 	}
 	u := network.Count(allocs, func(a cniipam.Allocation) bool { _, ok := leaks[a.IP.String()]; return ok })
 	// NewNodeStats clamps an IPv6 pool to ipstats.MaxCount, far above any
@@ -128,6 +126,25 @@ func (p *IPProbe) findLeaks(ctx context.Context, n *cniipam.Network, allocs []cn
 		return nil, errors.New("no container runtime to ask (--container-runtime-endpoint is empty)")
 	}
 	return p.Leaks.find(ctx, n, allocs, now)
+}
+
+// released logs, counts and records on the Node one release of leaked
+// pod IPs.
+func (p *IPProbe) released(ctx context.Context, n *cniipam.Network, r Release) {
+	addrs := make([]string, len(r.IPs))
+	for i, ip := range r.IPs {
+		addrs[i] = ip.String()
+	}
+	klog.FromContext(ctx).Info("Released leaked pod IPs as host-local's DEL would", "network", n.Name, "containerID", r.ContainerID,
+		"interface", r.IfName, "addresses", addrs, "allocatedAt", r.AllocatedAt, "leakedSince", r.LeakedSince)
+	if p.Metrics != nil {
+		p.Metrics.podIPsReleased.Inc()
+	}
+	if p.Event != nil {
+		p.Event(ctx, corev1.EventTypeNormal, "ReleasedLeakedPodIPs", fmt.Sprintf(
+			"Released pod IPs %s of network %s, allocated %s to container %s, which no pod sandbox of this node has been since %s",
+			strings.Join(addrs, ", "), n.Name, r.AllocatedAt.UTC().Format(time.RFC3339), r.ContainerID, r.LeakedSince.UTC().Format(time.RFC3339)))
+	}
 }
 
 func (p *IPProbe) sample(s ipstats.NodeStats) ipSample {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -63,7 +64,8 @@ func (f *fakeRuntime) ListPodSandbox(_ context.Context, r *criapi.ListPodSandbox
 	}
 	resp := &criapi.ListPodSandboxResponse{}
 	for id, st := range f.sandboxes {
-		resp.Items = append(resp.Items, &criapi.PodSandbox{Id: id, State: st})
+		resp.Items = append(resp.Items, &criapi.PodSandbox{Id: id, State: st,
+			Metadata: &criapi.PodSandboxMetadata{Name: id, Uid: id, Namespace: "default"}})
 	}
 	return resp, nil
 }
@@ -106,21 +108,34 @@ func (f *fakeRuntime) setHook(h func(n int)) {
 	f.onList, f.lists = h, 0
 }
 
+// agentPod is the agent's own pod in the fake runtime: its sandbox ID and
+// pod UID (the fake gives a sandbox its ID as UID), host network.
+const agentPod = "headroom-node-agent-pod"
+
 // startFakeRuntime serves a fakeRuntime on a unix socket and returns it
-// with its CRI endpoint.
+// with its CRI endpoint. It runs the agent's own pod's sandbox.
 func startFakeRuntime(t *testing.T) (*fakeRuntime, string) {
 	t.Helper()
+	f := &fakeRuntime{sandboxes: map[string]criapi.PodSandboxState{agentPod: ready}, ips: map[string][]string{}}
 	sock := filepath.Join(t.TempDir(), "cri.sock")
+	f.serve(t, sock)
+	return f, "unix://" + sock
+}
+
+// serve serves f on a new socket at sock until the test ends or the
+// returned stop is called, which removes the socket as a runtime that
+// exits does.
+func (f *fakeRuntime) serve(t *testing.T, sock string) (stop func()) {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeRuntime{sandboxes: map[string]criapi.PodSandboxState{}, ips: map[string][]string{}}
 	srv := grpc.NewServer()
 	criapi.RegisterRuntimeServiceServer(srv, f)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
-	return f, "unix://" + sock
+	return srv.Stop
 }
 
 // leakTest is a real host-local network, a fake runtime behind the real
@@ -145,7 +160,7 @@ func newLeakTest(t *testing.T, reclaim bool) *leakTest {
 	lt.runtime, endpoint = startFakeRuntime(t)
 	lt.probe = &IPProbe{
 		ConfDir: lt.net.ConfDir, HysteresisPercent: DefaultIPHysteresisPercent, Metrics: lt.metrics,
-		Leaks: &LeakFinder{Sandboxes: &CRISandboxLister{Endpoint: endpoint, Timeout: 5 * time.Second},
+		Leaks: &LeakFinder{Sandboxes: &CRISandboxLister{Endpoint: endpoint, Timeout: 5 * time.Second}, OwnPodUID: agentPod,
 			Grace: time.Minute, Reclaim: reclaim, ReclaimAfter: 2 * time.Minute},
 		Event: func(_ context.Context, eventType, reason, message string) {
 			lt.events = append(lt.events, eventType+" "+reason+": "+message)
@@ -302,8 +317,8 @@ func TestIPProbeLeaks(t *testing.T) {
 	// Each sandbox's addresses were asked once, not on every sample.
 	lt.runtime.mu.Lock()
 	defer lt.runtime.mu.Unlock()
-	if lt.runtime.statuses != 3 {
-		t.Fatalf("%d PodSandboxStatus calls for 3 sandboxes listed over 7 samples", lt.runtime.statuses)
+	if lt.runtime.statuses != 4 {
+		t.Fatalf("%d PodSandboxStatus calls for 4 sandboxes (the agent's own among them) listed over 7 samples", lt.runtime.statuses)
 	}
 }
 
@@ -351,8 +366,9 @@ func TestIPProbeReclaim(t *testing.T) {
 	if !strings.Contains(log, "Released leaked pod IPs") || !strings.Contains(log, `containerID="sandbox-gone"`) {
 		t.Fatalf("the release is not logged:\n%s", log)
 	}
-	if len(lt.events) != 2 || !strings.HasPrefix(lt.events[1], "Normal LeakedPodIPsGone") {
-		t.Fatalf("events: %q", lt.events)
+	if len(lt.events) != 3 || !strings.HasPrefix(lt.events[1], "Normal ReleasedLeakedPodIPs: Released pod IPs 10.88.0.3, fd00:88::3 of network headroom-pods") ||
+		!strings.Contains(lt.events[1], "to container sandbox-gone") || !strings.HasPrefix(lt.events[2], "Normal LeakedPodIPsGone") {
+		t.Fatalf("events: %q, want the leak, one release naming both addresses and the container, the leak gone", lt.events)
 	}
 	// The real DEL the runtime never ran is harmless now, and host-local
 	// hands the address out again: the /28's 13 addresses all fit.
@@ -369,6 +385,102 @@ func TestIPProbeReclaim(t *testing.T) {
 		t.Fatal("a 14th ADD on a /28 succeeded")
 	}
 	lt.want(time.Now(), 13, 0)
+}
+
+// TestIPProbeReclaimKeepsReallocatedAddress reproduces the race of a
+// release with the runtime: while the finder asks the runtime whether a
+// leaked allocation's sandbox is gone, the late CNI DEL of that sandbox
+// runs, and a new pod's ADD takes the same address, before the runtime
+// lists the new pod's sandbox. The address is live again: the finder must
+// keep it. The network's one usable address (a /30 less network,
+// broadcast and gateway) makes host-local hand the same address out again.
+func TestIPProbeReclaimKeepsReallocatedAddress(t *testing.T) {
+	for _, when := range []int{1, 2} {
+		t.Run(fmt.Sprintf("during listing %d", when), func(t *testing.T) {
+			lt := newLeakTest(t, true)
+			lt.net = cniruntime.HostLocalNetwork(t, "headroom-one", `[[{"subnet": "10.89.0.0/30"}]]`)
+			lt.probe.ConfDir = lt.net.ConfDir
+			lt.add("sandbox-gone", nil)
+			file := filepath.Join(lt.net.StateDir, "10.89.0.2")
+			t1 := time.Now().Add(time.Minute + time.Second)
+			if s := lt.sample(t1); s.Used != 1 || s.Leaked != 1 {
+				t.Fatalf("%+v, want the one address leaked", s)
+			}
+			// Due now. The first listing of the next sample finds the leak,
+			// the second confirms it before the release: the DEL and the
+			// new ADD run before either answers.
+			lt.runtime.setHook(func(n int) {
+				if n != when {
+					return
+				}
+				if err := lt.net.Del(lt.ctx, "sandbox-gone"); err != nil {
+					t.Errorf("DEL: %v", err)
+				}
+				if _, err := lt.net.Add(lt.ctx, "sandbox-new"); err != nil {
+					t.Errorf("ADD: %v", err)
+				}
+			})
+			s := lt.sample(t1.Add(2 * time.Minute))
+			lt.runtime.setHook(nil)
+			id, _, err := mustLoad(t, lt.net.ConfDir).Owner(net.ParseIP("10.89.0.2"))
+			if err != nil || id != "sandbox-new" {
+				t.Fatalf("10.89.0.2 after the race: owner %q (%v), want the new pod's allocation kept", id, err)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Fatal(err)
+			}
+			if s.Used != 1 || s.Leaked != 0 {
+				t.Fatalf("%+v, want the new allocation counted used, not leaked", s)
+			}
+			if got := gaugeValue(t, lt.metrics, "headroom_node_agent_leaked_pod_ip_releases_total"); got != 0 {
+				t.Fatalf("releases counted: %v, want 0", got)
+			}
+			for _, e := range lt.events {
+				if strings.Contains(e, "ReleasedLeakedPodIPs") {
+					t.Fatalf("a release was recorded: %q", lt.events)
+				}
+			}
+		})
+	}
+}
+
+// TestIPProbeUntrustedRuntime: a runtime that answers but does not list the
+// agent's own pod (an idle containerd on a CRI-O node, a socket of another
+// runtime) is not the node's: every allocation would look leaked. The
+// count is unknown and nothing is released, however long it lasts; an
+// agent that does not know its own pod trusts no runtime at all.
+func TestIPProbeUntrustedRuntime(t *testing.T) {
+	for name, mutate := range map[string]func(lt *leakTest){
+		"runtime lists nothing": func(lt *leakTest) { lt.runtime.remove(agentPod) },
+		"own pod not ready":     func(lt *leakTest) { lt.runtime.set(agentPod, notReady) },
+		"own pod unknown":       func(lt *leakTest) { lt.probe.Leaks.OwnPodUID = "" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			lt := newLeakTest(t, true)
+			lt.add("sandbox-a", nil)
+			lt.add("sandbox-b", nil)
+			mutate(lt)
+			for i := range 20 {
+				s, err := lt.probe.Sample(lt.ctx, time.Now().Add(time.Duration(i)*time.Hour))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st := s.(ipSample).stats; st.Used != 2 || st.LeakedKnown {
+					t.Fatalf("%+v, want 2 used and no leak count", st)
+				}
+			}
+			if u, err := mustLoad(t, lt.net.ConfDir).Usage(); err != nil || u.Used != 2 {
+				t.Fatalf("host-local state after 20 hours: %+v, %v; want both allocations kept", u, err)
+			}
+			if len(lt.events) != 0 {
+				t.Fatalf("events: %q", lt.events)
+			}
+			log := lt.logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+			if !strings.Contains(log, "Leaked pod IPs cannot be told") || !strings.Contains(log, "own pod") {
+				t.Fatalf("the reason is not logged:\n%s", log)
+			}
+		})
+	}
 }
 
 // Without a runtime to ask, the figures are published without ip-leaked,
@@ -411,7 +523,8 @@ func TestTickWritesLeakedAndEvent(t *testing.T) {
 	cfg := testConfig()
 	cfg.CNIConfDir = n.ConfDir
 	cfg.ContainerRuntimeEndpoint = endpoint
-	cfg.IPLeakGrace = 30 * time.Second
+	cfg.PodUID = agentPod
+	cfg.IPLeakGrace = time.Minute
 	h := newHarness(t, cfg, nil)
 	h.clock.SetTime(time.Now())
 	for _, id := range []string{"live", "gone"} {
@@ -430,7 +543,7 @@ func TestTickWritesLeakedAndEvent(t *testing.T) {
 		t.Fatalf("annotations %v, want 2 used, 0 leaked within the grace", a)
 	}
 	for range 3 {
-		if err := h.tick(31 * time.Second); err != nil {
+		if err := h.tick(21 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -468,13 +581,13 @@ func mustLoad(t *testing.T, confDir string) *cniipam.Network {
 }
 
 // A node without a socket at the endpoint makes no connection at all; a
-// socket that does not answer the CRI handshake is tried again only after
-// criRetryDelay, since every failed attempt costs a connection.
+// socket that does not answer the CRI costs nothing per attempt: the one
+// connection is tried again, no new one is left behind.
 func TestCRISandboxListerFailures(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	missing := &CRISandboxLister{Endpoint: "unix://" + filepath.Join(t.TempDir(), "none.sock"), Timeout: time.Second}
-	if _, err := missing.ListSandboxes(ctx); err == nil || !strings.Contains(err.Error(), "no container runtime socket at") {
-		t.Fatalf("missing socket: %v", err)
+	if _, err := missing.ListSandboxes(ctx); err == nil || !strings.Contains(err.Error(), "no container runtime socket at") || missing.conn != nil {
+		t.Fatalf("missing socket: %v, connection %v", err, missing.conn)
 	}
 	sock := filepath.Join(t.TempDir(), "mute.sock")
 	ln, err := net.Listen("unix", sock)
@@ -491,14 +604,60 @@ func TestCRISandboxListerFailures(t *testing.T) {
 			c.Close() // no gRPC here
 		}
 	}()
-	mute := &CRISandboxLister{Endpoint: "unix://" + sock, Timeout: time.Second}
-	_, err1 := mute.ListSandboxes(ctx)
-	_, err2 := mute.ListSandboxes(ctx)
-	if err1 == nil || !strings.Contains(err1.Error(), "next attempt in 1m0s") || err2 != err1 {
-		t.Fatalf("mute runtime: %v, then %v; want the first attempt's error again, without a second attempt", err1, err2)
+	mute := &CRISandboxLister{Endpoint: "unix://" + sock, Timeout: 200 * time.Millisecond}
+	t.Cleanup(func() { mute.Close() })
+	if _, err := mute.ListSandboxes(ctx); err == nil {
+		t.Fatal("a socket without gRPC answered")
 	}
-	mute.retryAt = time.Now() // a minute later
-	if _, err3 := mute.ListSandboxes(ctx); err3 == nil || err3 == err1 {
-		t.Fatalf("after the delay: %v, want a new attempt", err3)
+	conn := mute.conn
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	for range 20 {
+		if _, err := mute.ListSandboxes(ctx); err == nil {
+			t.Fatal("a socket without gRPC answered")
+		}
+	}
+	if mute.conn != conn {
+		t.Fatal("a failed call made a new connection")
+	}
+	if f, g := openFDs(t), runtime.NumGoroutine(); f > fds+2 || g > goroutines+5 {
+		t.Fatalf("after 20 failed calls: %d open files (from %d), %d goroutines (from %d)", f, fds, g, goroutines)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+// TestCRISandboxListerRecovers: a runtime that restarts (its socket
+// removed, then made anew at the same path) is listed again at the first
+// call after it is back, on the same connection.
+func TestCRISandboxListerRecovers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := &fakeRuntime{sandboxes: map[string]criapi.PodSandboxState{agentPod: ready}, ips: map[string][]string{}}
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	stop := f.serve(t, sock)
+	l := &CRISandboxLister{Endpoint: "unix://" + sock, Timeout: time.Second}
+	t.Cleanup(func() { l.Close() })
+	if sbs, err := l.ListSandboxes(ctx); err != nil || len(sbs) != 1 || sbs[0].PodUID != agentPod || !sbs[0].Ready {
+		t.Fatalf("%+v, %v", sbs, err)
+	}
+	conn := l.conn
+	for i := range 5 {
+		stop()
+		if _, err := l.ListSandboxes(ctx); err == nil {
+			t.Fatalf("restart %d: listed while the runtime is down", i)
+		}
+		stop = f.serve(t, sock)
+		if sbs, err := l.ListSandboxes(ctx); err != nil || len(sbs) != 1 {
+			t.Fatalf("restart %d: the first call after the runtime is back: %+v, %v", i, sbs, err)
+		}
+	}
+	if l.conn != conn {
+		t.Fatal("a restart made a new connection")
 	}
 }

@@ -25,6 +25,7 @@ type Options struct {
 	CgroupRoot          string
 	CNIConfDir          string
 	RuntimeEndpoint     string
+	PodUID              string
 	IPLeakGrace         time.Duration
 	ReclaimLeakedIPs    bool
 	ReclaimAfter        time.Duration
@@ -51,11 +52,13 @@ type Options struct {
 }
 
 // NewOptions returns the defaults; nodeName is normally $NODE_NAME, set from
-// spec.nodeName through the downward API.
-func NewOptions(nodeName string) *Options {
+// spec.nodeName through the downward API, and podUID $POD_UID, from
+// metadata.uid.
+func NewOptions(nodeName, podUID string) *Options {
 	d := DefaultConfig()
 	return &Options{
 		NodeName:                nodeName,
+		PodUID:                  podUID,
 		ProcRoot:                d.ProcRoot,
 		CgroupRoot:              d.CgroupRoot,
 		CNIConfDir:              d.CNIConfDir,
@@ -86,13 +89,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir,
 		"the container runtime's CNI configuration directory: the first .conflist/.conf/.json file in lexical order is the pod network, whose host-local IPAM state gives the pod-IP figures; another IPAM publishes none")
 	fs.StringVar(&o.RuntimeEndpoint, "container-runtime-endpoint", o.RuntimeEndpoint,
-		"CRI endpoint of the node's container runtime, asked for its pod sandboxes (as crictl pods) to tell host-local allocations that belong to none (headroom.dev/ip-leaked); empty to publish no leak count")
+		"CRI endpoint of the node's container runtime (e.g. "+ContainerdEndpoint+"), asked for its pod sandboxes (as crictl pods) to tell host-local allocations that belong to none (headroom.dev/ip-leaked); empty (the default) to publish no leak count")
+	fs.StringVar(&o.PodUID, "pod-uid", o.PodUID,
+		"UID of the agent's own pod (default $POD_UID, from the downward API's metadata.uid): the container runtime's answer counts only when it lists this pod's sandbox")
 	fs.DurationVar(&o.IPLeakGrace, "ip-leak-grace", o.IPLeakGrace,
-		"how old a host-local allocation must be before it can count as leaked: the runtime allocates before it lists the sandbox")
+		"how old a host-local allocation must be before it can count as leaked: the runtime allocates before it lists the sandbox (at least 1m; 2m with --reclaim-leaked-ips)")
 	fs.BoolVar(&o.ReclaimLeakedIPs, "reclaim-leaked-ips", o.ReclaimLeakedIPs,
 		"release a leaked host-local allocation as host-local's DEL would, once leaked for --reclaim-leaked-ips-after and its sandbox confirmed gone right before; needs host-local's state directory writable")
 	fs.DurationVar(&o.ReclaimAfter, "reclaim-leaked-ips-after", o.ReclaimAfter,
-		"how long an allocation must have been seen leaked before --reclaim-leaked-ips releases it")
+		"how long an allocation must have been seen leaked before --reclaim-leaked-ips releases it (at least 1m and 3 intervals)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress,
 		"address (host:port) to serve /metrics and /healthz on over HTTPS, /metrics to identities the API server authorizes for it (delegated authentication and authorization, as kube-scheduler's secure port); empty or 0 to serve nothing (--once never serves)")
 	fs.Int64Var(&o.ReservedPIDs, "reserved-pids", o.ReservedPIDs,
@@ -159,6 +164,7 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.CgroupRoot = o.CgroupRoot
 	cfg.CNIConfDir = o.CNIConfDir
 	cfg.ContainerRuntimeEndpoint = o.RuntimeEndpoint
+	cfg.PodUID = o.PodUID
 	cfg.IPLeakGrace = o.IPLeakGrace
 	cfg.ReclaimLeakedIPs = o.ReclaimLeakedIPs
 	cfg.ReclaimLeakedIPsAfter = o.ReclaimAfter

@@ -14,7 +14,7 @@ import (
 
 func parse(t *testing.T, nodeEnv string, args ...string) (Config, *Options, error) {
 	t.Helper()
-	o := NewOptions(nodeEnv)
+	o := NewOptions(nodeEnv, "")
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -70,7 +70,7 @@ func TestOptionsMemoryHysteresisBytes(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"-1", "1.5", "100m", "lots"} {
-		o := NewOptions("n")
+		o := NewOptions("n", "")
 		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		o.AddFlags(fs)
@@ -81,7 +81,7 @@ func TestOptionsMemoryHysteresisBytes(t *testing.T) {
 	if _, _, err := parse(t, "n", "--memory-hysteresis-percent=101"); err == nil || !strings.Contains(err.Error(), "memory hysteresis percent") {
 		t.Errorf("--memory-hysteresis-percent=101: err = %v", err)
 	}
-	if got := fmt.Sprint(NewOptions("n").flag(t, "memory-hysteresis-bytes").DefValue); got != "100Mi" {
+	if got := fmt.Sprint(NewOptions("n", "").flag(t, "memory-hysteresis-bytes").DefValue); got != "100Mi" {
 		t.Errorf("default shown as %q", got)
 	}
 }
@@ -146,20 +146,27 @@ func TestOptionsLeakedIPs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" || cfg.IPLeakGrace != 2*time.Minute ||
+	// No runtime is asked unless one is named: its socket is opt-in.
+	if cfg.ContainerRuntimeEndpoint != "" || cfg.IPLeakGrace != 2*time.Minute ||
 		cfg.ReclaimLeakedIPs || cfg.ReclaimLeakedIPsAfter != 10*time.Minute {
 		t.Errorf("leak defaults: %+v", cfg)
 	}
-	cfg, _, err = parse(t, "n", "--container-runtime-endpoint=unix:///run/crio/crio.sock", "--ip-leak-grace=30s",
+	cfg, _, err = parse(t, "n", "--container-runtime-endpoint=unix:///run/crio/crio.sock", "--ip-leak-grace=3m", "--pod-uid=u",
 		"--reclaim-leaked-ips", "--reclaim-leaked-ips-after=1m")
-	if err != nil || cfg.ContainerRuntimeEndpoint != "unix:///run/crio/crio.sock" || cfg.IPLeakGrace != 30*time.Second ||
+	if err != nil || cfg.ContainerRuntimeEndpoint != "unix:///run/crio/crio.sock" || cfg.IPLeakGrace != 3*time.Minute ||
 		!cfg.ReclaimLeakedIPs || cfg.ReclaimLeakedIPsAfter != time.Minute {
 		t.Errorf("leak flags: %+v, %v", cfg, err)
 	}
 	for args, want := range map[string]string{
-		"--ip-leak-grace=0":                                  "leak grace 0s must be positive",
-		"--reclaim-leaked-ips-after=-1s":                     "reclaim-leaked-ips-after -1s must be positive",
-		"--reclaim-leaked-ips --container-runtime-endpoint=": "needs a container runtime endpoint",
+		"--ip-leak-grace=0":    "--ip-leak-grace 0s is below 1m0s",
+		"--ip-leak-grace=1ns":  "--ip-leak-grace 1ns is below 1m0s",
+		"--ip-leak-grace=59s":  "--ip-leak-grace 59s is below 1m0s",
+		"--reclaim-leaked-ips": "--reclaim-leaked-ips needs --container-runtime-endpoint",
+		"--reclaim-leaked-ips --container-runtime-endpoint=unix:///run/containerd/containerd.sock":                                  "--reclaim-leaked-ips needs --pod-uid",
+		"--reclaim-leaked-ips --container-runtime-endpoint=unix:///c.sock --pod-uid=u --ip-leak-grace=1m":                           "--ip-leak-grace 1m0s is below 2m0s with --reclaim-leaked-ips",
+		"--reclaim-leaked-ips --container-runtime-endpoint=unix:///c.sock --pod-uid=u --reclaim-leaked-ips-after=1ns":               "--reclaim-leaked-ips-after 1ns is below 1m0s",
+		"--reclaim-leaked-ips --container-runtime-endpoint=unix:///c.sock --pod-uid=u --reclaim-leaked-ips-after=-1s":               "--reclaim-leaked-ips-after -1s is below 1m0s",
+		"--reclaim-leaked-ips --container-runtime-endpoint=unix:///c.sock --pod-uid=u --interval=30s --reclaim-leaked-ips-after=1m": "--reclaim-leaked-ips-after 1m0s is below 1m30s (at least 1m0s and 3 intervals)",
 	} {
 		if _, _, err := parse(t, "n", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", args, err, want)
@@ -167,9 +174,23 @@ func TestOptionsLeakedIPs(t *testing.T) {
 	}
 }
 
+// Reclaiming with every floor met is accepted; the agent's own pod comes
+// from --pod-uid or POD_UID.
+func TestOptionsReclaim(t *testing.T) {
+	cfg, _, err := parse(t, "n", "--reclaim-leaked-ips", "--container-runtime-endpoint=unix:///c.sock", "--pod-uid=u",
+		"--ip-leak-grace=2m", "--reclaim-leaked-ips-after=1m")
+	if err != nil || !cfg.ReclaimLeakedIPs || cfg.PodUID != "u" || cfg.ReclaimLeakedIPsAfter != time.Minute {
+		t.Fatalf("%+v, %v", cfg, err)
+	}
+	o := NewOptions("n", "from-env")
+	if cfg, err := o.Config(nil); err != nil || cfg.PodUID != "from-env" || cfg.ContainerRuntimeEndpoint != "" {
+		t.Fatalf("POD_UID: %+v, %v; want the pod UID and no runtime endpoint by default", cfg, err)
+	}
+}
+
 // The klog flags of headroom-pid-reporter still parse, deprecated.
 func TestLegacyKlogFlagsParse(t *testing.T) {
-	o := NewOptions("")
+	o := NewOptions("", "")
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	for _, name := range []string{"logtostderr", "alsologtostderr", "log_file", "log_dir", "stderrthreshold", "one_output", "skip_headers"} {

@@ -1346,3 +1346,152 @@ grafanaDashboard: {enabled: true}
 		})
 	}
 }
+
+// renderKustomizeWith is `kubectl kustomize` of a kustomization of its own
+// that takes manifests/ and adds components of it (e.g.
+// "node-agent/cri-access"), as an operator adds them.
+func renderKustomizeWith(t *testing.T, components ...string) map[string]object {
+	t.Helper()
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, repoPath(t, "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + rel + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- " + filepath.Join(rel, c) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "kubectl"), "kustomize", dir).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("kubectl kustomize with %v: %v\n%s", components, err, stderr)
+	}
+	return decodeObjects(t, fmt.Sprintf("kubectl kustomize with %v", components), out)
+}
+
+// TestNodeAgentLeastPrivilege holds the node agent's DaemonSet to the
+// rights its README states, in each of its three shapes, and the chart's
+// values to the kustomize components that give them, field by field:
+//   - by default: a UID and GID of its own (no other workload's, the image's
+//     own user), no supplementary group, every host mount read-only, no
+//     container runtime socket, the host's PID namespace (pid_max);
+//   - with CRI access: the runtime socket's directory, read-only, with
+//     hostPath type Directory, group 0, the endpoint given, and still
+//     non-root;
+//   - with reclaiming on top: root in the container, capabilities still
+//     dropped, host-local's state the one writable mount.
+func TestNodeAgentLeastPrivilege(t *testing.T) {
+	const key = "DaemonSet " + chartNS + "/headroom-node-agent"
+	const socketDir = "/run/containerd"
+	shipped := renderKustomize(t)
+	otherUsers := map[int64]string{}
+	for k, pt := range podTemplates(t, shipped) {
+		if k == key {
+			continue
+		}
+		if sc := pt.Spec.SecurityContext; sc != nil && sc.RunAsUser != nil {
+			otherUsers[*sc.RunAsUser] = k
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		components []string
+		values     string
+		cri, root  bool
+	}{
+		{name: "default"},
+		{name: "CRI access", components: []string{"node-agent/cri-access"}, values: "nodeAgent: {containerRuntime: {enabled: true}}", cri: true},
+		{name: "reclaiming", components: []string{"node-agent/cri-access", "node-agent/reclaim-leaked-ips"},
+			values: "nodeAgent: {containerRuntime: {enabled: true}, reclaimLeakedIPs: {enabled: true}}", cri: true, root: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kustomize := shipped
+			if len(tc.components) > 0 {
+				kustomize = renderKustomizeWith(t, tc.components...)
+			}
+			chart := renderChart(t)
+			if tc.values != "" {
+				chart = renderChart(t, "-f", valuesFile(t, tc.values))
+			}
+			compareObjects(t, map[string]object{key: kustomize[key]}, map[string]object{key: chart[key]})
+
+			ds := decodeTyped[*appsv1.DaemonSet](t, kustomize, key)
+			spec := ds.Spec.Template.Spec
+			psc, c := spec.SecurityContext, spec.Containers[0]
+			if psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != 9809 || psc.RunAsGroup == nil || *psc.RunAsGroup != 9809 ||
+				psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+				t.Fatalf("pod security context %+v, want non-root 9809:9809", psc)
+			}
+			if other, ok := otherUsers[*psc.RunAsUser]; ok {
+				t.Errorf("UID %d is %s's too", *psc.RunAsUser, other)
+			}
+			if want := []int64(nil); tc.cri {
+				if !slices.Equal(psc.SupplementalGroups, []int64{0}) {
+					t.Errorf("supplementary groups %v, want [0] for the runtime's socket", psc.SupplementalGroups)
+				}
+			} else if !slices.Equal(psc.SupplementalGroups, want) {
+				t.Errorf("supplementary groups %v, want none", psc.SupplementalGroups)
+			}
+			if !spec.HostPID || !spec.HostNetwork {
+				t.Errorf("hostPID %v hostNetwork %v: both are needed (pid_max; a node without pod IPs)", spec.HostPID, spec.HostNetwork)
+			}
+			csc := c.SecurityContext
+			if csc == nil || csc.Capabilities == nil || !slices.Equal(csc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(csc.Capabilities.Add) != 0 ||
+				csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem {
+				t.Errorf("container security context %+v", csc)
+			}
+			if root := csc.RunAsUser != nil && *csc.RunAsUser == 0; root != tc.root {
+				t.Errorf("container runs as root: %v, want %v", root, tc.root)
+			}
+			hostPaths := map[string]*corev1.HostPathVolumeSource{}
+			for _, v := range spec.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.Name] = v.HostPath
+				}
+			}
+			var writable []string
+			for _, m := range c.VolumeMounts {
+				if hostPaths[m.Name] != nil && !m.ReadOnly {
+					writable = append(writable, m.Name)
+				}
+			}
+			if want := []string(nil); tc.root {
+				if !slices.Equal(writable, []string{"cni-state"}) {
+					t.Errorf("writable host mounts %v, want host-local's state only", writable)
+				}
+			} else if !slices.Equal(writable, want) {
+				t.Errorf("writable host mounts %v, want none", writable)
+			}
+			rt, ok := hostPaths["container-runtime"]
+			endpoint := slices.Contains(c.Args, "--container-runtime-endpoint=unix://"+socketDir+"/containerd.sock")
+			if ok != tc.cri || endpoint != tc.cri {
+				t.Fatalf("runtime socket mounted %v, endpoint given %v; want %v", ok, endpoint, tc.cri)
+			}
+			if tc.cri && (rt.Path != socketDir || rt.Type == nil || *rt.Type != corev1.HostPathDirectory) {
+				t.Errorf("runtime socket volume %+v, want the directory %s, type Directory", rt, socketDir)
+			}
+			if reclaim := slices.Contains(c.Args, "--reclaim-leaked-ips"); reclaim != tc.root {
+				t.Errorf("--reclaim-leaked-ips given: %v, want %v", reclaim, tc.root)
+			}
+			var podUID bool
+			for _, e := range c.Env {
+				podUID = podUID || (e.Name == "POD_UID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid")
+			}
+			if !podUID {
+				t.Error("no POD_UID from metadata.uid: the agent cannot tell the node's runtime")
+			}
+		})
+	}
+	t.Run("reclaiming without CRI access", func(t *testing.T) {
+		out, err := renderChartText(t, "--set", "nodeAgent.reclaimLeakedIPs.enabled=true")
+		if err == nil || !strings.Contains(out+err.Error(), "needs nodeAgent.containerRuntime.enabled") {
+			t.Errorf("helm template: %v\n%s", err, out)
+		}
+	})
+}

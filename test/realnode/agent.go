@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,11 +35,32 @@ var nodeAgentKinds = map[string]bool{
 // manifests/ would (the images block's tag, which the node has imported),
 // adds args to its container as an operator's patch would — the kubelet's
 // PID reservation is one, --reserved-pids, which the agent cannot read off
-// the node — points its CRI socket mount at the node's containerd, and
-// waits until its pod runs on the node with them and has written the
-// node's PID and pod-IP figures.
+// the node — and waits until its pod runs on the node with them and has
+// written the node's PID and pod-IP figures.
 func (n *Node) DeployShippedNodeAgent(ctx context.Context, args ...string) (*corev1.Pod, error) {
-	return n.deployShippedNodeAgent(ctx, nil, args...)
+	return n.deployShippedNodeAgent(ctx, nil, nil, args...)
+}
+
+// Components of the shipped node agent an operator opts into, as
+// manifests/ paths.
+const (
+	// CRIAccess is manifests/node-agent/cri-access: the container
+	// runtime's socket directory, group 0, --container-runtime-endpoint.
+	CRIAccess = "node-agent/cri-access"
+	// ReclaimLeakedIPs is manifests/node-agent/reclaim-leaked-ips, on top
+	// of CRIAccess.
+	ReclaimLeakedIPs = "node-agent/reclaim-leaked-ips"
+)
+
+// DeployShippedNodeAgentWith deploys the shipped node agent as
+// DeployShippedNodeAgent does, with the shipped components added as a
+// kustomization of the operator's would add them (components, e.g.
+// CRIAccess). The runtime's socket directory and endpoint are the node's
+// containerd's, which listens under the node's own directory rather than
+// /run/containerd. Deploying again with other components changes the
+// running DaemonSet, as an operator's kubectl apply -k does.
+func (n *Node) DeployShippedNodeAgentWith(ctx context.Context, components []string, args ...string) (*corev1.Pod, error) {
+	return n.deployShippedNodeAgent(ctx, components, nil, args...)
 }
 
 // NodeCgroupRoot is where DeployShippedNodeAgentOnNodeCgroup mounts the
@@ -69,7 +91,7 @@ func (n *Node) DeployShippedNodeAgentOnNodeCgroup(ctx context.Context, args ...s
 		}
 	}
 	rootArg := "--cgroup-root=" + NodeCgroupRoot
-	return n.deployShippedNodeAgent(ctx, func(ds *appsv1.DaemonSet) {
+	return n.deployShippedNodeAgent(ctx, nil, func(ds *appsv1.DaemonSet) {
 		spec := &ds.Spec.Template.Spec
 		c := &spec.Containers[0]
 		kept := c.Args[:0]
@@ -90,12 +112,16 @@ func (n *Node) DeployShippedNodeAgentOnNodeCgroup(ctx context.Context, args ...s
 	}, append([]string{rootArg}, args...)...)
 }
 
-func (n *Node) deployShippedNodeAgent(ctx context.Context, mutate func(*appsv1.DaemonSet), args ...string) (*corev1.Pod, error) {
+// shippedComponentsDefaultSocket is the runtime socket the CRIAccess
+// component names.
+const shippedComponentsDefaultSocket = "/run/containerd/containerd.sock"
+
+func (n *Node) deployShippedNodeAgent(ctx context.Context, components []string, mutate func(*appsv1.DaemonSet), args ...string) (*corev1.Pod, error) {
 	cp := n.cp
 	kubectl := filepath.Join(cp.BinDir, "kubectl")
-	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(controlplane.RepoDir(), "manifests")).Output()
+	rendered, err := renderShipped(ctx, kubectl, components)
 	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize manifests/: %w", err)
+		return nil, err
 	}
 	var kept []string
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
@@ -109,10 +135,13 @@ func (n *Node) deployShippedNodeAgent(ctx context.Context, mutate func(*appsv1.D
 			return nil, err
 		}
 		if nodeAgentKinds[meta.Kind] || (meta.Kind == "DaemonSet" && meta.Metadata.Name == "headroom-node-agent") {
+			// The node's containerd listens under the node's directory.
+			doc = strings.ReplaceAll(doc, shippedComponentsDefaultSocket, n.Socket)
+			doc = strings.ReplaceAll(doc, filepath.Dir(shippedComponentsDefaultSocket), filepath.Dir(n.Socket))
 			kept = append(kept, doc)
 		}
 	}
-	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "-f", "-")
+	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	apply.Stdin = strings.NewReader(strings.Join(kept, "\n---\n"))
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("applying the shipped node agent: %w\n%s", err, out)
@@ -120,27 +149,47 @@ func (n *Node) deployShippedNodeAgent(ctx context.Context, mutate func(*appsv1.D
 	return n.UpdateShippedNodeAgent(ctx, func(ds *appsv1.DaemonSet) {
 		spec := &ds.Spec.Template.Spec
 		spec.Containers[0].Args = append(spec.Containers[0].Args, args...)
-		// The runtime's CRI socket is in the node's directory.
-		for i := range spec.Volumes {
-			if spec.Volumes[i].Name == ContainerRuntimeVolume && spec.Volumes[i].HostPath != nil {
-				spec.Volumes[i].HostPath.Path = n.Socket
-			}
-		}
-		for i := range spec.Containers[0].VolumeMounts {
-			if m := &spec.Containers[0].VolumeMounts[i]; m.Name == ContainerRuntimeVolume {
-				m.MountPath = n.Socket
-			}
-		}
-		spec.Containers[0].Args = append(spec.Containers[0].Args, "--container-runtime-endpoint=unix://"+n.Socket)
 		if mutate != nil {
 			mutate(ds)
 		}
 	}, args...)
 }
 
-// ContainerRuntimeVolume is the shipped DaemonSet's volume of the CRI
-// socket.
-const ContainerRuntimeVolume = "container-runtime"
+// renderShipped is kubectl kustomize manifests/, with components of
+// manifests/ added by a kustomization of its own, as an operator adds them.
+func renderShipped(ctx context.Context, kubectl string, components []string) ([]byte, error) {
+	manifests := filepath.Join(controlplane.RepoDir(), "manifests")
+	dir := manifests
+	if len(components) > 0 {
+		tmp, err := os.MkdirTemp("", "headroom-kustomization-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		// kustomize takes bases and components by relative path only.
+		rel, err := filepath.Rel(tmp, manifests)
+		if err != nil {
+			return nil, err
+		}
+		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + rel + "\ncomponents:\n"
+		for _, c := range components {
+			k += "- " + filepath.Join(rel, c) + "\n"
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			return nil, err
+		}
+		dir = tmp
+	}
+	out, err := exec.CommandContext(ctx, kubectl, "kustomize", dir).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		return nil, fmt.Errorf("kubectl kustomize manifests/ with components %v: %w\n%s", components, err, stderr)
+	}
+	return out, nil
+}
 
 // UpdateShippedNodeAgent changes the node agent's DaemonSet as an
 // operator's edit would (mutate), and waits until a pod of the new

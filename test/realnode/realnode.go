@@ -274,6 +274,19 @@ func (n *Node) logTails() string {
 	return s
 }
 
+// StopContainerd stops the node's containerd as a service manager stops it
+// for a restart (SIGTERM). Pods keep running: their shims are processes of
+// their own.
+func (n *Node) StopContainerd() {
+	n.containerd.Stop(10 * time.Second)
+}
+
+// StartContainerd starts the node's containerd again after StopContainerd,
+// with the same configuration, and waits until it answers on its socket.
+func (n *Node) StartContainerd(ctx context.Context) error {
+	return n.startContainerd(ctx)
+}
+
 func (n *Node) startContainerd(ctx context.Context) error {
 	cfg := filepath.Join(n.Dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o644); err != nil {
