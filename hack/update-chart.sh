@@ -3,7 +3,8 @@
 # tree it mirrors:
 # - files/ gets the configuration files the manifests ship (Helm's .Files
 #   reads only inside the chart): the scheduler config, the descheduler
-#   policy, the node agent's admission policy, the Prometheus rules and the
+#   policy, the admission policies (the node agent's, and the scheduler's
+#   and descheduler's on their Leases), the Prometheus rules and the
 #   Grafana dashboard;
 # - Chart.yaml's version and appVersion: the release in VERSION, or, without
 #   that file, the Kubernetes release hack/lib.sh reports; appVersion (the
@@ -20,6 +21,8 @@ mkdir -p "$chart/files"
 cp manifests/scheduler/scheduler-config.yaml "$chart/files/scheduler-config.yaml"
 cp manifests/descheduler/policy.yaml "$chart/files/descheduler-policy.yaml"
 cp manifests/node-agent/admission-policy.yaml "$chart/files/node-agent-admission-policy.yaml"
+cp manifests/scheduler/leader-election-policy.yaml "$chart/files/scheduler-leader-election-policy.yaml"
+cp manifests/descheduler-deployment/leader-election-policy.yaml "$chart/files/descheduler-leader-election-policy.yaml"
 cp manifests/monitoring/prometheus-rules.yaml "$chart/files/prometheus-rules.yaml"
 cp manifests/grafana/headroom-dashboard.json "$chart/files/headroom-dashboard.json"
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -354,9 +355,11 @@ func TestChartMatchesKustomize(t *testing.T) {
 		// hack/update-chart.sh copies them; a stale copy would still render
 		// ConfigMaps kustomize names differently, but say which file.
 		for src, dst := range map[string]string{
-			"manifests/scheduler/scheduler-config.yaml":  "files/scheduler-config.yaml",
-			"manifests/descheduler/policy.yaml":          "files/descheduler-policy.yaml",
-			"manifests/node-agent/admission-policy.yaml": "files/node-agent-admission-policy.yaml",
+			"manifests/scheduler/scheduler-config.yaml":                    "files/scheduler-config.yaml",
+			"manifests/descheduler/policy.yaml":                            "files/descheduler-policy.yaml",
+			"manifests/node-agent/admission-policy.yaml":                   "files/node-agent-admission-policy.yaml",
+			"manifests/scheduler/leader-election-policy.yaml":              "files/scheduler-leader-election-policy.yaml",
+			"manifests/descheduler-deployment/leader-election-policy.yaml": "files/descheduler-leader-election-policy.yaml",
 			rulesFile:     "files/prometheus-rules.yaml",
 			dashboardFile: "files/headroom-dashboard.json",
 		} {
@@ -608,7 +611,12 @@ func TestChartComponentsOff(t *testing.T) {
 		{"scheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-scheduler") }},
 		{"descheduler.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-descheduler") }},
 		{"nodeAgent.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-node-agent") }},
-		{"nodeAgent.admissionPolicy.enabled=false,nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=true", func(k string) bool { return strings.HasPrefix(k, "ValidatingAdmissionPolicy") }},
+		{"nodeAgent.admissionPolicy.enabled=false,nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=true", func(k string) bool {
+			return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && strings.HasSuffix(k, " headroom-node-agent")
+		}},
+		{"scheduler.admissionPolicy.enabled=false", func(k string) bool {
+			return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && strings.HasSuffix(k, " headroom-scheduler-leader-election")
+		}},
 		{"scheduler.podDisruptionBudget.enabled=false", func(k string) bool { return strings.HasPrefix(k, "PodDisruptionBudget") }},
 		{"criticalPodsQuota.enabled=false", func(k string) bool { return strings.HasPrefix(k, "ResourceQuota") }},
 	} {
@@ -707,6 +715,20 @@ func TestChartDeschedulerDeployment(t *testing.T) {
 	}
 	if _, ok := cron["Role "+chartNS+"/headroom-descheduler-leader-election"]; ok {
 		t.Error("cronJob mode renders the leader-election Role")
+	}
+	// Its Lease writes confined to that Lease, unless switched off.
+	withoutPolicy := renderChart(t, "--set", "descheduler.mode=deployment,descheduler.admissionPolicy.enabled=false")
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		key := kind + " headroom-descheduler-leader-election"
+		if _, ok := objs[key]; !ok {
+			t.Errorf("deployment mode renders no %s", key)
+		}
+		if _, ok := cron[key]; ok {
+			t.Errorf("cronJob mode renders %s", key)
+		}
+		if _, ok := withoutPolicy[key]; ok {
+			t.Errorf("descheduler.admissionPolicy.enabled=false renders %s", key)
+		}
 	}
 	deschedulerPolicy(t, objs, depKey)
 }
@@ -916,6 +938,17 @@ func TestChartSchedulerLeaderElection(t *testing.T) {
 			if !granted {
 				t.Errorf("Role %s/%s %+v grants no update on the Lease %s", role.Namespace, role.Name, role.Rules, le.ResourceName)
 			}
+			// The admission policy matches this release's ServiceAccount and
+			// allows it that Lease alone.
+			policy := decodeTyped[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy headroom-scheduler-leader-election")
+			user := "'system:serviceaccount:" + tc.ns + ":headroom-scheduler'"
+			if mc := policy.Spec.MatchConditions; len(mc) != 1 || !strings.Contains(mc[0].Expression, user) {
+				t.Errorf("policy match conditions %+v, want one naming %s", mc, user)
+			}
+			own := "'" + le.ResourceNamespace + "/" + le.ResourceName + "'"
+			if v := policy.Spec.Validations; len(v) != 1 || !strings.Contains(v[0].Expression, own) {
+				t.Errorf("policy validations %+v, want one allowing the Lease %s", v, own)
+			}
 		})
 	}
 }
@@ -1079,8 +1112,10 @@ func TestChartApply(t *testing.T) {
 	if _, err := cp.Client.BatchV1().CronJobs(chartNS).Get(ctx, "headroom-descheduler", metav1.GetOptions{}); err != nil {
 		t.Error(err)
 	}
-	if _, err := cp.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "headroom-node-agent", metav1.GetOptions{}); err != nil {
-		t.Error(err)
+	for _, policy := range []string{"headroom-node-agent", "headroom-scheduler-leader-election"} {
+		if _, err := cp.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		}
 	}
 
 	apply("-f", valuesFile(t, `
@@ -1104,6 +1139,9 @@ nodeAgent:
 		t.Errorf("applied descheduler Deployment args %q", dep.Spec.Template.Spec.Containers[0].Args)
 	}
 	if _, err := cp.Client.RbacV1().Roles(chartNS).Get(ctx, "headroom-descheduler-leader-election", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	if _, err := cp.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "headroom-descheduler-leader-election", metav1.GetOptions{}); err != nil {
 		t.Error(err)
 	}
 	if _, err := cp.Client.CoreV1().Services(chartNS).Get(ctx, "headroom-descheduler-metrics", metav1.GetOptions{}); err != nil {

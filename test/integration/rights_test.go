@@ -14,10 +14,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/nodeagent"
@@ -314,62 +317,161 @@ func TestNodeAgentAnnotationRights(t *testing.T) {
 	})
 }
 
-// TestSchedulerLeaseRights: the shipped headroom-scheduler identity holds
-// its own Lease, headroom-system/headroom-scheduler (create, get, update, as
-// leader election does), and cannot touch the default scheduler's,
-// kube-system/kube-scheduler, nor create Leases outside its namespace.
-func TestSchedulerLeaseRights(t *testing.T) {
+// TestLeaseRights: under the shipped identities (manifests/ with the
+// descheduler-deployment overlay), headroom-scheduler and
+// headroom-descheduler each create, get and update their own Lease in
+// headroom-system, as leader election does. Their leader-election Roles
+// let them create any Lease there (RBAC cannot confine create to a name);
+// their admission policies refuse every other name, the other component's
+// included, and would refuse updating or deleting another Lease were a
+// wider role to grant it. The scheduler cannot touch the default
+// scheduler's Lease kube-system/kube-scheduler, nor create Leases outside
+// its namespace.
+func TestLeaseRights(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sched := kubernetes.NewForConfigOrDie(restConfig(t, shippedIdentity(ctx, t, cp, "headroom-scheduler")))
+	// The overlay brings the descheduler's Lease rights, not the namespace.
+	for _, dir := range []string{"manifests", "manifests/descheduler-deployment"} {
+		if err := cp.ApplyShippedIdentitiesOf(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
 	lease := func(ns, name string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("headroom-scheduler-test")}}
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("lease-rights-test")}}
 	}
-
-	// Its own Lease.
-	own := sched.CoordinationV1().Leases(controlplane.Namespace)
-	if _, err := own.Create(ctx, lease(controlplane.Namespace, "headroom-scheduler"), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating its own Lease: %v", err)
-	}
-	got, err := own.Get(ctx, "headroom-scheduler", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting its own Lease: %v", err)
-	}
-	got.Spec.LeaseTransitions = ptr.To[int32](1)
-	if _, err := own.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("updating its own Lease: %v", err)
-	}
-
-	// The default scheduler's Lease, as kube-scheduler would hold it.
-	if _, err := cp.Client.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := cp.Client.CoordinationV1().Leases("kube-system").Create(ctx, lease("kube-system", "kube-scheduler"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	forbidden := func(what string, err error) {
+	forbidden := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("%s: err = %v, want forbidden", what, err)
 		}
 	}
-	ks := sched.CoordinationV1().Leases("kube-system")
-	_, err = ks.Get(ctx, "kube-scheduler", metav1.GetOptions{})
-	forbidden("get kube-system/kube-scheduler", err)
-	theirs.Spec.HolderIdentity = ptr.To("headroom-scheduler")
-	_, err = ks.Update(ctx, theirs, metav1.UpdateOptions{})
-	forbidden("update kube-system/kube-scheduler", err)
-	_, err = ks.Patch(ctx, "kube-scheduler", types.MergePatchType, []byte(`{"spec":{"holderIdentity":"headroom-scheduler"}}`), metav1.PatchOptions{})
-	forbidden("patch kube-system/kube-scheduler", err)
-	_, err = ks.Create(ctx, lease("kube-system", "headroom-scheduler"), metav1.CreateOptions{})
-	forbidden("create a Lease in kube-system", err)
-	_, err = sched.CoordinationV1().Leases("default").Create(ctx, lease("default", "x"), metav1.CreateOptions{})
-	forbidden("create a Lease in default", err)
-	_, err = own.Get(ctx, "other", metav1.GetOptions{})
-	forbidden("get another Lease of its namespace", err)
+	// refusedByPolicy: the request passed RBAC and the policy refused it.
+	refusedByPolicy := func(t *testing.T, what, policy string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
+			t.Errorf("%s: err = %v, want a refusal by the ValidatingAdmissionPolicy %s", what, err, policy)
+		}
+	}
+
+	components := []struct{ sa, other string }{
+		{"headroom-scheduler", "headroom-descheduler"},
+		{"headroom-descheduler", "headroom-scheduler"},
+	}
+	leasesOf := map[string]coordinationv1client.LeaseInterface{}
+	for _, c := range components {
+		client := kubernetes.NewForConfigOrDie(restConfig(t, shippedIdentity(ctx, t, cp, c.sa)))
+		leasesOf[c.sa] = client.CoordinationV1().Leases(controlplane.Namespace)
+		waitLeasePolicyActive(ctx, t, leasesOf[c.sa], c.sa+"-leader-election")
+	}
+
+	for _, c := range components {
+		t.Run(c.sa, func(t *testing.T) {
+			leases, policy := leasesOf[c.sa], c.sa+"-leader-election"
+			// Its own Lease, as leader election holds it.
+			if _, err := leases.Create(ctx, lease(controlplane.Namespace, c.sa), metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating its own Lease: %v", err)
+			}
+			got, err := leases.Get(ctx, c.sa, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("getting its own Lease: %v", err)
+			}
+			got.Spec.LeaseTransitions = ptr.To[int32](1)
+			if _, err := leases.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+				t.Fatalf("updating its own Lease: %v", err)
+			}
+
+			// Any other name of its namespace: RBAC lets the create through,
+			// the policy refuses it and says which Lease it may write.
+			for _, name := range []string{c.other, "other"} {
+				_, err := leases.Create(ctx, lease(controlplane.Namespace, name), metav1.CreateOptions{})
+				refusedByPolicy(t, "create "+controlplane.Namespace+"/"+name, policy, err)
+				if want := "may only write its own Lease " + controlplane.Namespace + "/" + c.sa + ", not " + controlplane.Namespace + "/" + name; err != nil && !strings.Contains(err.Error(), want) {
+					t.Errorf("create %s: %v, want it to say %q", name, err, want)
+				}
+			}
+			generated := lease(controlplane.Namespace, "")
+			generated.GenerateName = c.sa + "-"
+			_, err = leases.Create(ctx, generated, metav1.CreateOptions{})
+			refusedByPolicy(t, "create by generateName "+generated.GenerateName, policy, err)
+			_, err = leases.Get(ctx, c.other, metav1.GetOptions{})
+			forbidden(t, "get "+c.other, err)
+		})
+	}
+
+	// Should a wider role grant more, the policy still confines every
+	// Lease write to the component's own Lease.
+	t.Run("widened role", func(t *testing.T) {
+		const widened = "lease-rights-widened"
+		if _, err := cp.Client.RbacV1().Roles(controlplane.Namespace).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: widened},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"get", "update", "patch", "delete"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: widened},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: widened},
+		}
+		for _, c := range components {
+			rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: controlplane.Namespace, Name: c.sa})
+		}
+		if _, err := cp.Client.RbacV1().RoleBindings(controlplane.Namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range components {
+			leases, policy := leasesOf[c.sa], c.sa+"-leader-election"
+			// RBAC takes effect at once; the get shows the grant is there.
+			theirs, err := leases.Get(ctx, c.other, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("%s: get %s with the widened role: %v", c.sa, c.other, err)
+			}
+			theirs.Spec.HolderIdentity = ptr.To(c.sa)
+			_, err = leases.Update(ctx, theirs, metav1.UpdateOptions{})
+			refusedByPolicy(t, c.sa+": update "+c.other, policy, err)
+			_, err = leases.Patch(ctx, c.other, types.MergePatchType, []byte(`{"spec":{"holderIdentity":"`+c.sa+`"}}`), metav1.PatchOptions{})
+			refusedByPolicy(t, c.sa+": patch "+c.other, policy, err)
+			err = leases.Delete(ctx, c.other, metav1.DeleteOptions{})
+			refusedByPolicy(t, c.sa+": delete "+c.other, policy, err)
+		}
+	})
+
+	// The default scheduler's Lease, as kube-scheduler would hold it.
+	t.Run("kube-system", func(t *testing.T) {
+		sched := kubernetes.NewForConfigOrDie(restConfig(t, shippedIdentity(ctx, t, cp, "headroom-scheduler")))
+		theirs, err := cp.Client.CoordinationV1().Leases("kube-system").Create(ctx, lease("kube-system", "kube-scheduler"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks := sched.CoordinationV1().Leases("kube-system")
+		_, err = ks.Get(ctx, "kube-scheduler", metav1.GetOptions{})
+		forbidden(t, "get kube-system/kube-scheduler", err)
+		theirs.Spec.HolderIdentity = ptr.To("headroom-scheduler")
+		_, err = ks.Update(ctx, theirs, metav1.UpdateOptions{})
+		forbidden(t, "update kube-system/kube-scheduler", err)
+		_, err = ks.Patch(ctx, "kube-scheduler", types.MergePatchType, []byte(`{"spec":{"holderIdentity":"headroom-scheduler"}}`), metav1.PatchOptions{})
+		forbidden(t, "patch kube-system/kube-scheduler", err)
+		_, err = ks.Create(ctx, lease("kube-system", "headroom-scheduler"), metav1.CreateOptions{})
+		forbidden(t, "create a Lease in kube-system", err)
+		_, err = sched.CoordinationV1().Leases("default").Create(ctx, lease("default", "x"), metav1.CreateOptions{})
+		forbidden(t, "create a Lease in default", err)
+	})
+}
+
+// waitLeasePolicyActive waits until the API server enforces policy on the
+// Lease writes of leases' identity: a server-side dry-run create of a Lease
+// not its own, which RBAC allows, is refused by the policy.
+func waitLeasePolicyActive(ctx context.Context, t *testing.T, leases coordinationv1client.LeaseInterface, policy string) {
+	t.Helper()
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lease-policy-probe"}}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := leases.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'"), nil
+	})
+	if err != nil {
+		t.Fatalf("the admission policy %s was never enforced: %v", policy, err)
+	}
 }
 
 // TestShippedSchedulerRunsOnItsRights runs headroom-scheduler with the

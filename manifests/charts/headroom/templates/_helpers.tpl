@@ -319,3 +319,33 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/*
+An admission policy file of the kustomize tree, copied under files/ by
+hack/update-chart.sh, rendered for the release: headroom-system, the
+namespace of the shipped manifests, becomes the release namespace wherever
+the file names it (the ServiceAccount it matches, the objects it allows),
+and every object of the file gets the chart's standard labels. The render
+fails when the file no longer matches the ServiceAccount, so that a renamed
+one is never left unconfined. Arguments: dict "root" $ "file" <path in the
+chart> "serviceAccount" <name in headroom-system> "component"
+<app.kubernetes.io/component>.
+*/}}
+{{- define "headroom.admissionPolicy" -}}
+{{- $policy := .root.Files.Get .file }}
+{{- $user := printf "system:serviceaccount:headroom-system:%s" .serviceAccount }}
+{{- if not (contains (printf "'%s'" $user) $policy) }}
+{{- fail (printf "%s no longer matches %s: update the chart's template of it" .file $user) }}
+{{- end }}
+{{- $policy = $policy | replace "headroom-system" .root.Release.Namespace }}
+{{- $labels := include "headroom.labels" (dict "root" .root "name" .serviceAccount "component" .component) | fromYaml }}
+{{- range $doc := regexSplit "(?m)^---[ \t]*$" $policy -1 }}
+{{- $obj := fromYaml $doc }}
+{{- if $obj.kind }}
+{{- $md := $obj.metadata }}
+{{- $_ := set $md "labels" (mergeOverwrite (deepCopy $labels) ($md.labels | default dict)) }}
+---
+{{ toYaml $obj }}
+{{- end }}
+{{- end }}
+{{- end -}}
