@@ -317,8 +317,8 @@ func TestIPProbeLeaks(t *testing.T) {
 	// Each sandbox's addresses were asked once, not on every sample.
 	lt.runtime.mu.Lock()
 	defer lt.runtime.mu.Unlock()
-	if lt.runtime.statuses != 4 {
-		t.Fatalf("%d PodSandboxStatus calls for 4 sandboxes (the agent's own among them) listed over 7 samples", lt.runtime.statuses)
+	if lt.runtime.statuses != 5 {
+		t.Fatalf("%d PodSandboxStatus calls for 5 sandboxes (the agent's own among them) listed over 7 samples", lt.runtime.statuses)
 	}
 }
 
