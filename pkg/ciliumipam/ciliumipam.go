@@ -17,6 +17,9 @@
 // allocations there (cluster-pool and kubernetes modes keep them in the
 // agent's memory as of Cilium v1.20; multi-pool and ENI multi-pool clear
 // them): its figures are unknown, an *UnsupportedError, never zero.
+//
+// NodeWatch keeps the node's CiliumNode current with a watch of that one
+// object, so that reading it often costs the API server nothing.
 package ciliumipam
 
 import (

@@ -182,6 +182,9 @@ type Agent struct {
 	probes  []Probe
 	metrics *Metrics
 	dynamic dynamic.Interface
+	// ciliumNode watches the node's CiliumNode for the pod-IP probe; nil
+	// without a dynamic client.
+	ciliumNode *ciliumipam.NodeWatch
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -218,7 +221,7 @@ func WithProbes(p ...Probe) Option { return func(a *Agent) { a.probes = p } }
 // WithMetrics records into m instead of a private set of metrics.
 func WithMetrics(m *Metrics) Option { return func(a *Agent) { a.metrics = m } }
 
-// WithDynamicClient lets the pod-IP probe read the node's CiliumNode.
+// WithDynamicClient lets the pod-IP probe watch the node's CiliumNode.
 func WithDynamicClient(c dynamic.Interface) Option { return func(a *Agent) { a.dynamic = c } }
 
 // WithSandboxLister replaces the CRI client that lists the node's pod
@@ -272,6 +275,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.adopt(ctx); err != nil {
 		return err
 	}
+	defer a.stopWatches()
 	ticker := a.clock.NewTicker(a.cfg.Interval)
 	defer ticker.Stop()
 	for {
@@ -321,6 +325,11 @@ func (a *Agent) HealthzHandler() http.Handler {
 // Once samples every probe and writes what they measured, unconditionally,
 // once; for --once. The error joins the probes' errors and the write's.
 func (a *Agent) Once(ctx context.Context) error {
+	if a.ciliumNode != nil {
+		// The one sample there is waits for the watch's first list.
+		a.ciliumNode.SyncWait = a.cfg.RequestTimeout
+	}
+	defer a.stopWatches()
 	fresh, sampleErr := a.sample(ctx)
 	if !hasAny(fresh) {
 		return fmt.Errorf("no probe produced a sample: %w", sampleErr)
@@ -330,6 +339,13 @@ func (a *Agent) Once(ctx context.Context) error {
 	}
 	a.recordWrite(fresh)
 	return sampleErr
+}
+
+// stopWatches ends the watches the probes started.
+func (a *Agent) stopWatches() {
+	if a.ciliumNode != nil {
+		a.ciliumNode.Stop()
+	}
 }
 
 // adopt takes the node's current annotations as the last write where they
@@ -551,15 +567,8 @@ func (a *Agent) ipProbe() *IPProbe {
 			Reclaim: a.cfg.ReclaimLeakedIPs, ReclaimAfter: a.cfg.ReclaimLeakedIPsAfter}
 	}
 	if a.dynamic != nil {
-		p.CiliumNode = func(ctx context.Context) (map[string]any, error) {
-			reqCtx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
-			defer cancel()
-			u, err := a.dynamic.Resource(ciliumipam.CiliumNodes).Get(reqCtx, a.cfg.NodeName, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			return u.Object, nil
-		}
+		a.ciliumNode = ciliumipam.NewNodeWatch(a.dynamic, a.cfg.NodeName)
+		p.CiliumNode = a.ciliumNode
 	}
 	return p
 }

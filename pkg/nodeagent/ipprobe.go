@@ -25,7 +25,8 @@ import (
 // of ConfDir (pkg/cniipam): with host-local IPAM, the figures are read from
 // host-local's state, and, given Leaks, the allocations that belong to no
 // pod sandbox are counted (and, opted in, released); with Cilium's CNI
-// plugin, they are read from the node's CiliumNode (pkg/ciliumipam).
+// plugin, they are read from the node's CiliumNode (pkg/ciliumipam), kept
+// by a watch that runs only while the network is Cilium's.
 //
 // A network whose IPAM cannot be read (another IPAM, a Cilium mode that does
 // not publish its allocations), or no network configuration at all,
@@ -45,9 +46,9 @@ type IPProbe struct {
 	// Leaks finds (and may release) leaked host-local allocations; nil
 	// publishes no leak count.
 	Leaks *LeakFinder
-	// CiliumNode returns the unstructured content of the node's CiliumNode;
-	// nil when the agent cannot read it.
-	CiliumNode func(ctx context.Context) (map[string]any, error)
+	// CiliumNode gives the node's CiliumNode; nil when the agent cannot
+	// read it.
+	CiliumNode CiliumNodeSource
 	// Event records an Event on the Node; may be nil.
 	Event func(ctx context.Context, eventType, reason, message string)
 	// Metrics records the leak count and releases; may be nil.
@@ -57,6 +58,17 @@ type IPProbe struct {
 	leakUnknownLogged string // the reason last logged for publishing no leak count
 	leakedPublished   bool   // a leak count may be on the node: withdraw it when unknown
 	eventedLeaked     int64  // the leak count of the last Event
+}
+
+// CiliumNodeSource gives the node's CiliumNode (ciliumipam.NodeWatch).
+type CiliumNodeSource interface {
+	// Get returns the object's unstructured content, not to be modified,
+	// starting the watch that keeps it if that is not running:
+	// ciliumipam.ErrNotSynced until the watch has listed it, a NotFound
+	// error for a node without one.
+	Get(ctx context.Context) (map[string]any, error)
+	// Stop ends the watch: the network is not Cilium's.
+	Stop()
 }
 
 // IPProbeName is the IPProbe's name in logs and metrics.
@@ -75,6 +87,11 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	var unsupported *cniipam.UnsupportedError
 	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
 		return p.sampleCilium(ctx, now)
+	}
+	if p.CiliumNode != nil && (err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err)) {
+		// Another network, or none: no watch. An unreadable configuration
+		// (one being rewritten) leaves it running.
+		p.CiliumNode.Stop()
 	}
 	if cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {
 		p.unknown(ctx, err.Error())
@@ -154,9 +171,16 @@ func (p *IPProbe) sample(s ipstats.NodeStats) ipSample {
 	return ipSample{stats: s, hysteresisPercent: p.HysteresisPercent, withdrawLeaked: !s.LeakedKnown && p.leakedPublished}
 }
 
-// sampleCilium reads the figures of the node's CiliumNode.
+// sampleCilium reads the figures of the node's CiliumNode from the watch's
+// cache. Until the watch has listed it they are unknown, without a log
+// line: the next tick has them.
 func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, error) {
-	obj, err := p.CiliumNode(ctx)
+	obj, err := p.CiliumNode.Get(ctx)
+	if errors.Is(err, ciliumipam.ErrNotSynced) {
+		klog.FromContext(ctx).V(2).Info("Pod-IP figures not known yet", "reason", err)
+		p.setLeakedMetric(math.NaN())
+		return nil, nil
+	}
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		p.unknown(ctx, fmt.Sprintf("the network's plugin is %s but the node has no CiliumNode: %v", ciliumipam.CNIType, err))
 		return nil, nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/test/cniruntime"
@@ -238,10 +239,32 @@ func TestIPProbeAdopt(t *testing.T) {
 	}
 }
 
+// fakeCiliumNode is a CiliumNodeSource that returns obj, err, and counts
+// Stop calls while its watch would run.
+type fakeCiliumNode struct {
+	obj     map[string]any
+	err     error
+	running bool
+	stops   int
+}
+
+func (f *fakeCiliumNode) Get(context.Context) (map[string]any, error) {
+	f.running = true
+	return f.obj, f.err
+}
+
+func (f *fakeCiliumNode) Stop() {
+	if f.running {
+		f.stops++
+	}
+	f.running = false
+}
+
 // On a Cilium network (the first configuration's plugin is cilium-cni),
 // the figures come from the node's CiliumNode; a node without one, or a
 // mode that does not list its addresses in use, publishes nothing (logged
-// once); a failed read is the probe's error.
+// once), as does a watch that has not listed it yet (not logged); a failed
+// read is the probe's error. Once the network is another, the watch stops.
 func TestIPProbeCilium(t *testing.T) {
 	confDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), []byte(`{"cniVersion": "0.3.1", "name": "cilium",
@@ -250,10 +273,9 @@ func TestIPProbeCilium(t *testing.T) {
 	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	ctx := klog.NewContext(context.Background(), logger)
-	var obj map[string]any
-	var readErr error
-	p := &IPProbe{ConfDir: confDir, CiliumNode: func(context.Context) (map[string]any, error) { return obj, readErr }}
-	obj = map[string]any{
+	cn := &fakeCiliumNode{}
+	p := &IPProbe{ConfDir: confDir, CiliumNode: cn}
+	cn.obj = map[string]any{
 		"spec":   map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.0.1.0/28"}}},
 		"status": map[string]any{"ipam": map[string]any{"used": map[string]any{"10.0.1.1": map[string]any{"owner": "router"}, "10.0.1.2": map[string]any{}}}},
 	}
@@ -264,10 +286,10 @@ func TestIPProbeCilium(t *testing.T) {
 	if st := s.(ipSample).stats; st.Capacity != 14 || st.Used != 2 || st.LeakedKnown {
 		t.Fatalf("sample %+v, want 2 of 14 used and no leak count", st)
 	}
-	obj = map[string]any{"spec": map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.0.1.0/28"}}}}
-	readErrs := []error{nil, nil, apierrors.NewNotFound(schema.GroupResource{Group: "cilium.io", Resource: "ciliumnodes"}, "n")}
+	cn.obj = map[string]any{"spec": map[string]any{"ipam": map[string]any{"podCIDRs": []any{"10.0.1.0/28"}}}}
+	readErrs := []error{nil, nil, ciliumipam.ErrNotSynced, apierrors.NewNotFound(schema.GroupResource{Group: "cilium.io", Resource: "ciliumnodes"}, "n")}
 	for _, e := range readErrs {
-		readErr = e
+		cn.err = e
 		if s, err := p.Sample(ctx, t0); s != nil || err != nil {
 			t.Fatalf("Sample = %v, %v; want nothing and no error", s, err)
 		}
@@ -277,9 +299,26 @@ func TestIPProbeCilium(t *testing.T) {
 		!strings.Contains(buf, "no CiliumNode") {
 		t.Fatalf("logged %d times, want once per reason:\n%s", n, buf)
 	}
-	readErr = errors.New("connection refused")
+	cn.err = errors.New("connection refused")
 	if _, err := p.Sample(ctx, t0); err == nil || !strings.Contains(err.Error(), "reading the node's CiliumNode: connection refused") {
 		t.Fatalf("Sample with a failing read: %v", err)
+	}
+	if cn.stops != 0 {
+		t.Fatalf("the watch stopped %d times on a Cilium network", cn.stops)
+	}
+	// Another network stops the watch; an unreadable configuration does not.
+	if err := os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), []byte(`{"cniVersion": "0.3.1", "name": "cilium", "plugins": [`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Sample(ctx, t0); err == nil || cn.stops != 0 {
+		t.Fatalf("Sample of an unreadable configuration: %v; watch stopped %d times", err, cn.stops)
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), []byte(`{"cniVersion": "0.3.1", "name": "flannel",
+		"plugins": [{"type": "flannel"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := p.Sample(ctx, t0); s != nil || err != nil || cn.stops != 1 || cn.running {
+		t.Fatalf("Sample of another network = %v, %v; watch stopped %d times, running %v", s, err, cn.stops, cn.running)
 	}
 	// Without a way to read CiliumNodes, the network is one more unknown IPAM.
 	p.CiliumNode = nil

@@ -125,9 +125,9 @@ func (e *env) ciliumNode(cn *ciliumv2.CiliumNode) {
 	}
 }
 
-// runAgent runs the node agent once (--once) on the node of that name and
-// returns the node's annotations afterwards.
-func (e *env) runAgent(name string) map[string]string {
+// agentConfig is the node agent's configuration for the node of that
+// name, whose Node it creates, with the network of confDir.
+func (e *env) agentConfig(name, confDir string) nodeagent.Config {
 	e.t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := e.cp.Client.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{}); err != nil {
@@ -135,19 +135,31 @@ func (e *env) runAgent(name string) map[string]string {
 	}
 	cfg := nodeagent.DefaultConfig()
 	cfg.NodeName = name
-	cfg.CNIConfDir = e.confDir
+	cfg.CNIConfDir = confDir
 	cfg.ContainerRuntimeEndpoint = ""
 	cfg.CgroupRoot = e.t.TempDir()
 	if err := os.MkdirAll(filepath.Join(cfg.CgroupRoot, "kubepods"), 0o755); err != nil {
 		e.t.Fatal(err)
 	}
-	agent, err := nodeagent.New(e.cp.Client, cfg, nodeagent.WithDynamicClient(e.dynamic))
+	return cfg
+}
+
+// runAgent runs the node agent once (--once) on the node of that name and
+// returns the node's annotations afterwards.
+func (e *env) runAgent(name string) map[string]string {
+	e.t.Helper()
+	agent, err := nodeagent.New(e.cp.Client, e.agentConfig(name, e.confDir), nodeagent.WithDynamicClient(e.dynamic))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if err := agent.Once(e.ctx); err != nil {
 		e.t.Fatalf("node agent --once on %s: %v", name, err)
 	}
+	return e.annotations(name)
+}
+
+func (e *env) annotations(name string) map[string]string {
+	e.t.Helper()
 	got, err := e.cp.Client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
