@@ -119,8 +119,12 @@ func (c *CRISandboxLister) dial() error {
 	if !ok {
 		return fmt.Errorf("container runtime endpoint %q is not unix://PATH (--container-runtime-endpoint)", c.Endpoint)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
-		return fmt.Errorf("no container runtime socket at %s (--container-runtime-endpoint; is its directory mounted?)", path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("no container runtime socket at %s (--container-runtime-endpoint; is its directory mounted?): %w", path, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("%s is not a socket (--container-runtime-endpoint)", path)
 	}
 	if c.conn != nil {
 		return nil

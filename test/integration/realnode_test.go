@@ -760,6 +760,24 @@ func TestRealNodeTimingRules(t *testing.T) {
 	t.Logf("deleted → tasks gone %s later (preStop hook 8 s, grace 30 s); %d checks of the estimate while they lived", lastHeld.Sub(deleted).Round(100*time.Millisecond), heldChecks)
 }
 
+// agentLogs is the log of the node agent's pods on the node, for a
+// failure's message.
+func agentLogs(ctx context.Context, cp *controlplane.ControlPlane, nodeName string) string {
+	pods, err := cp.Client.CoreV1().Pods(controlplane.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return err.Error()
+	}
+	var out strings.Builder
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, "headroom-node-agent-") {
+			continue
+		}
+		b, err := cp.Client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptrInt64(40)}).DoRaw(ctx)
+		fmt.Fprintf(&out, "--- %s (%v) ---\n%s\n", p.Name, err, b)
+	}
+	return out.String()
+}
+
 // TestRealNodeLeakedIPs makes a real leaked pod IP on the real node and
 // shows the shipped agent with CRI access find it, keep finding it across
 // 30 restarts of containerd, then, with reclaiming added, free it.
@@ -854,7 +872,7 @@ func TestRealNodeLeakedIPs(t *testing.T) {
 			return err == nil && ok(s), nil
 		})
 		if err != nil {
-			t.Fatalf("the node never showed %s: last %+v: %v", what, s, err)
+			t.Fatalf("the node never showed %s: last %+v: %v\nthe agent's log:\n%s", what, s, err, agentLogs(ctx, cp, node.Name))
 		}
 		return s
 	}

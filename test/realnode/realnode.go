@@ -183,8 +183,15 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 		ReservedPIDs:   opts.ReservedPIDs,
 		ReservedMemory: opts.ReservedMemory,
 	}
-	n.Socket = filepath.Join(n.Dir, "containerd", "containerd.sock")
+	n.Socket = socketPath(n.Dir)
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	// The socket's directory is what a node agent with CRI access mounts:
+	// as containerd's /run/containerd, it holds the socket and is 0711, so
+	// that a non-root process in group 0 reaches the socket (root:root
+	// 0660) and nothing else; containerd's root and state stay 0700.
+	if err := os.MkdirAll(filepath.Dir(n.Socket), 0o711); err != nil {
 		return nil, err
 	}
 	if n.host, err = claimHost(n.Dir, opts.Name); err != nil {
@@ -255,7 +262,7 @@ func Teardown(cpDir string) error {
 			continue
 		}
 		errs = append(errs, controlplane.StopDetachedProcess(cpDir, "kubelet"))
-		sock := filepath.Join(dir, "containerd", "containerd.sock")
+		sock := socketPath(dir)
 		if _, err := os.Stat(sock); err == nil {
 			errs = append(errs, removeSandboxes(sock))
 		}
@@ -272,6 +279,12 @@ func (n *Node) logTails() string {
 		}
 	}
 	return s
+}
+
+// socketPath is containerd's socket of the node in dir, in a directory of
+// its own as /run/containerd/containerd.sock is.
+func socketPath(dir string) string {
+	return filepath.Join(dir, "run-containerd", "containerd.sock")
 }
 
 // StopContainerd stops the node's containerd as a service manager stops it
