@@ -966,4 +966,3 @@ func TestRealNodeLeakedIPs(t *testing.T) {
 	}
 	t.Logf("whole test body: %s", time.Since(start).Round(time.Second))
 }
-
