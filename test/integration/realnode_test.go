@@ -929,8 +929,10 @@ func TestRealNodeLeakedIPs(t *testing.T) {
 	t.Logf("30 containerd restarts: leak count back after %s (min) %s (median) %s (max) from containerd answering; agent goroutines %v → %v, resident memory %.1f → %.1f MiB",
 		backIn[0].Round(10*time.Millisecond), backIn[len(backIn)/2].Round(10*time.Millisecond), backIn[len(backIn)-1].Round(10*time.Millisecond),
 		goroutines0, goroutines1, rss0/(1<<20), rss1/(1<<20))
-	// One interval, and the write and this poll on top.
-	if worst := backIn[len(backIn)-1]; worst > interval+time.Second {
+	// Known at the first sample after containerd is back: one interval,
+	// and the write and this poll on top (2 s for them on a loaded CI
+	// machine; 0.66-0.80 s in all seen here).
+	if worst := backIn[len(backIn)-1]; worst > interval+2*time.Second {
 		t.Errorf("the leak count came back %s after containerd did, want within one interval (%s) and a write", worst, interval)
 	}
 	if goroutines1 > goroutines0+5 || rss1 > rss0+8<<20 {
