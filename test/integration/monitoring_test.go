@@ -71,7 +71,7 @@ func registeredMetricNames(t *testing.T) map[string]bool {
 	var descs []*prometheus.Desc
 	for _, c := range []prometheus.Collector{
 		headroommetrics.InvalidAnnotations, headroommetrics.Nodes,
-		relievenodepressure.NodesTotal, relievenodepressure.EventsDroppedTotal,
+		relievenodepressure.NodesTotal, relievenodepressure.EventsDroppedTotal, relievenodepressure.EvictionsTotal,
 		deschedulermetrics.PodsEvictedTotal, deschedulermetrics.LoopDuration, deschedulermetrics.StrategyDuration,
 		schedmetrics.PluginExecutionDuration,
 	} {
