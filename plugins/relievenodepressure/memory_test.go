@@ -126,11 +126,25 @@ func TestMemoryRelievesByMeasuredGain(t *testing.T) {
 				t.Errorf("Plan: figures after %q, want %q first", got, want)
 			}
 
+			RegisterMetrics()
+			memoryBefore, oomBefore := evictionCount(t, keyMemory), evictionCount(t, EvictionReasonOOM)
 			if got := e.run(t, nodes...); !equal(got, []string{"hog"}) {
 				t.Fatalf("evicted %v, want the hog alone", got)
 			}
-			if r := e.reasons["hog"]; !strings.Contains(r, "RelieveNodePressure: node n1 memory 95.0% used > threshold 90%") {
+			r := e.reasons["hog"]
+			if !strings.Contains(r, "RelieveNodePressure: node n1 memory 95.0% used > threshold 90%") {
 				t.Errorf("eviction reason %q does not name the memory trigger", r)
+			}
+			// The counter's reasons are the eviction reason's triggers.
+			if got := evictionCount(t, keyMemory) - memoryBefore; got != 1 {
+				t.Errorf("counted %v evictions for memory, want 1", got)
+			}
+			wantOOM := 0.0
+			if strings.Contains(r, "OOM shortfall") {
+				wantOOM = 1
+			}
+			if got := evictionCount(t, EvictionReasonOOM) - oomBefore; got != wantOOM {
+				t.Errorf("counted %v evictions for oom, want %v (reason %q)", got, wantOOM, r)
 			}
 		})
 	}

@@ -35,8 +35,26 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// EvictionsTotal counts the evictions the plugin requested that
+	// succeeded, by the figure the pod was evicted for: "pids", "memory"
+	// (each above its threshold) or "oom" (the node's OOM shortfall). An
+	// eviction that relieves two counts under both; the descheduler's
+	// descheduler_pods_evicted_total counts each once.
+	EvictionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "headroom",
+		Subsystem:      "relieve_node_pressure",
+		Name:           "evictions_total",
+		Help:           "Pods RelieveNodePressure evicted, by reason: pids, memory or oom; an eviction for two reasons counts under both.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
 	registerMetrics sync.Once
 )
+
+// EvictionReasonOOM is the reason of EvictionsTotal for evictions that cut
+// the node's OOM shortfall; the measured figures count under their keys
+// ("pids", "memory").
+const EvictionReasonOOM = "oom"
 
 // Results of NodesTotal.
 const (
@@ -47,5 +65,5 @@ const (
 // RegisterMetrics registers the plugin's metrics with the registry the
 // descheduler serves, once.
 func RegisterMetrics() {
-	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal) })
+	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal, EvictionsTotal) })
 }

@@ -54,6 +54,9 @@ type step struct {
 	// pdbs are the PodDisruptionBudgets the eviction counts against.
 	pdbs    []types.UID
 	reasons []string
+	// causes are the figures' keys the pod is evicted for, and
+	// EvictionReasonOOM: the reasons EvictionsTotal counts it under.
+	causes []string
 }
 
 // plan is a projected relief: the evictions, in order, and the outcome.
@@ -367,10 +370,12 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 			continue
 		}
 		s.reasons = append(s.reasons, fmt.Sprintf("%s %s used > threshold %d%%", m.name, percent(m.start, m.allocatable), m.threshold))
+		s.causes = append(s.causes, m.key)
 	}
 	if o := proj.oom; o.pending() && o.shortfallWithout(pod) < o.shortfall {
 		s.reasons = append(s.reasons, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%",
 			percent(o.start, o.model.Allocatable()), o.threshold))
+		s.causes = append(s.causes, EvictionReasonOOM)
 	}
 	if len(s.reasons) == 0 {
 		if len(belowFloor) > 0 {
@@ -424,6 +429,9 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
 		if err == nil {
 			n.evicted++
+			for _, cause := range s.causes {
+				EvictionsTotal.WithLabelValues(cause).Inc()
+			}
 			n.evictedPods = append(n.evictedPods, s.pod)
 			pdbs, err := n.matchingPDBs(s.pod)
 			if err != nil {

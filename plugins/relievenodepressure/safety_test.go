@@ -58,6 +58,15 @@ func nodeCount(t *testing.T, result string) float64 {
 	return v
 }
 
+func evictionCount(t *testing.T, reason string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(EvictionsTotal.WithLabelValues(reason))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func TestGainIsWhatThePodHolds(t *testing.T) {
 	// 9700 of 10000 used. The complete list says the hog holds 2000 and the
 	// small pod 150; "idle" declares 5000 PIDs but is not listed, so it held
@@ -69,13 +78,16 @@ func TestGainIsWhatThePodHolds(t *testing.T) {
 	hog := testPod("hog", "n1")
 	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 2000, small: 150})
 	RegisterMetrics()
-	before := nodeCount(t, ResultRelieved)
+	before, pidEvictionsBefore := nodeCount(t, ResultRelieved), evictionCount(t, keyPIDs)
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{idle, small, hog})...)
 	if got, want := e.run(t, n1, spareNode("n2")), []string{"hog"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
 	}
 	if got := nodeCount(t, ResultRelieved) - before; got != 1 {
 		t.Errorf("counted %v relieved nodes, want 1", got)
+	}
+	if got := evictionCount(t, keyPIDs) - pidEvictionsBefore; got != 1 {
+		t.Errorf("counted %v evictions for PIDs, want 1", got)
 	}
 }
 

@@ -59,6 +59,11 @@ func registeredMetricNames(t *testing.T) map[string]bool {
 	deschedulermetrics.Register()
 	relievenodepressure.RegisterMetrics()
 
+	// The scheduler's queue gauges are unexported vectors: their exported
+	// recorders give them a sample (0), so that they are gathered.
+	schedmetrics.NewActivePodsRecorder().Clear()
+	schedmetrics.UnschedulableReason("NodePIDs", "headroom-scheduler").Set(0)
+
 	names := map[string]bool{}
 	fams, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
@@ -71,7 +76,7 @@ func registeredMetricNames(t *testing.T) map[string]bool {
 	var descs []*prometheus.Desc
 	for _, c := range []prometheus.Collector{
 		headroommetrics.InvalidAnnotations, headroommetrics.Nodes,
-		relievenodepressure.NodesTotal, relievenodepressure.EventsDroppedTotal,
+		relievenodepressure.NodesTotal, relievenodepressure.EventsDroppedTotal, relievenodepressure.EvictionsTotal,
 		deschedulermetrics.PodsEvictedTotal, deschedulermetrics.LoopDuration, deschedulermetrics.StrategyDuration,
 		schedmetrics.PluginExecutionDuration,
 	} {
@@ -137,12 +142,54 @@ func knownMetric(names map[string]bool, name string) bool {
 	return false
 }
 
+// externalMetrics are the series rules and dashboard use that no Headroom
+// binary serves, each for a reason the code's own metrics cannot give:
+// Prometheus' up tells a component that is down (its own metrics are then
+// gone); kube-state-metrics tells pods that no scheduler took, the agents
+// the DaemonSet should run, each agent pod's node (the agents' series name
+// only their pod), and the descheduler's CronJob runs, which are never
+// scraped. Only these names are allowed beyond the registered ones.
+var externalMetrics = map[string]string{
+	"up":                    "Prometheus, per scrape target",
+	"kube_pod_info":         "kube-state-metrics",
+	"kube_pod_created":      "kube-state-metrics",
+	"kube_pod_scheduler":    "kube-state-metrics",
+	"kube_pod_status_phase": "kube-state-metrics",
+	"kube_daemonset_status_desired_number_scheduled": "kube-state-metrics",
+	"kube_cronjob_next_schedule_time":                "kube-state-metrics",
+	"kube_cronjob_spec_suspend":                      "kube-state-metrics",
+	"kube_cronjob_status_last_schedule_time":         "kube-state-metrics",
+	"kube_cronjob_status_last_successful_time":       "kube-state-metrics",
+	"kube_job_status_failed":                         "kube-state-metrics",
+	"kube_job_status_start_time":                     "kube-state-metrics",
+}
+
+// dashboardVariableQuery returns the selector of a template variable's
+// label_values(selector, label) query, or "" for other variables.
+func dashboardVariableQuery(query any) string {
+	if q, ok := query.(map[string]any); ok {
+		query = q["query"]
+	}
+	s, _ := query.(string)
+	if m := regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`).FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 // TestDashboardAndRulesUseRegisteredMetrics holds the Grafana dashboard's
-// queries and the alerting rules' expressions to the metrics the code
-// registers: a metric renamed or dropped in the code, or misspelt in a
-// query, fails here.
+// queries (panels and template variables) and the alerting rules'
+// expressions to the metrics the code registers, and externalMetrics: a
+// metric renamed or dropped in the code, or misspelt in a query, fails
+// here.
 func TestDashboardAndRulesUseRegisteredMetrics(t *testing.T) {
 	names := registeredMetricNames(t)
+	for name := range externalMetrics {
+		if names[name] {
+			t.Errorf("%s is registered by Headroom's binaries: drop it from externalMetrics", name)
+		}
+		names[name] = true
+	}
 	exprs := map[string]string{} // where -> expression
 
 	var rules struct {
@@ -165,6 +212,12 @@ func TestDashboardAndRulesUseRegisteredMetrics(t *testing.T) {
 			Title   string
 			Targets []struct{ Expr string }
 		}
+		Templating struct {
+			List []struct {
+				Name, Type string
+				Query      any
+			}
+		}
 	}
 	if err := json.Unmarshal(repoFile(t, dashboardFile), &dashboard); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
@@ -173,6 +226,17 @@ func TestDashboardAndRulesUseRegisteredMetrics(t *testing.T) {
 		for i, tg := range p.Targets {
 			exprs[dashboardFile+" "+p.Title+" #"+string(rune('A'+i))] = tg.Expr
 		}
+	}
+	for _, v := range dashboard.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		sel := dashboardVariableQuery(v.Query)
+		if sel == "" {
+			t.Errorf("%s: variable %s: query %v is not label_values(selector, label)", dashboardFile, v.Name, v.Query)
+			continue
+		}
+		exprs[dashboardFile+" variable "+v.Name] = sel
 	}
 
 	used := map[string]bool{}
@@ -190,7 +254,10 @@ func TestDashboardAndRulesUseRegisteredMetrics(t *testing.T) {
 	}
 	// Every alert the issue asks for is there, on the metric it is about.
 	for _, want := range []string{"headroom_nodes", "headroom_node_agent_write_failures_total",
-		"headroom_relieve_node_pressure_nodes_total", "descheduler_pods_evicted_total"} {
+		"headroom_relieve_node_pressure_nodes_total", "descheduler_pods_evicted_total",
+		"headroom_relieve_node_pressure_evictions_total", "scheduler_plugin_execution_duration_seconds_bucket",
+		"scheduler_pending_pods", "scheduler_unschedulable_pods", "up", "kube_pod_scheduler",
+		"kube_daemonset_status_desired_number_scheduled", "kube_cronjob_next_schedule_time", "kube_job_status_failed"} {
 		if !used[want] {
 			t.Errorf("no rule or panel uses %s", want)
 		}
@@ -362,4 +429,106 @@ func selectsMetricsPort(t *testing.T, objs map[string]object, kind string, sel m
 		}
 	}
 	return false
+}
+
+const (
+	troubleshootingFile = "docs/troubleshooting.md"
+	runbookBase         = "https://github.com/headroom-k8s/headroom/blob/main/" + troubleshootingFile + "#"
+)
+
+// markdownAnchors returns the anchors GitHub gives a Markdown file's
+// headings: lower case, spaces to hyphens, other punctuation dropped.
+func markdownAnchors(doc string) map[string]bool {
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(doc, "\n") {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !strings.HasPrefix(line, "#") || !ok {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9'):
+				b.WriteRune(r)
+			}
+		}
+		anchors[b.String()] = true
+	}
+	return anchors
+}
+
+// TestMonitoringAlertsHaveRunbooksAndTests holds every alert to a
+// runbook_url that points at its own section of docs/troubleshooting.md,
+// and to a promtool test in which it fires; the alerts on the
+// descheduler's own metrics stay in the group of its deployment mode, the
+// only one whose runs are scraped. Links inside the runbook page resolve.
+func TestMonitoringAlertsHaveRunbooksAndTests(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert, Expr string
+				Annotations map[string]string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(repoFile(t, rulesFile), &rules); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string
+				ExpAlerts []any `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		}
+	}
+	if err := yaml.Unmarshal(repoFile(t, rulesTestFile), &tests); err != nil {
+		t.Fatalf("%s: %v", rulesTestFile, err)
+	}
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+		}
+	}
+	doc := string(repoFile(t, troubleshootingFile))
+	anchors := markdownAnchors(doc)
+
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts++
+			if want := runbookBase + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !anchors[strings.ToLower(r.Alert)] {
+				t.Errorf("%s: %s has no section %q", r.Alert, troubleshootingFile, "### "+r.Alert)
+			}
+			if !fires[r.Alert] {
+				t.Errorf("%s: no test in %s where it fires", r.Alert, rulesTestFile)
+			}
+			for _, name := range metricNamesIn(r.Expr) {
+				fromDescheduler := strings.HasPrefix(name, "descheduler_") || strings.HasPrefix(name, "headroom_relieve_node_pressure_")
+				if fromDescheduler && g.Name != "headroom-descheduler-deployment" {
+					t.Errorf("%s (group %s) uses %s, which only the descheduler's deployment mode serves to a scrape", r.Alert, g.Name, name)
+				}
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Fatalf("no alert in %s", rulesFile)
+	}
+	for _, m := range regexp.MustCompile(`\]\(#([^)]+)\)`).FindAllStringSubmatch(doc, -1) {
+		if !anchors[m[1]] {
+			t.Errorf("%s: link #%s names no heading", troubleshootingFile, m[1])
+		}
+	}
 }
