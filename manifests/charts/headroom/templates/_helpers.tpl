@@ -349,3 +349,102 @@ chart> "serviceAccount" <name in headroom-system> "component"
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The labels and annotations of a component's pod template: the standard
+labels, then the component's podLabels, and its podAnnotations. podLabels
+may not set app.kubernetes.io/name, the selector's label. Arguments: dict
+"root" $ "name" <app.kubernetes.io/name> "component"
+<app.kubernetes.io/component> "values" <the component's values>.
+*/}}
+{{- define "headroom.podMetadata" -}}
+{{- if hasKey (.values.podLabels | default dict) "app.kubernetes.io/name" -}}
+{{- fail (printf "podLabels of %s may not set app.kubernetes.io/name: the workload's selector matches it" .name) -}}
+{{- end -}}
+labels:
+  {{- include "headroom.labels" (dict "root" .root "name" .name "component" .component) | nindent 2 }}
+  {{- with .values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A securityContext: the shipped one (YAML text) with the component's
+override merged over it, maps key by key, lists replaced, `key: null`
+dropping a shipped key. An override that weakens what the shipped one
+hardens (privileged, allowPrivilegeEscalation, readOnlyRootFilesystem,
+runAsNonRoot, seccompProfile, capabilities: ALL dropped, none added) fails
+the render unless the component's allowWeakerSecurityContext is true, so
+that it is never weakened by accident. Arguments: dict "defaults" <YAML>
+"override" <map> "value" <the override's values path> "allowWeaker" bool.
+*/}}
+{{- define "headroom.securityContext" -}}
+{{- $shipped := fromYaml .defaults | default dict -}}
+{{- $merged := deepCopy $shipped -}}
+{{- include "headroom.mergeDroppingNull" (dict "dst" $merged "src" (deepCopy (.override | default dict))) -}}
+{{- if not .allowWeaker -}}
+{{- $weaker := list -}}
+{{- range $k, $hard := dict "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true -}}
+{{- if and (hasKey $shipped $k) (eq (toString (get $shipped $k)) (toString $hard)) (ne (toString (get $merged $k)) (toString $hard)) -}}
+{{- $weaker = append $weaker $k -}}
+{{- end -}}
+{{- end -}}
+{{- if and (hasKey $shipped "seccompProfile") (ne (toJson $shipped.seccompProfile) (toJson $merged.seccompProfile)) -}}
+{{- $weaker = append $weaker "seccompProfile" -}}
+{{- end -}}
+{{- if hasKey $shipped "capabilities" -}}
+{{- $caps := $merged.capabilities | default dict -}}
+{{- if or (not (has "ALL" ($caps.drop | default list))) ($caps.add) -}}
+{{- $weaker = append $weaker "capabilities" -}}
+{{- end -}}
+{{- end -}}
+{{- with $weaker -}}
+{{- fail (printf "%s weakens the shipped securityContext (%s); set allowWeakerSecurityContext: true next to it to accept that" $.value (join ", " .)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $merged -}}
+{{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+headroom.merge, but a null in .src removes the key from .dst.
+*/}}
+{{- define "headroom.mergeDroppingNull" -}}
+{{- $dst := .dst -}}
+{{- range $k, $v := .src -}}
+{{- if kindIs "invalid" $v -}}
+{{- $_ := unset $dst $k -}}
+{{- else if and (kindIs "map" $v) (kindIs "map" (get $dst $k)) -}}
+{{- include "headroom.mergeDroppingNull" (dict "dst" (get $dst $k) "src" $v) -}}
+{{- else -}}
+{{- $_ := set $dst $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A ServiceAccount's annotations, where serviceAccount.annotations has any.
+Argument: the component's values.
+*/}}
+{{- define "headroom.serviceAccountAnnotations" -}}
+{{- with (.serviceAccount | default dict).annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The shipped container securityContext of the scheduler and the descheduler
+(manifests/scheduler, manifests/descheduler).
+*/}}
+{{- define "headroom.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities: {drop: [ALL]}
+{{- end -}}
