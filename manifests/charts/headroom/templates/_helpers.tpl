@@ -375,11 +375,12 @@ annotations:
 {{/*
 A securityContext: the shipped one (YAML text) with the component's
 override merged over it, maps key by key, lists replaced, `key: null`
-dropping a shipped key. An override that weakens what the shipped one
-hardens (privileged, allowPrivilegeEscalation, readOnlyRootFilesystem,
-runAsNonRoot, seccompProfile, capabilities: ALL dropped, none added) fails
-the render unless the component's allowWeakerSecurityContext is true, so
-that it is never weakened by accident. Arguments: dict "defaults" <YAML>
+dropping a shipped key. An override that weakens it (privileged or
+allowPrivilegeEscalation true, readOnlyRootFilesystem or runAsNonRoot
+false, runAsUser 0, seccompProfile dropped or Unconfined, ALL no longer
+dropped, capabilities added) fails the render unless the component's
+allowWeakerSecurityContext is true, so that it is never weakened by
+accident. Arguments: dict "defaults" <YAML>
 "override" <map> "value" <the override's values path> "allowWeaker" bool.
 */}}
 {{- define "headroom.securityContext" -}}
@@ -389,21 +390,26 @@ that it is never weakened by accident. Arguments: dict "defaults" <YAML>
 {{- if not .allowWeaker -}}
 {{- $weaker := list -}}
 {{- range $k, $hard := dict "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true -}}
-{{- if and (hasKey $shipped $k) (eq (toString (get $shipped $k)) (toString $hard)) (ne (toString (get $merged $k)) (toString $hard)) -}}
+{{- $was := toString (get $shipped $k) -}}
+{{- $now := toString (get $merged $k) -}}
+{{- if and (ne $now $was) (or (eq $was (toString $hard)) (and (hasKey $merged $k) (ne $now (toString $hard)))) -}}
 {{- $weaker = append $weaker $k -}}
 {{- end -}}
 {{- end -}}
-{{- if and (hasKey $shipped "seccompProfile") (ne (toJson $shipped.seccompProfile) (toJson $merged.seccompProfile)) -}}
+{{- if and (hasKey $merged "runAsUser") (eq (toString $merged.runAsUser) "0") (ne (toString $shipped.runAsUser) "0") -}}
+{{- $weaker = append $weaker "runAsUser" -}}
+{{- end -}}
+{{- $seccomp := $merged.seccompProfile | default dict -}}
+{{- if or (and (hasKey $shipped "seccompProfile") (not $merged.seccompProfile)) (eq (toString $seccomp.type) "Unconfined") -}}
 {{- $weaker = append $weaker "seccompProfile" -}}
 {{- end -}}
-{{- if hasKey $shipped "capabilities" -}}
+{{- $shippedCaps := $shipped.capabilities | default dict -}}
 {{- $caps := $merged.capabilities | default dict -}}
-{{- if or (not (has "ALL" ($caps.drop | default list))) ($caps.add) -}}
+{{- if or (and (has "ALL" ($shippedCaps.drop | default list)) (not (has "ALL" ($caps.drop | default list)))) (and $caps.add (ne (toJson $caps.add) (toJson $shippedCaps.add))) -}}
 {{- $weaker = append $weaker "capabilities" -}}
 {{- end -}}
-{{- end -}}
 {{- with $weaker -}}
-{{- fail (printf "%s weakens the shipped securityContext (%s); set allowWeakerSecurityContext: true next to it to accept that" $.value (join ", " .)) -}}
+{{- fail (printf "%s weakens the shipped securityContext (%s); set %s.allowWeakerSecurityContext=true to accept that" $.value (join ", " .) (first (splitList "." $.value))) -}}
 {{- end -}}
 {{- end -}}
 {{- with $merged -}}
