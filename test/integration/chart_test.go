@@ -26,9 +26,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -1152,10 +1154,20 @@ descheduler:
     RelieveNodePressure: {pids: {thresholdPercent: 90, targetPercent: 80}}
 scheduler:
   replicas: 1
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app.kubernetes.io/name: headroom-scheduler}}}]
 pidFloor: {minFreePIDs: 1024, minFreePercent: 5}
 nodeAgent:
   kubeletConfig: {enabled: true}
   extraArgs: [--interval=30s]
+  podLabels: {team: platform}
+  podAnnotations: {example.com/owner: platform}
+  podSecurityContext: {fsGroup: 9809}
+  extraEnv: [{name: GOMAXPROCS, value: "1"}]
+  extraVolumes: [{name: scratch, emptyDir: {}}]
+  extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
+  serviceAccount: {annotations: {example.com/role: agent}}
+networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.0/8]}}
+tests: {enabled: true}
 `))
 	dep, err := cp.Client.AppsV1().Deployments(chartNS).Get(ctx, "headroom-descheduler", metav1.GetOptions{})
 	if err != nil {
@@ -1172,6 +1184,11 @@ nodeAgent:
 	}
 	if _, err := cp.Client.CoreV1().Services(chartNS).Get(ctx, "headroom-descheduler-metrics", metav1.GetOptions{}); err != nil {
 		t.Error(err)
+	}
+	for _, name := range []string{"headroom-scheduler", "headroom-descheduler"} {
+		if _, err := cp.Client.NetworkingV1().NetworkPolicies(chartNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -1911,4 +1928,108 @@ func TestChartValuesDocumented(t *testing.T) {
 		}
 	}
 	walk("", values, schema)
+}
+
+// TestChartHelmTest installs the chart with its test pod and runs `helm
+// test` against a real API server: it fails while no headroom-scheduler
+// runs (the pod stays Pending), and succeeds once headroom-scheduler has
+// placed the pod on a Node and the pod has finished (its status is set
+// here, as a kubelet would set it).
+func TestChartHelmTest(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kube := func(args ...string) []string {
+		return append(args, "--kubeconfig", cp.KubeconfigPath, "--namespace", chartNS)
+	}
+
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Only the scheduler: no controllers run here to start the others.
+	values := []string{"--set", "tests.enabled=true,descheduler.enabled=false,nodeAgent.enabled=false"}
+	if out, err := helmCmd(append(kube("install", chartRelease, repoPath(t, chartDir)), values...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	// A Ready Node without taints for the scheduler to choose.
+	node, err := cp.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelOSStable: "linux", corev1.LabelHostname: "node-a"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = nil
+	if node, err = cp.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allocatable := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status = corev1.NodeStatus{
+		Capacity: allocatable, Allocatable: allocatable,
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+	}
+	if _, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	if out, err := helmCmd(kube("test", chartRelease, "--timeout", "5s")...); err == nil {
+		t.Fatalf("helm test succeeded with no headroom-scheduler running:\n%s", out)
+	}
+	t.Logf("helm test without headroom-scheduler failed, as it should, after %v", time.Since(start).Round(time.Millisecond))
+	pod, err := cp.Client.CoreV1().Pods(chartNS).Get(ctx, "headroom-scheduler-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.NodeName != "" || pod.Spec.SchedulerName != "headroom-scheduler" {
+		t.Fatalf("test pod placed on %q by no scheduler; schedulerName %q", pod.Spec.NodeName, pod.Spec.SchedulerName)
+	}
+
+	// The next helm test makes a new pod: remove this one before a
+	// scheduler can place it (a bound pod waits for a kubelet to go).
+	if err := cp.Client.CoreV1().Pods(chartNS).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// headroom-scheduler with the configuration the chart installed.
+	cm, err := cp.Client.CoreV1().ConfigMaps(chartNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=headroom-scheduler"})
+	if err != nil || len(cm.Items) != 1 {
+		t.Fatalf("scheduler ConfigMaps %v: %v", cm, err)
+	}
+	schedulerStart := time.Now()
+	if _, err := cp.StartSchedulerWith(ctx, controlplane.SchedulerOptions{Kubeconfig: cp.KubeconfigPath}, []byte(cm.Items[0].Data["scheduler-config.yaml"])); err != nil {
+		t.Fatal(err)
+	}
+
+	helmTest := make(chan error, 1)
+	var helmOut string
+	go func() {
+		var err error
+		helmOut, err = helmCmd(kube("test", chartRelease, "--timeout", "90s")...)
+		helmTest <- err
+	}()
+	// The kubelet's part: the container ran and exited 0 on the node the
+	// scheduler chose.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cp.Client.CoreV1().Pods(chartNS).Get(ctx, "headroom-scheduler-test", metav1.GetOptions{})
+		if err != nil || p.UID == pod.UID || p.Spec.NodeName == "" {
+			return false, nil
+		}
+		if p.Spec.NodeName != "node-a" {
+			return false, fmt.Errorf("test pod placed on %q", p.Spec.NodeName)
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		_, err = cp.Client.CoreV1().Pods(chartNS).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("headroom-scheduler did not place the test pod: %v", err)
+	}
+	if err := <-helmTest; err != nil {
+		t.Fatalf("helm test: %v\n%s", err, helmOut)
+	}
+	if !strings.Contains(helmOut, "Succeeded") {
+		t.Errorf("helm test:\n%s", helmOut)
+	}
+	t.Logf("helm test passed %v after headroom-scheduler started", time.Since(schedulerStart).Round(time.Millisecond))
 }
