@@ -1363,7 +1363,7 @@ namespace: {create: true}
 commonLabels: {team: infra, example.com/cost-center: "42"}
 imagePullSecrets: [{name: regcred}]
 scheduler: {logFormat: json, image: {digest: `+digest+`, tag: ignored}}
-descheduler: {mode: `+mode+`}
+descheduler: {mode: `+mode+`, logFormat: json}
 nodeAgent: {logFormat: json}
 metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}}
 prometheusRule: {enabled: true}
@@ -1409,9 +1409,8 @@ grafanaDashboard: {enabled: true}
 					t.Errorf("%s: imagePullSecrets %v", key, pt.Spec.ImagePullSecrets)
 				}
 				c := pt.Spec.Containers[0]
-				// The descheduler's command (upstream's) has no --logging-format.
-				if hasFormat := slices.Contains(c.Args, "--logging-format=json"); hasFormat != (c.Name != "descheduler") {
-					t.Errorf("%s: args %v: --logging-format=json given %v, want it for the scheduler and the node agent only", key, c.Args, hasFormat)
+				if !slices.Contains(c.Args, "--logging-format=json") {
+					t.Errorf("%s: args %v: no --logging-format=json", key, c.Args)
 				}
 				wantImage := "ghcr.io/headroom-k8s/headroom-" + strings.TrimPrefix(c.Name, "") + ":" + chart.AppVersion
 				switch c.Name {
