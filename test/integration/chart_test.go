@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -23,10 +24,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -394,6 +398,26 @@ pidFloor: {minFreePIDs: 1024, minFreePercent: 5}
 nodeAgent:
   kubeletConfig: {enabled: true}
   admissionPolicy: {enabled: false, allowNodeWriteWithoutPolicy: true}
+`)},
+		"pod values, monitors, network policy, test pod": {"-f", valuesFile(t, `
+scheduler:
+  podLabels: {team: a}
+  podAnnotations: {example.com/owner: a}
+  podSecurityContext: {runAsUser: 65532}
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
+  extraEnv: [{name: A, value: b}]
+  extraVolumes: [{name: extra, emptyDir: {}}]
+  extraVolumeMounts: [{name: extra, mountPath: /extra}]
+  serviceAccount: {annotations: {example.com/role: a}}
+descheduler: {mode: cronJob, suspend: true, logFormat: json}
+nodeAgent:
+  securityContext: {runAsUser: 0}
+  allowWeakerSecurityContext: true
+metrics:
+  serviceMonitor: {enabled: true, metricRelabelings: [{action: drop, sourceLabels: [__name__], regex: go_.*}]}
+  podMonitor: {enabled: true, authorization: {type: Bearer, credentials: {name: t, key: token}}}
+networkPolicy: {enabled: true}
+tests: {enabled: true}
 `)},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -1054,6 +1078,10 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "descheduler.pluginArgs.RelieveNodePressure.pids.minFreePercent=7"}, "descheduler.pluginArgs.RelieveNodePressure.pids.minFreePercent"},
 		{[]string{"--set-file", "scheduler.config=" + repoPath(t, "manifests/samples/nodepids-scheduler-config.yaml"), "--set", "pidFloor.minFreePIDs=1024"}, "scheduler.config"},
 		{[]string{"--set", "pidFloor.minFreePercent=101"}, "pidFloor.minFreePercent"},
+		{[]string{"--set", "descheduler.logFormat=xml"}, "descheduler.logFormat"},
+		{[]string{"--set", "descheduler.suspend=yes"}, "descheduler.suspend"},
+		{[]string{"--set", "metrics.serviceMonitor.authorization.credentials.name=x"}, "metrics.serviceMonitor.authorization.credentials"},
+		{[]string{"--set-json", `scheduler.extraEnv=[{"value":"x"}]`}, "scheduler.extraEnv/0"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			out, err := renderChartText(t, tc.flags...)
@@ -1126,10 +1154,20 @@ descheduler:
     RelieveNodePressure: {pids: {thresholdPercent: 90, targetPercent: 80}}
 scheduler:
   replicas: 1
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app.kubernetes.io/name: headroom-scheduler}}}]
 pidFloor: {minFreePIDs: 1024, minFreePercent: 5}
 nodeAgent:
   kubeletConfig: {enabled: true}
   extraArgs: [--interval=30s]
+  podLabels: {team: platform}
+  podAnnotations: {example.com/owner: platform}
+  podSecurityContext: {fsGroup: 9809}
+  extraEnv: [{name: GOMAXPROCS, value: "1"}]
+  extraVolumes: [{name: scratch, emptyDir: {}}]
+  extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
+  serviceAccount: {annotations: {example.com/role: agent}}
+networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.0/8]}}
+tests: {enabled: true}
 `))
 	dep, err := cp.Client.AppsV1().Deployments(chartNS).Get(ctx, "headroom-descheduler", metav1.GetOptions{})
 	if err != nil {
@@ -1146,6 +1184,11 @@ nodeAgent:
 	}
 	if _, err := cp.Client.CoreV1().Services(chartNS).Get(ctx, "headroom-descheduler-metrics", metav1.GetOptions{}); err != nil {
 		t.Error(err)
+	}
+	for _, name := range []string{"headroom-scheduler", "headroom-descheduler"} {
+		if _, err := cp.Client.NetworkingV1().NetworkPolicies(chartNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -1320,7 +1363,7 @@ namespace: {create: true}
 commonLabels: {team: infra, example.com/cost-center: "42"}
 imagePullSecrets: [{name: regcred}]
 scheduler: {logFormat: json, image: {digest: `+digest+`, tag: ignored}}
-descheduler: {mode: `+mode+`}
+descheduler: {mode: `+mode+`, logFormat: json}
 nodeAgent: {logFormat: json}
 metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}}
 prometheusRule: {enabled: true}
@@ -1366,9 +1409,8 @@ grafanaDashboard: {enabled: true}
 					t.Errorf("%s: imagePullSecrets %v", key, pt.Spec.ImagePullSecrets)
 				}
 				c := pt.Spec.Containers[0]
-				// The descheduler's command (upstream's) has no --logging-format.
-				if hasFormat := slices.Contains(c.Args, "--logging-format=json"); hasFormat != (c.Name != "descheduler") {
-					t.Errorf("%s: args %v: --logging-format=json given %v, want it for the scheduler and the node agent only", key, c.Args, hasFormat)
+				if !slices.Contains(c.Args, "--logging-format=json") {
+					t.Errorf("%s: args %v: no --logging-format=json", key, c.Args)
 				}
 				wantImage := "ghcr.io/headroom-k8s/headroom-" + strings.TrimPrefix(c.Name, "") + ":" + chart.AppVersion
 				switch c.Name {
@@ -1532,4 +1574,461 @@ func TestNodeAgentLeastPrivilege(t *testing.T) {
 			t.Errorf("helm template: %v\n%s", err, out)
 		}
 	})
+}
+
+// chartComponents are the values keys of the chart's workloads and the
+// object each renders.
+var chartComponents = []struct{ values, workload, serviceAccount string }{
+	{"scheduler", "Deployment headroom-system/headroom-scheduler", "headroom-scheduler"},
+	{"descheduler", "Deployment headroom-system/headroom-descheduler", "headroom-descheduler"},
+	{"nodeAgent", "DaemonSet headroom-system/headroom-node-agent", "headroom-node-agent"},
+}
+
+// TestChartPodValues: each component's podLabels, podAnnotations,
+// securityContext overrides, topologySpreadConstraints, extraEnv, extra
+// volumes and ServiceAccount annotations reach its objects, the shipped
+// securityContext keys kept under an override.
+func TestChartPodValues(t *testing.T) {
+	values := strings.Builder{}
+	for _, c := range chartComponents {
+		fmt.Fprintf(&values, "%s:\n", c.values)
+		if c.values == "descheduler" {
+			values.WriteString("  mode: deployment\n  logFormat: json\n")
+		}
+		// The node agent's DaemonSet runs on every node: nothing to spread.
+		topology := "  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]\n"
+		if c.values == "nodeAgent" {
+			topology = ""
+		}
+		fmt.Fprintf(&values, `  podLabels: {team: %[1]s}
+  podAnnotations: {example.com/owner: %[1]s}
+  podSecurityContext: {fsGroup: 2000}
+  securityContext: {runAsGroup: 3000}
+%[3]s  extraEnv: [{name: EXTRA_%[1]s, value: "1"}]
+  extraVolumes: [{name: extra-%[2]s, emptyDir: {}}]
+  extraVolumeMounts: [{name: extra-%[2]s, mountPath: /extra}]
+  serviceAccount: {annotations: {example.com/role: %[1]s}}
+`, c.values, strings.ToLower(c.values), topology)
+	}
+	objs := renderChart(t, "-f", valuesFile(t, values.String()))
+	pts := podTemplates(t, objs)
+	for _, c := range chartComponents {
+		t.Run(c.values, func(t *testing.T) {
+			pt, ok := pts[c.workload]
+			if !ok {
+				t.Fatalf("no %s", c.workload)
+			}
+			if pt.Labels["team"] != c.values || pt.Labels["app.kubernetes.io/name"] == "" {
+				t.Errorf("pod labels %v", pt.Labels)
+			}
+			if pt.Annotations["example.com/owner"] != c.values {
+				t.Errorf("pod annotations %v", pt.Annotations)
+			}
+			psc := pt.Spec.SecurityContext
+			if psc == nil || ptr.Deref(psc.FSGroup, 0) != 2000 || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext %+v: want fsGroup 2000 and the shipped RuntimeDefault", psc)
+			}
+			if c.values == "nodeAgent" && (psc == nil || ptr.Deref(psc.RunAsUser, 0) != 9809) {
+				t.Errorf("node agent pod securityContext %+v: want the shipped UID 9809", psc)
+			}
+			ctr := pt.Spec.Containers[0]
+			sc := ctr.SecurityContext
+			if sc == nil || ptr.Deref(sc.RunAsGroup, 0) != 3000 || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+				ptr.Deref(sc.AllowPrivilegeEscalation, true) || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("container securityContext %+v: want runAsGroup 3000 over the shipped one", sc)
+			}
+			wantTopology := c.values != "nodeAgent"
+			if got := len(pt.Spec.TopologySpreadConstraints) == 1; got != wantTopology {
+				t.Errorf("topologySpreadConstraints %v", pt.Spec.TopologySpreadConstraints)
+			}
+			if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == "EXTRA_"+c.values && e.Value == "1" }) {
+				t.Errorf("env %v", ctr.Env)
+			}
+			vol := "extra-" + strings.ToLower(c.values)
+			if !slices.ContainsFunc(pt.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol && v.EmptyDir != nil }) ||
+				!slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == vol && m.MountPath == "/extra" }) {
+				t.Errorf("volumes %v, mounts %v", pt.Spec.Volumes, ctr.VolumeMounts)
+			}
+			if c.values == "nodeAgent" && !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" }) {
+				t.Errorf("extraEnv replaced the agent's own env: %v", ctr.Env)
+			}
+			if c.values == "descheduler" && !slices.Contains(ctr.Args, "--logging-format=json") {
+				t.Errorf("descheduler args %q", ctr.Args)
+			}
+			sa := decodeTyped[*corev1.ServiceAccount](t, objs, "ServiceAccount headroom-system/"+c.serviceAccount)
+			if sa.Annotations["example.com/role"] != c.values {
+				t.Errorf("ServiceAccount annotations %v", sa.Annotations)
+			}
+		})
+	}
+
+	t.Run("descheduler cronJob", func(t *testing.T) {
+		objs := renderChart(t, "--set", "descheduler.suspend=true,descheduler.logFormat=json")
+		cj := decodeTyped[*batchv1.CronJob](t, objs, "CronJob headroom-system/headroom-descheduler")
+		if !ptr.Deref(cj.Spec.Suspend, false) {
+			t.Error("suspend not rendered")
+		}
+		if args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--logging-format=json") {
+			t.Errorf("args %q", args)
+		}
+		if len(cj.Spec.JobTemplate.Spec.Template.Spec.TopologySpreadConstraints) != 0 {
+			t.Error("a CronJob run got topologySpreadConstraints")
+		}
+	})
+	t.Run("podLabels may not change the selector", func(t *testing.T) {
+		_, err := renderChartText(t, "--set", `scheduler.podLabels.app\.kubernetes\.io/name=x`)
+		if err == nil || !strings.Contains(err.Error(), "app.kubernetes.io/name") {
+			t.Errorf("want a refusal naming app.kubernetes.io/name, got %v", err)
+		}
+	})
+}
+
+// TestChartSecurityContextWeakening: an override that weakens a shipped
+// securityContext fails the render, naming the value and the key, unless
+// allowWeakerSecurityContext accepts it; a stricter one renders.
+func TestChartSecurityContextWeakening(t *testing.T) {
+	for _, tc := range []struct{ set, value, key string }{
+		{"scheduler.securityContext.privileged=true", "scheduler.securityContext", "privileged"},
+		{"scheduler.securityContext.readOnlyRootFilesystem=false", "scheduler.securityContext", "readOnlyRootFilesystem"},
+		{"descheduler.securityContext.allowPrivilegeEscalation=true", "descheduler.securityContext", "allowPrivilegeEscalation"},
+		{"descheduler.podSecurityContext.seccompProfile.type=Unconfined", "descheduler.podSecurityContext", "seccompProfile"},
+		{"nodeAgent.podSecurityContext.runAsNonRoot=false", "nodeAgent.podSecurityContext", "runAsNonRoot"},
+		{"nodeAgent.securityContext.runAsUser=0", "nodeAgent.securityContext", "runAsUser"},
+		{"nodeAgent.securityContext.capabilities.add={SYS_ADMIN}", "nodeAgent.securityContext", "capabilities"},
+		{"nodeAgent.securityContext.capabilities.drop={NET_RAW}", "nodeAgent.securityContext", "capabilities"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := renderChartText(t, "--set", tc.set)
+			if err == nil || !strings.Contains(err.Error(), tc.value) || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("want a refusal naming %s and %s, got %v", tc.value, tc.key, err)
+			}
+			component, _, _ := strings.Cut(tc.value, ".")
+			if _, err := renderChartText(t, "--set", tc.set, "--set", component+".allowWeakerSecurityContext=true"); err != nil {
+				t.Fatalf("with allowWeakerSecurityContext: %v", err)
+			}
+		})
+	}
+	for _, set := range []string{
+		"scheduler.podSecurityContext.runAsUser=65532",
+		"nodeAgent.podSecurityContext.seccompProfile.type=Localhost,nodeAgent.podSecurityContext.seccompProfile.localhostProfile=agent.json",
+		"nodeAgent.reclaimLeakedIPs.enabled=true,nodeAgent.containerRuntime.enabled=true",
+	} {
+		if _, err := renderChartText(t, "--set", set); err != nil {
+			t.Errorf("--set %s: %v", set, err)
+		}
+	}
+}
+
+// TestChartMonitors: the ServiceMonitors and PodMonitors authorize with a
+// Secret's token (the chart's headroom-metrics-reader unless one is given),
+// never bearerTokenFile, and take tlsConfig, relabelings and
+// metricRelabelings.
+func TestChartMonitors(t *testing.T) {
+	endpoints := func(t *testing.T, objs map[string]object, key string) []any {
+		t.Helper()
+		o, ok := objs[key]
+		if !ok {
+			t.Fatalf("no %s", key)
+		}
+		spec := o["spec"].(map[string]any)
+		if e, ok := spec["endpoints"]; ok {
+			return e.([]any)
+		}
+		return spec["podMetricsEndpoints"].([]any)
+	}
+	t.Run("defaults", func(t *testing.T) {
+		objs := renderChart(t, "--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true")
+		for _, key := range []string{"ServiceMonitor headroom-system/headroom-scheduler", "PodMonitor headroom-system/headroom-node-agent"} {
+			ep := endpoints(t, objs, key)[0].(map[string]any)
+			if _, ok := ep["bearerTokenFile"]; ok {
+				t.Errorf("%s: bearerTokenFile", key)
+			}
+			want := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "headroom-metrics-reader", "key": "token"}}
+			if !reflect.DeepEqual(ep["authorization"], want) {
+				t.Errorf("%s: authorization %v", key, ep["authorization"])
+			}
+			if !reflect.DeepEqual(ep["tlsConfig"], map[string]any{"insecureSkipVerify": true}) {
+				t.Errorf("%s: tlsConfig %v", key, ep["tlsConfig"])
+			}
+		}
+		secret := decodeTyped[*corev1.Secret](t, objs, "Secret headroom-system/headroom-metrics-reader")
+		if secret.Type != corev1.SecretTypeServiceAccountToken || secret.Annotations[corev1.ServiceAccountNameKey] != "headroom-metrics-reader" {
+			t.Errorf("reader Secret %+v", secret)
+		}
+		role := decodeTyped[*rbacv1.ClusterRole](t, objs, "ClusterRole headroom-metrics-reader")
+		if want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}; !reflect.DeepEqual(role.Rules, want) {
+			t.Errorf("reader rules %+v", role.Rules)
+		}
+		binding := decodeTyped[*rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding headroom-metrics-reader")
+		if binding.RoleRef.Name != "headroom-metrics-reader" || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "headroom-metrics-reader" {
+			t.Errorf("reader binding %+v", binding)
+		}
+	})
+	t.Run("given", func(t *testing.T) {
+		objs := renderChart(t, "-f", valuesFile(t, `
+metrics:
+  serviceMonitor:
+    enabled: true
+    authorization: {type: Bearer, credentials: {name: prometheus-token, key: token}}
+    tlsConfig: {insecureSkipVerify: null, serverName: headroom-scheduler-metrics, ca: {secret: {name: headroom-ca, key: ca.crt}}}
+    relabelings: [{action: labeldrop, regex: pod}]
+    metricRelabelings: [{action: drop, sourceLabels: [__name__], regex: go_.*}]
+`))
+		ep := endpoints(t, objs, "ServiceMonitor headroom-system/headroom-scheduler")[0].(map[string]any)
+		if got := ep["authorization"].(map[string]any)["credentials"]; !reflect.DeepEqual(got, map[string]any{"name": "prometheus-token", "key": "token"}) {
+			t.Errorf("authorization credentials %v", got)
+		}
+		tls := ep["tlsConfig"].(map[string]any)
+		if _, ok := tls["insecureSkipVerify"]; ok || tls["serverName"] != "headroom-scheduler-metrics" || tls["ca"] == nil {
+			t.Errorf("tlsConfig %v", tls)
+		}
+		if len(ep["relabelings"].([]any)) != 1 || len(ep["metricRelabelings"].([]any)) != 1 {
+			t.Errorf("relabelings %v, metricRelabelings %v", ep["relabelings"], ep["metricRelabelings"])
+		}
+		for key := range objs {
+			if strings.Contains(key, "headroom-metrics-reader") {
+				t.Errorf("%s rendered with authorization given", key)
+			}
+		}
+	})
+}
+
+// TestChartNetworkPolicy: off by default; on, the scheduler's and the
+// descheduler's pods take ingress only on their metrics ports from the
+// namespaces selected, and egress only to the API server.
+func TestChartNetworkPolicy(t *testing.T) {
+	for key := range renderChart(t) {
+		if strings.HasPrefix(key, "NetworkPolicy ") {
+			t.Errorf("%s rendered by default", key)
+		}
+	}
+	objs := renderChart(t, "-f", valuesFile(t, `
+descheduler: {mode: deployment}
+networkPolicy:
+  enabled: true
+  metricsNamespaceSelector: {matchLabels: {name: observability}}
+  apiServer: {cidrs: [192.0.2.10/32], ports: [6443]}
+`))
+	for name, port := range map[string]int32{"headroom-scheduler": 10259, "headroom-descheduler": 10258} {
+		np := decodeTyped[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy headroom-system/"+name)
+		if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != name {
+			t.Errorf("%s: podSelector %v", name, np.Spec.PodSelector)
+		}
+		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			t.Errorf("%s: policyTypes %v", name, np.Spec.PolicyTypes)
+		}
+		if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntVal != port ||
+			np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["name"] != "observability" {
+			t.Errorf("%s: ingress %+v", name, np.Spec.Ingress)
+		}
+		if len(np.Spec.Egress) != 1 || np.Spec.Egress[0].To[0].IPBlock.CIDR != "192.0.2.10/32" || np.Spec.Egress[0].Ports[0].Port.IntVal != 6443 {
+			t.Errorf("%s: egress %+v", name, np.Spec.Egress)
+		}
+	}
+	// A CronJob run serves no port: no ingress at all.
+	np := decodeTyped[*networkingv1.NetworkPolicy](t, renderChart(t, "--set", "networkPolicy.enabled=true"), "NetworkPolicy headroom-system/headroom-descheduler")
+	if len(np.Spec.Ingress) != 0 {
+		t.Errorf("cronJob mode ingress %+v", np.Spec.Ingress)
+	}
+}
+
+// TestChartTestPod: `helm test`'s pod is a test hook that only
+// headroom-scheduler places, rendered only with tests.enabled.
+func TestChartTestPod(t *testing.T) {
+	const key = "Pod headroom-system/headroom-scheduler-test"
+	if _, ok := renderChart(t)[key]; ok {
+		t.Errorf("%s rendered by default", key)
+	}
+	pod := decodeTyped[*corev1.Pod](t, renderChart(t, "--set", "tests.enabled=true"), key)
+	if pod.Annotations["helm.sh/hook"] != "test" {
+		t.Errorf("annotations %v", pod.Annotations)
+	}
+	if pod.Spec.SchedulerName != "headroom-scheduler" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("schedulerName %q, restartPolicy %q", pod.Spec.SchedulerName, pod.Spec.RestartPolicy)
+	}
+	if _, ok := renderChart(t, "--set", "tests.enabled=true,scheduler.enabled=false")[key]; ok {
+		t.Error("test pod rendered without the scheduler")
+	}
+}
+
+// TestChartValuesDocumented: every key of values.yaml is in
+// values.schema.json and in the README's values table. A table row's first
+// cell names values as `a.b.c`, `.d` (a sibling of the value before it),
+// `a.b.*` (everything under a.b) and "(also `x.`)" or "(also `x.y.`)" (the
+// same values with x, or x.y, in place of as many leading keys); a row
+// naming a value covers what is under it.
+func TestChartValuesDocumented(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal(repoFile(t, filepath.Join(chartDir, "values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(repoFile(t, filepath.Join(chartDir, "values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	tick := regexp.MustCompile("`([^`]+)`")
+	for _, line := range strings.Split(string(repoFile(t, filepath.Join(chartDir, "README.md"))), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cell := strings.Split(line, " | ")[0]
+		var paths, also []string
+		last := ""
+		for _, m := range tick.FindAllStringSubmatch(cell, -1) {
+			tok := m[1]
+			switch {
+			case strings.HasSuffix(tok, "."):
+				also = append(also, tok)
+			case strings.HasPrefix(tok, "."):
+				paths = append(paths, path.Dir(strings.ReplaceAll(last, ".", "/"))+tok)
+			default:
+				paths, last = append(paths, tok), tok
+			}
+		}
+		for i := range paths {
+			paths[i] = strings.ReplaceAll(paths[i], "/", ".")
+		}
+		for _, a := range also {
+			for _, p := range paths[:len(paths):len(paths)] {
+				segments := strings.Split(p, ".")
+				if n := strings.Count(a, "."); n < len(segments) {
+					paths = append(paths, a+strings.Join(segments[n:], "."))
+				}
+			}
+		}
+		documented = append(documented, paths...)
+	}
+	inReadme := func(key string) bool {
+		for _, d := range documented {
+			if d == key || strings.HasPrefix(key, d+".") || (strings.HasSuffix(d, ".*") && strings.HasPrefix(key, strings.TrimSuffix(d, "*"))) {
+				return true
+			}
+		}
+		return false
+	}
+	var walk func(prefix string, v map[string]any, node map[string]any)
+	walk = func(prefix string, v map[string]any, node map[string]any) {
+		props, _ := node["properties"].(map[string]any)
+		for k, val := range v {
+			key := strings.TrimPrefix(prefix+"."+k, ".")
+			sub, ok := props[k].(map[string]any)
+			if !ok {
+				t.Errorf("values.yaml key %s is not in values.schema.json", key)
+				continue
+			}
+			if m, isMap := val.(map[string]any); isMap && len(m) > 0 && sub["properties"] != nil {
+				walk(key, m, sub)
+				continue
+			}
+			if !inReadme(key) {
+				t.Errorf("values.yaml key %s is not in README.md's values table", key)
+			}
+		}
+	}
+	walk("", values, schema)
+}
+
+// TestChartHelmTest installs the chart with its test pod and runs `helm
+// test` against a real API server: it fails while no headroom-scheduler
+// runs (the pod stays Pending), and succeeds once headroom-scheduler has
+// placed the pod on a Node and the pod has finished (its status is set
+// here, as a kubelet would set it).
+func TestChartHelmTest(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kube := func(args ...string) []string {
+		return append(args, "--kubeconfig", cp.KubeconfigPath, "--namespace", chartNS)
+	}
+
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Only the scheduler: no controllers run here to start the others.
+	values := []string{"--set", "tests.enabled=true,descheduler.enabled=false,nodeAgent.enabled=false"}
+	if out, err := helmCmd(append(kube("install", chartRelease, repoPath(t, chartDir)), values...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	// A Ready Node without taints for the scheduler to choose.
+	node, err := cp.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelOSStable: "linux", corev1.LabelHostname: "node-a"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = nil
+	if node, err = cp.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allocatable := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status = corev1.NodeStatus{
+		Capacity: allocatable, Allocatable: allocatable,
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+	}
+	if _, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	if out, err := helmCmd(kube("test", chartRelease, "--timeout", "5s")...); err == nil {
+		t.Fatalf("helm test succeeded with no headroom-scheduler running:\n%s", out)
+	}
+	t.Logf("helm test without headroom-scheduler failed, as it should, after %v", time.Since(start).Round(time.Millisecond))
+	pod, err := cp.Client.CoreV1().Pods(chartNS).Get(ctx, "headroom-scheduler-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.NodeName != "" || pod.Spec.SchedulerName != "headroom-scheduler" {
+		t.Fatalf("test pod placed on %q by no scheduler; schedulerName %q", pod.Spec.NodeName, pod.Spec.SchedulerName)
+	}
+
+	// The next helm test makes a new pod: remove this one before a
+	// scheduler can place it (a bound pod waits for a kubelet to go).
+	if err := cp.Client.CoreV1().Pods(chartNS).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// headroom-scheduler with the configuration the chart installed.
+	cm, err := cp.Client.CoreV1().ConfigMaps(chartNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=headroom-scheduler"})
+	if err != nil || len(cm.Items) != 1 {
+		t.Fatalf("scheduler ConfigMaps %v: %v", cm, err)
+	}
+	schedulerStart := time.Now()
+	if _, err := cp.StartSchedulerWith(ctx, controlplane.SchedulerOptions{Kubeconfig: cp.KubeconfigPath}, []byte(cm.Items[0].Data["scheduler-config.yaml"])); err != nil {
+		t.Fatal(err)
+	}
+
+	helmTest := make(chan error, 1)
+	var helmOut string
+	go func() {
+		var err error
+		helmOut, err = helmCmd(kube("test", chartRelease, "--timeout", "90s")...)
+		helmTest <- err
+	}()
+	// The kubelet's part: the container ran and exited 0 on the node the
+	// scheduler chose.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cp.Client.CoreV1().Pods(chartNS).Get(ctx, "headroom-scheduler-test", metav1.GetOptions{})
+		if err != nil || p.UID == pod.UID || p.Spec.NodeName == "" {
+			return false, nil
+		}
+		if p.Spec.NodeName != "node-a" {
+			return false, fmt.Errorf("test pod placed on %q", p.Spec.NodeName)
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		_, err = cp.Client.CoreV1().Pods(chartNS).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("headroom-scheduler did not place the test pod: %v", err)
+	}
+	if err := <-helmTest; err != nil {
+		t.Fatalf("helm test: %v\n%s", err, helmOut)
+	}
+	if !strings.Contains(helmOut, "Succeeded") {
+		t.Errorf("helm test:\n%s", helmOut)
+	}
+	t.Logf("helm test passed %v after headroom-scheduler started", time.Since(schedulerStart).Round(time.Millisecond))
 }

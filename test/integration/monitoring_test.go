@@ -346,7 +346,10 @@ grafanaDashboard: {enabled: true, namespace: grafana}
 					if kind == "PodMonitor" && show(ep["authorization"]) != `{"credentials":{"key":"token","name":"prometheus-token"},"type":"Bearer"}` {
 						t.Errorf("%s: authorization %s", key, show(ep["authorization"]))
 					}
-					if kind == "ServiceMonitor" && (ep["interval"] != "30s" || ep["bearerTokenFile"] == nil) {
+					// No authorization given: the chart's reader token, never
+					// the deprecated bearerTokenFile.
+					if kind == "ServiceMonitor" && (ep["interval"] != "30s" || ep["bearerTokenFile"] != nil ||
+						show(ep["authorization"]) != `{"credentials":{"key":"token","name":"headroom-metrics-reader"},"type":"Bearer"}`) {
 						t.Errorf("%s: endpoint %v", key, ep)
 					}
 					if !selectsMetricsPort(t, objs, kind, sel) {

@@ -349,3 +349,108 @@ chart> "serviceAccount" <name in headroom-system> "component"
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The labels and annotations of a component's pod template: the standard
+labels, then the component's podLabels, and its podAnnotations. podLabels
+may not set app.kubernetes.io/name, the selector's label. Arguments: dict
+"root" $ "name" <app.kubernetes.io/name> "component"
+<app.kubernetes.io/component> "values" <the component's values>.
+*/}}
+{{- define "headroom.podMetadata" -}}
+{{- if hasKey (.values.podLabels | default dict) "app.kubernetes.io/name" -}}
+{{- fail (printf "podLabels of %s may not set app.kubernetes.io/name: the workload's selector matches it" .name) -}}
+{{- end -}}
+labels:
+  {{- include "headroom.labels" (dict "root" .root "name" .name "component" .component) | nindent 2 }}
+  {{- with .values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A securityContext: the shipped one (YAML text) with the component's
+override merged over it, maps key by key, lists replaced, `key: null`
+dropping a shipped key. An override that weakens it (privileged or
+allowPrivilegeEscalation true, readOnlyRootFilesystem or runAsNonRoot
+false, runAsUser 0, seccompProfile dropped or Unconfined, ALL no longer
+dropped, capabilities added) fails the render unless the component's
+allowWeakerSecurityContext is true, so that it is never weakened by
+accident. Arguments: dict "defaults" <YAML>
+"override" <map> "value" <the override's values path> "allowWeaker" bool.
+*/}}
+{{- define "headroom.securityContext" -}}
+{{- $shipped := fromYaml .defaults | default dict -}}
+{{- $merged := deepCopy $shipped -}}
+{{- include "headroom.mergeDroppingNull" (dict "dst" $merged "src" (deepCopy (.override | default dict))) -}}
+{{- if not .allowWeaker -}}
+{{- $weaker := list -}}
+{{- range $k, $hard := dict "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true -}}
+{{- $was := toString (get $shipped $k) -}}
+{{- $now := toString (get $merged $k) -}}
+{{- if and (ne $now $was) (or (eq $was (toString $hard)) (and (hasKey $merged $k) (ne $now (toString $hard)))) -}}
+{{- $weaker = append $weaker $k -}}
+{{- end -}}
+{{- end -}}
+{{- if and (hasKey $merged "runAsUser") (eq (toString $merged.runAsUser) "0") (ne (toString $shipped.runAsUser) "0") -}}
+{{- $weaker = append $weaker "runAsUser" -}}
+{{- end -}}
+{{- $seccomp := $merged.seccompProfile | default dict -}}
+{{- if or (and (hasKey $shipped "seccompProfile") (not $merged.seccompProfile)) (eq (toString $seccomp.type) "Unconfined") -}}
+{{- $weaker = append $weaker "seccompProfile" -}}
+{{- end -}}
+{{- $shippedCaps := $shipped.capabilities | default dict -}}
+{{- $caps := $merged.capabilities | default dict -}}
+{{- if or (and (has "ALL" ($shippedCaps.drop | default list)) (not (has "ALL" ($caps.drop | default list)))) (and $caps.add (ne (toJson $caps.add) (toJson $shippedCaps.add))) -}}
+{{- $weaker = append $weaker "capabilities" -}}
+{{- end -}}
+{{- with $weaker -}}
+{{- fail (printf "%s weakens the shipped securityContext (%s); set %s.allowWeakerSecurityContext=true to accept that" $.value (join ", " .) (first (splitList "." $.value))) -}}
+{{- end -}}
+{{- end -}}
+{{- with $merged -}}
+{{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+headroom.merge, but a null in .src removes the key from .dst.
+*/}}
+{{- define "headroom.mergeDroppingNull" -}}
+{{- $dst := .dst -}}
+{{- range $k, $v := .src -}}
+{{- if kindIs "invalid" $v -}}
+{{- $_ := unset $dst $k -}}
+{{- else if and (kindIs "map" $v) (kindIs "map" (get $dst $k)) -}}
+{{- include "headroom.mergeDroppingNull" (dict "dst" (get $dst $k) "src" $v) -}}
+{{- else -}}
+{{- $_ := set $dst $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A ServiceAccount's annotations, where serviceAccount.annotations has any.
+Argument: the component's values.
+*/}}
+{{- define "headroom.serviceAccountAnnotations" -}}
+{{- with (.serviceAccount | default dict).annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The shipped container securityContext of the scheduler and the descheduler
+(manifests/scheduler, manifests/descheduler).
+*/}}
+{{- define "headroom.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities: {drop: [ALL]}
+{{- end -}}

@@ -14,8 +14,14 @@ priorityClassName: {{ . }}
 restartPolicy: Never
 {{- end }}
 securityContext:
-  seccompProfile: {type: RuntimeDefault}
+  {{- include "headroom.securityContext" (dict "defaults" "seccompProfile: {type: RuntimeDefault}" "override" $v.podSecurityContext "value" "descheduler.podSecurityContext" "allowWeaker" $v.allowWeakerSecurityContext) | nindent 2 }}
 {{- include "headroom.placement" $v }}
+{{- if .deployment }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
 containers:
 - name: descheduler
   {{- include "headroom.containerImage" (dict "image" $v.image "root" .root) | nindent 2 }}
@@ -39,6 +45,7 @@ containers:
   - --secure-port=0
   {{- end }}
   - --v={{ $v.logLevel }}
+  - --logging-format={{ $v.logFormat }}
   {{- range $v.extraArgs }}
   - {{ . | quote }}
   {{- end }}
@@ -56,11 +63,12 @@ containers:
   resources:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- with $v.extraEnv }}
+  env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   securityContext:
-    allowPrivilegeEscalation: false
-    readOnlyRootFilesystem: true
-    runAsNonRoot: true
-    capabilities: {drop: [ALL]}
+    {{- include "headroom.securityContext" (dict "defaults" (include "headroom.containerSecurityContext" .root) "override" $v.securityContext "value" "descheduler.securityContext" "allowWeaker" $v.allowWeakerSecurityContext) | nindent 4 }}
   volumeMounts:
   - name: policy
     mountPath: /policy-dir
@@ -71,6 +79,9 @@ containers:
   - name: scheduler-config
     mountPath: /etc/headroom/scheduler
     readOnly: true
+  {{- with $v.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 volumes:
 - name: policy
   configMap:
@@ -83,4 +94,7 @@ volumes:
     name: headroom-scheduler-config
     {{- end }}
     optional: true
+{{- with $v.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}

@@ -1,0 +1,44 @@
+{{/*
+The scrape settings a ServiceMonitor endpoint and a PodMonitor endpoint
+share: port, path, scheme, interval, tlsConfig, authorization and
+relabelings. Argument: dict "root" $ "monitor" <metrics.serviceMonitor or
+metrics.podMonitor>.
+*/}}
+{{- define "headroom.metricsEndpoint" -}}
+{{- $m := .monitor -}}
+port: metrics
+path: /metrics
+scheme: https
+{{- with $m.interval }}
+interval: {{ . }}
+{{- end }}
+{{- with $m.tlsConfig }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+authorization:
+  {{- with $m.authorization }}
+  {{- toYaml . | nindent 2 }}
+  {{- else }}
+  type: Bearer
+  credentials: {name: headroom-metrics-reader, key: token}
+  {{- end }}
+{{- with $m.relabelings }}
+relabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+"true" where an enabled monitor scrapes with the chart's reader token (its
+authorization is empty).
+*/}}
+{{- define "headroom.metricsReaderNeeded" -}}
+{{- range $m := list .Values.metrics.serviceMonitor .Values.metrics.podMonitor -}}
+{{- if and $m.enabled (empty $m.authorization) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
