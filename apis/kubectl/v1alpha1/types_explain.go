@@ -38,6 +38,9 @@ type NodeEvictionPlan struct {
 	// consecutive samples pressureSamples asks for the pressure was seen
 	// ("1 of 2 consecutive samples").
 	PressureSeen string `json:"pressureSeen,omitempty"`
+	// Relieves: the plan brings the node to or below its thresholds, so
+	// its evictions are requested (while Waiting: once the pressure lasts).
+	Relieves bool `json:"relieves"`
 	// Evictions is how many of Pods the plan evicts; while Waiting, how
 	// many it would evict once the pressure lasts.
 	Evictions int `json:"evictions"`
