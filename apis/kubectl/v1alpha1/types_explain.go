@@ -229,9 +229,11 @@ type NodeExplanation struct {
 // PodDecision is the profile's Headroom plugins' decision for a pod on the
 // node, from a scheduling cycle over every node.
 type PodDecision struct {
-	// Name is namespace/name; PIDs what it is expected to use.
-	Name string `json:"name"`
-	PIDs int64  `json:"pids"`
+	// Name is namespace/name; PIDs what it is expected to use, and
+	// PIDsMessage why its annotation was not used.
+	Name        string `json:"name"`
+	PIDs        int64  `json:"pids"`
+	PIDsMessage string `json:"pidsMessage,omitempty"`
 	// Verdict is Filter's verdict on the node and its scores.
 	Verdict Verdict `json:"verdict"`
 	// Feasible and Nodes: how many nodes pass Filter, of how many.
@@ -239,9 +241,10 @@ type PodDecision struct {
 	Nodes    int `json:"nodes"`
 	// Rank is the node's place among those that pass, by score (from 1),
 	// and Best the node that ranks first; unset when the node fails or no
-	// score was given.
-	Rank int    `json:"rank,omitempty"`
-	Best string `json:"best,omitempty"`
+	// score was given. BestScore is Best's.
+	Rank      int    `json:"rank,omitempty"`
+	Best      string `json:"best,omitempty"`
+	BestScore *int64 `json:"bestScore,omitempty"`
 	// ScoreMessage says why no score was given (PreScore's status).
 	ScoreMessage string `json:"scoreMessage,omitempty"`
 	// NotScored are the plugins whose PreScore skipped scoring: every node

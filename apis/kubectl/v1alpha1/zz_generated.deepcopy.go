@@ -516,6 +516,11 @@ func (in *PluginScore) DeepCopy() *PluginScore {
 func (in *PodDecision) DeepCopyInto(out *PodDecision) {
 	*out = *in
 	in.Verdict.DeepCopyInto(&out.Verdict)
+	if in.BestScore != nil {
+		in, out := &in.BestScore, &out.BestScore
+		*out = new(int64)
+		**out = **in
+	}
 	if in.NotScored != nil {
 		in, out := &in.NotScored, &out.NotScored
 		*out = make([]string, len(*in))
