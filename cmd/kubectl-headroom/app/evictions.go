@@ -70,7 +70,7 @@ each pod with its place in the plan and the reason.`,
   kubectl headroom evictions worker-1 --policy my-policy.yaml
   # Fail a CI job when the plan would evict a pod of the payments namespace.
   kubectl headroom evictions worker-1 -o json |
-    jq -e '[.pods[] | select(.evict and .namespace == "payments")] | length == 0'`,
+    jq -e '[.pods[]? | select(.evict and .namespace == "payments")] | length == 0'`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
