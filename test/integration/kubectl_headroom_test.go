@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -319,6 +322,47 @@ func TestKubectlHeadroomReadsTheClusterConfiguration(t *testing.T) {
 	out, _ = runKubectl(ctx, t, cp, "__complete", "headroom", "explain", "node", "--kubeconfig", cp.KubeconfigPath, "t")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || lines[0] != "tight" || lines[1] != ":4" {
 		t.Errorf("kubectl __complete headroom explain node t: %q, want tight and :4", out)
+	}
+
+	// With pods on starved and the shipped policy (threshold 95 %), every
+	// row of the evictions table is a pod of its -o json, the same decision
+	// and reason: here the plan that runs if the pressure lasts.
+	for _, name := range []string{"held-1", "held-2"} {
+		p := newPod(name, "headroom-scheduler", nil, nil, nil)
+		p.Spec.NodeName = "starved"
+		if _, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(ctx, t, cp, name)
+	}
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table := kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy)
+	plan = decodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy, "-o", "json"))
+	if plan.Decision != v1alpha1.DecisionWaiting || len(plan.Pods) != 2 {
+		t.Errorf("evictions starved -o json with two pods: decision %s, %d pods, want Waiting and 2", plan.Decision, len(plan.Pods))
+	}
+	var rows []string
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "#") {
+			for _, row := range lines[i+1:] {
+				rows = append(rows, strings.Join(regexp.MustCompile(`  +`).Split(row, 5), "|"))
+			}
+		}
+	}
+	var want []string
+	for i, e := range plan.Pods {
+		decision := "skip: " + e.Reason
+		if e.Evict {
+			decision = fmt.Sprintf("EVICT %d: %s", e.EvictionOrder, e.Reason)
+		}
+		want = append(want, fmt.Sprintf("%d|%s/%s|%d|%d|%s", i+1, e.Namespace, e.Name, e.Priority, e.FreesPIDs, decision))
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("evictions starved table rows\n%s\n-o json pods\n%s\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), table)
 	}
 }
 
