@@ -134,8 +134,15 @@ func TestPressureMustLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Waiting != "1 of 2 consecutive samples" || len(p.Pods) != 0 {
-		t.Fatalf("Plan: waiting %q with %d pods, want 1 of 2 consecutive samples and none", p.Waiting, len(p.Pods))
+	// While it waits, Plan shows the plan that runs if the pressure lasts.
+	evicts := 0
+	for _, pp := range p.Pods {
+		if pp.Evict {
+			evicts++
+		}
+	}
+	if p.Waiting != "1 of 2 consecutive samples" || !p.Relieves || evicts == 0 {
+		t.Fatalf("Plan: waiting %q, relieves %v with %d evictions, want 1 of 2 consecutive samples and the plan that relieves the node", p.Waiting, p.Relieves, evicts)
 	}
 }
 

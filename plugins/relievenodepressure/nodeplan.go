@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 )
 
@@ -28,11 +29,13 @@ type NodePlan struct {
 	// the node ("PIDs", "memory", "OOM"), why: that trigger leaves the node
 	// alone.
 	Unknown map[string]string
-	// Triggered: a trigger is above its threshold; otherwise (or while
-	// Waiting) nothing is planned and Pods is empty.
+	// Triggered: a trigger is above its threshold; otherwise nothing is
+	// planned and Pods is empty.
 	Triggered bool
 	// Waiting: a trigger is above its threshold, but in fewer consecutive
-	// samples than pressureSamples; it says how many. Nothing is planned.
+	// samples than pressureSamples; it says how many. Nothing is evicted
+	// now: the rest of the plan is the one that runs if the pressure
+	// lasts, with the figures of now.
 	Waiting string
 	// Relieves: the plan brings the node to or below its thresholds, so its
 	// evictions would be requested. Otherwise nothing is evicted, and the
@@ -73,13 +76,26 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 	if err != nil {
 		return nil, err
 	}
-	records = records.clone()
-	c := quiet.newCycle(klog.FromContext(ctx).WithValues("plugin", PluginName), nodes, records)
+	logger := klog.FromContext(ctx).WithValues("plugin", PluginName)
+	c := quiet.newCycle(logger, nodes, records.clone())
 	n, st, p, err := c.planNode(node)
 	if err != nil {
 		return nil, err
 	}
-	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}, Waiting: c.waiting[node.Name]}
+	waiting := c.waiting[node.Name]
+	if waiting != "" {
+		// Shown all the same: the plan a run makes once the pressure has
+		// lasted, that is the same cycle with pressureSamples met.
+		lasted := quiet
+		args := *quiet.args
+		args.PressureSamples = ptr.To[int32](1)
+		lasted.args = &args
+		c = lasted.newCycle(logger, nodes, records.clone())
+		if n, st, p, err = c.planNode(node); err != nil {
+			return nil, err
+		}
+	}
+	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}, Waiting: waiting}
 	for _, f := range c.measures {
 		if f != nil && st.measured[f.id] == nil {
 			if _, err := c.assessFigure(f, node, nil); err != nil {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,6 +259,28 @@ func TestKubectlHeadroomReadsTheClusterConfiguration(t *testing.T) {
 	if !strings.Contains(stderr, "Using the DeschedulerPolicy of "+policySource) || !strings.Contains(out, "above threshold") {
 		t.Errorf("evictions starved with the shipped policy:\nstderr: %s\n%s", stderr, out)
 	}
+	// -o json is the documented NodeEvictionPlan and says what the table
+	// says: no run has seen starved's pressure yet, so the descheduler waits.
+	plan := decodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "-o", "json"))
+	if plan.Kind != "NodeEvictionPlan" || plan.APIVersion != "kubectl.headroom.dev/v1alpha1" || plan.Name != "starved" ||
+		plan.Policy != policySource || plan.Decision != v1alpha1.DecisionWaiting || plan.PressureSeen == "" {
+		t.Errorf("evictions starved -o json: %+v", plan)
+	}
+	for _, want := range []string{
+		"now: " + figureList(plan.Now),
+		"above threshold (" + figureList(plan.Thresholds) + ")",
+		"waiting: seen above threshold in " + plan.PressureSeen + "; nothing is evicted until the pressure lasts",
+		"plan if the pressure lasts, by the figures of now: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("evictions starved prints\n%s\nlacking %q of its -o json", out, want)
+		}
+	}
+	for _, pod := range plan.Pods {
+		if !strings.Contains(out, pod.Namespace+"/"+pod.Name) || !strings.Contains(out, pod.Reason) {
+			t.Errorf("evictions starved prints\n%s\nlacking pod %s/%s: %s", out, pod.Namespace, pod.Name, pod.Reason)
+		}
+	}
 
 	// A value changed in the cluster's ConfigMaps: the verdicts follow.
 	editConfigMap(ctx, t, cp, schedCM, "scheduler-config.yaml", "minFreePercent: 5\n", "minFreePercent: 10\n")
@@ -298,6 +323,69 @@ func TestKubectlHeadroomReadsTheClusterConfiguration(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || lines[0] != "tight" || lines[1] != ":4" {
 		t.Errorf("kubectl __complete headroom explain node t: %q, want tight and :4", out)
 	}
+
+	// With pods on starved and the shipped policy (threshold 95 %), every
+	// row of the evictions table is a pod of its -o json, the same decision
+	// and reason: here the plan that runs if the pressure lasts.
+	for _, name := range []string{"held-1", "held-2"} {
+		p := newPod(name, "headroom-scheduler", nil, nil, nil)
+		p.Spec.NodeName = "starved"
+		if _, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(ctx, t, cp, name)
+	}
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, repoFile(t, "manifests/descheduler/policy.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table := kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy)
+	plan = decodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy, "-o", "json"))
+	if plan.Decision != v1alpha1.DecisionWaiting || len(plan.Pods) != 2 {
+		t.Errorf("evictions starved -o json with two pods: decision %s, %d pods, want Waiting and 2", plan.Decision, len(plan.Pods))
+	}
+	var rows []string
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "#") {
+			for _, row := range lines[i+1:] {
+				rows = append(rows, strings.Join(regexp.MustCompile(`  +`).Split(row, 5), "|"))
+			}
+		}
+	}
+	var want []string
+	for i, e := range plan.Pods {
+		decision := "skip: " + e.Reason
+		if e.Evict {
+			decision = fmt.Sprintf("EVICT %d: %s", e.EvictionOrder, e.Reason)
+		}
+		want = append(want, fmt.Sprintf("%d|%s/%s|%d|%d|%s", i+1, e.Namespace, e.Name, e.Priority, e.FreesPIDs, decision))
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("evictions starved table rows\n%s\n-o json pods\n%s\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), table)
+	}
+}
+
+// decodeStrict decodes what -o json printed into a T, refusing any field T
+// does not define.
+func decodeStrict[T any](t *testing.T, out string) *T {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(out))
+	d.DisallowUnknownFields()
+	v := new(T)
+	if err := d.Decode(v); err != nil {
+		t.Fatalf("decoding %T: %v\n%s", v, err, out)
+	}
+	return v
+}
+
+// figureList renders figures as kubectl headroom evictions prints them.
+func figureList(fs []v1alpha1.Figure) string {
+	parts := make([]string, 0, len(fs))
+	for _, f := range fs {
+		parts = append(parts, f.Name+" "+f.Value)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // editConfigMap replaces old with new in the ConfigMap's key, once.

@@ -31,7 +31,7 @@ func init() {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &NodeHeadroom{}, &NodeHeadroomList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &NodeHeadroom{}, &NodeHeadroomList{}, &NodeEvictionPlan{}, &OOMKillOrder{}, &NodeExplanation{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
@@ -31,6 +32,7 @@ import (
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
 	"github.com/headroom-k8s/headroom/manifests"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
 )
@@ -40,8 +42,9 @@ const builtinPolicy = "the built-in default (manifests/descheduler/policy.yaml)"
 
 func newEvictionsCommand(o *options) *cobra.Command {
 	var policyPath string
+	var output *outputFlags
 	cmd := &cobra.Command{
-		Use:   "evictions NODE [--policy FILE]",
+		Use:   "evictions NODE [--policy FILE] [-o FORMAT]",
 		Short: "Print what RelieveNodePressure would evict from a node now, in order, and why it would skip every other pod",
 		Long: `evictions runs RelieveNodePressure's own planning on the node, with the
 DeschedulerPolicy given by --policy (default: the one the headroom-descheduler
@@ -55,12 +58,26 @@ in dry-run mode against that copy.
 
 It plans the node as the first of a descheduler cycle: the policy's total
 and per-namespace limits, which evictions from nodes earlier in a cycle may
-use up, are not counted.`,
+use up, are not counted. While the node's pressure has not yet been seen in
+the policy's pressureSamples consecutive samples, nothing is evicted: it
+says so and shows the plan that runs if the pressure lasts.
+
+-o json, -o yaml, -o jsonpath=... and -o go-template=... print a
+NodeEvictionPlan (kubectl.headroom.dev/v1alpha1): the decision (Evict,
+Unrelievable, Waiting, WithinThresholds, NotDescheduled), the figures, and
+each pod with its place in the plan and the reason.`,
 		Example: `  kubectl headroom evictions worker-1
-  kubectl headroom evictions worker-1 --policy my-policy.yaml`,
+  kubectl headroom evictions worker-1 --policy my-policy.yaml
+  # Fail a CI job when the plan would evict a pod of the payments namespace.
+  kubectl headroom evictions worker-1 -o json |
+    jq -e '[.pods[]? | select(.evict and .namespace == "payments")] | length == 0'`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			printer, err := output.printer()
+			if err != nil {
+				return err
+			}
 			client, err := o.newClient()
 			if err != nil {
 				return err
@@ -71,9 +88,14 @@ use up, are not counted.`,
 			if err != nil {
 				return err
 			}
-			return evictionsOf(ctx, cmd.OutOrStdout(), client, args[0], policy)
+			plan, err := evictionsOf(ctx, client, args[0], policy)
+			if err != nil {
+				return err
+			}
+			return printOrTable(cmd.OutOrStdout(), printer, plan, func(out io.Writer) { writeEvictionPlan(out, plan) })
 		},
 	}
+	output = addOutputFlags(cmd, "NodeEvictionPlan")
 	cmd.Flags().StringVar(&policyPath, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file; default: the running headroom-descheduler's (its CronJob's or Deployment's ConfigMap), else "+builtinPolicy)
 	return cmd
 }
@@ -99,20 +121,20 @@ func (o *options) policyFile(ctx context.Context, client kubernetes.Interface, p
 	return f, nil
 }
 
-// evictionsOf prints the plan for node.
-func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface, name string, policyFile *configFile) error {
+// evictionsOf is RelieveNodePressure's plan for node.
+func evictionsOf(ctx context.Context, client kubernetes.Interface, name string, policyFile *configFile) (*v1alpha1.NodeEvictionPlan, error) {
 	sandbox, err := copyCluster(ctx, client)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	registry, plugin := planningRegistry()
 	policy, source, err := loadPolicy(policyFile, sandbox, registry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	profile, err := relieveProfile(policy, source)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// The evictor's Filter says only yes or no; DefaultEvictor logs which
@@ -130,7 +152,7 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 	nodeLister := factory.Core().V1().Nodes().Lister()
 	getPods, err := podutil.BuildGetPodsAssignedToNodeFunc(podInformer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	podEvictor, err := evictions.NewPodEvictor(ctx, sandbox, &events.FakeRecorder{}, podInformer, features.DefaultMutableFeatureGate,
 		evictions.NewOptions().
@@ -140,7 +162,7 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 			WithMaxPodsToEvictTotal(policy.MaxNoOfPodsToEvictTotal).
 			WithMetricsEnabled(false))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := frameworkprofile.NewProfile(ctx, *profile, registry,
 		frameworkprofile.WithClientSet(sandbox),
@@ -149,126 +171,175 @@ func evictionsOf(ctx context.Context, out io.Writer, client kubernetes.Interface
 		frameworkprofile.WithGetPodsAssignedToNodeFnc(getPods),
 		frameworkprofile.WithProfileInstanceID("0"),
 	); err != nil {
-		return fmt.Errorf("%s: %w", source, err)
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	podEvictor.WaitForEventHandlersSync(ctx)
 
+	out := &v1alpha1.NodeEvictionPlan{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeEvictionPlan"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Policy:     source,
+		Profile:    profile.Name,
+	}
 	selector := ""
 	if policy.NodeSelector != nil {
 		selector = *policy.NodeSelector
 	}
 	nodes, err := nodeutil.ReadyNodes(ctx, sandbox, nodeLister, selector)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	i := slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == name })
 	if i < 0 {
 		if _, err := nodeLister.Get(name); err != nil {
-			return fmt.Errorf("node %q: %w", name, err)
+			return nil, fmt.Errorf("node %q: %w", name, err)
 		}
-		fmt.Fprintf(out, "node %s is not Ready or not selected by the policy's nodeSelector: the descheduler leaves it alone\n", name)
-		return nil
+		out.Decision = v1alpha1.DecisionNotDescheduled
+		return out, nil
 	}
 	if *plugin == nil {
-		return fmt.Errorf("%s: profile %q did not build %s", source, profile.Name, relievenodepressure.PluginName)
+		return nil, fmt.Errorf("%s: profile %q did not build %s", source, profile.Name, relievenodepressure.PluginName)
 	}
 	// The plugin's record of earlier runs (the debounce, the last relief)
 	// decides as much as the figures: the plan reads a copy of it.
-	stateNote := ""
 	ns, cmName := (*plugin).StateConfigMap()
 	if cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{}); err == nil {
 		if err := sandbox.Tracker().Add(cm); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
-		stateNote = fmt.Sprintf("note: the descheduler's record of earlier runs, ConfigMap %s/%s, could not be read (%v): the plan assumes no pressure seen before\n", ns, cmName, err)
+		out.Notes = append(out.Notes, fmt.Sprintf("the descheduler's record of earlier runs, ConfigMap %s/%s, could not be read (%v): the plan assumes no pressure seen before", ns, cmName, err))
 	}
 	plan, err := (*plugin).Plan(ctx, nodes, nodes[i])
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(out, "node %s (profile %q of %s)\n", name, profile.Name, source)
-	fmt.Fprint(out, stateNote)
 	if len(nodes) < 2 {
-		fmt.Fprintf(out, "note: %d ready node; the descheduler skips its cycles with fewer than 2\n", len(nodes))
+		out.Notes = append(out.Notes, fmt.Sprintf("%d ready node; the descheduler skips its cycles with fewer than 2", len(nodes)))
 	}
-	writePlan(out, plan, checks)
-	return nil
+	fillEvictionPlan(out, plan, checks)
+	return out, nil
 }
 
-// writePlan prints the figures, the verdict and the pods in eviction order.
-func writePlan(out io.Writer, p *relievenodepressure.NodePlan, checks *evictorChecks) {
+// fillEvictionPlan sets plan's decision, figures and pods from the
+// plugin's plan p, with the evictor's checks for the pods it keeps.
+func fillEvictionPlan(plan *v1alpha1.NodeEvictionPlan, p *relievenodepressure.NodePlan, checks *evictorChecks) {
+	if len(p.Unknown) > 0 {
+		plan.Unknown = p.Unknown
+	}
+	plan.Now, plan.Thresholds, plan.After = figures(p.Before), figures(p.Thresholds), figures(p.After)
+	plan.PressureSeen, plan.Relieves = p.Waiting, p.Relieves
+	switch {
+	case !p.Triggered:
+		plan.Decision = v1alpha1.DecisionWithinThresholds
+		return
+	case p.Waiting != "":
+		plan.Decision = v1alpha1.DecisionWaiting
+	case p.Relieves:
+		plan.Decision = v1alpha1.DecisionEvict
+	default:
+		plan.Decision = v1alpha1.DecisionUnrelievable
+	}
+	// The memory trigger's gains, where it is on and the node's memory known.
+	memory := slices.Contains(p.Before, any("memoryUsed"))
+	for _, pp := range p.Pods {
+		e := v1alpha1.PodEviction{Namespace: pp.Pod.Namespace, Name: pp.Pod.Name, Evict: pp.Evict, FreesPIDs: pp.PIDs, Reason: pp.Reason}
+		if pp.Pod.Spec.Priority != nil {
+			e.Priority = *pp.Pod.Spec.Priority
+		}
+		if memory {
+			e.FreesMemoryBytes = ptr.To(pp.MemoryBytes)
+		}
+		if pp.Evict {
+			plan.Evictions++
+			e.EvictionOrder = plan.Evictions
+		} else if c, ok := checks.of(pp.Pod); ok && strings.HasPrefix(pp.Reason, "the evictor's") {
+			e.Reason = "the evictor's filter keeps it: " + c
+		}
+		plan.Pods = append(plan.Pods, e)
+	}
+}
+
+// figures are the plugin's key, value pairs.
+func figures(kv []any) []v1alpha1.Figure {
+	var out []v1alpha1.Figure
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, v1alpha1.Figure{Name: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
+	}
+	return out
+}
+
+// writeEvictionPlan prints the plan: the figures, the decision and the
+// pods in the order the plan walks them.
+func writeEvictionPlan(out io.Writer, p *v1alpha1.NodeEvictionPlan) {
+	if p.Decision == v1alpha1.DecisionNotDescheduled {
+		fmt.Fprintf(out, "node %s is not Ready or not selected by the policy's nodeSelector: the descheduler leaves it alone\n", p.Name)
+		return
+	}
+	fmt.Fprintf(out, "node %s (profile %q of %s)\n", p.Name, p.Profile, p.Policy)
+	for _, n := range p.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
 	for _, trigger := range []string{"PIDs", "memory", "OOM"} {
 		if why, ok := p.Unknown[trigger]; ok {
 			fmt.Fprintf(out, "%s: unknown (%s): the %s trigger leaves the node alone\n", trigger, why, trigger)
 		}
 	}
-	if len(p.Before) > 0 {
-		fmt.Fprintf(out, "now: %s\n", keyValues(p.Before))
+	if len(p.Now) > 0 {
+		fmt.Fprintf(out, "now: %s\n", figureList(p.Now))
 	}
-	if !p.Triggered {
+	if p.Decision == v1alpha1.DecisionWithinThresholds {
 		fmt.Fprintln(out, "within thresholds: nothing to evict")
 		return
 	}
-	fmt.Fprintf(out, "above threshold (%s)\n", keyValues(p.Thresholds))
-	if p.Waiting != "" {
-		fmt.Fprintf(out, "waiting: seen above threshold in %s; nothing is evicted until the pressure lasts (pressureSamples)\n", p.Waiting)
-		return
+	fmt.Fprintf(out, "above threshold (%s)\n", figureList(p.Thresholds))
+	if p.Decision == v1alpha1.DecisionWaiting {
+		fmt.Fprintf(out, "waiting: seen above threshold in %s; nothing is evicted until the pressure lasts (pressureSamples)\n", p.PressureSeen)
 	}
-	evict := 0
-	for _, pp := range p.Pods {
-		if pp.Evict {
-			evict++
-		}
+	plan := "plan"
+	if p.Decision == v1alpha1.DecisionWaiting {
+		plan = "plan if the pressure lasts, by the figures of now"
 	}
 	if p.Relieves {
-		fmt.Fprintf(out, "plan: %d eviction(s), after which %s\n", evict, keyValues(p.After))
+		fmt.Fprintf(out, "%s: %d eviction(s), after which %s\n", plan, p.Evictions, figureList(p.After))
 	} else {
-		fmt.Fprintf(out, "plan: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
-			keyValues(p.After), relievenodepressure.ReasonNodePressureUnrelievable)
+		fmt.Fprintf(out, "%s: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
+			plan, figureList(p.After), relievenodepressure.ReasonNodePressureUnrelievable)
 	}
 	if len(p.Pods) == 0 {
 		fmt.Fprintln(out, "no pods on the node")
 		return
 	}
-	// The memory trigger's gains, where it is on and the node's memory known.
-	memory := slices.Contains(p.Before, any("memoryUsed"))
+	memory := p.Pods[0].FreesMemoryBytes != nil
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if memory {
 		fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tFREES MEMORY\tDECISION")
 	} else {
 		fmt.Fprintln(w, "\n#\tPOD\tPRIORITY\tFREES PIDS\tDECISION")
 	}
-	n := 0
-	for i, pp := range p.Pods {
-		decision := "skip: " + pp.Reason
-		if pp.Evict {
-			n++
-			decision = fmt.Sprintf("EVICT %d: %s", n, pp.Reason)
-		} else if c, ok := checks.of(pp.Pod); ok && strings.HasPrefix(pp.Reason, "the evictor's") {
-			decision = fmt.Sprintf("skip: the evictor's filter keeps it: %s", c)
+	for i, e := range p.Pods {
+		decision := "skip: " + e.Reason
+		if e.Evict {
+			decision = fmt.Sprintf("EVICT %d: %s", e.EvictionOrder, e.Reason)
 		}
-		priority := "0"
-		if pp.Pod.Spec.Priority != nil {
-			priority = fmt.Sprint(*pp.Pod.Spec.Priority)
-		}
+		pod := e.Namespace + "/" + e.Name
 		if memory {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", i+1, klog.KObj(pp.Pod), priority, pp.PIDs,
-				resource.NewQuantity(pp.MemoryBytes, resource.BinarySI), decision)
+			fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%s\n", i+1, pod, e.Priority, e.FreesPIDs,
+				resource.NewQuantity(*e.FreesMemoryBytes, resource.BinarySI), decision)
 			continue
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, klog.KObj(pp.Pod), priority, pp.PIDs, decision)
+		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\n", i+1, pod, e.Priority, e.FreesPIDs, decision)
 	}
 	w.Flush()
 }
 
-// keyValues renders the plugin's key, value pairs.
-func keyValues(kv []any) string {
-	var parts []string
-	for i := 0; i+1 < len(kv); i += 2 {
-		parts = append(parts, fmt.Sprintf("%v %v", kv[i], kv[i+1]))
+// figureList renders figures as the plugin logs them: "name value, ...".
+func figureList(fs []v1alpha1.Figure) string {
+	parts := make([]string, 0, len(fs))
+	for _, f := range fs {
+		parts = append(parts, f.Name+" "+f.Value)
 	}
 	return strings.Join(parts, ", ")
 }

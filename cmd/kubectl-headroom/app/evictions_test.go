@@ -3,19 +3,24 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/test"
+	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -144,14 +149,95 @@ func TestEvictionsWaitForThePressureToLast(t *testing.T) {
 	for _, want := range []string{
 		`note: the descheduler's record of earlier runs, ConfigMap headroom-system/headroom-descheduler-state, could not be read`,
 		"waiting: seen above threshold in 1 of 2 consecutive samples; nothing is evicted until the pressure lasts (pressureSamples)",
+		// The plan that runs if it lasts is shown all the same.
+		"plan if the pressure lasts, by the figures of now: 3 eviction(s), after which PIDsUsed 8700/10000 (87.0%)",
+		"default/web-1   0         400         EVICT 1: ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "EVICT") {
-		t.Errorf("a waiting plan lists evictions:\n%s", out)
+	out, err = run(t, client, "evictions", "hot", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
+	p := decodeStrict[v1alpha1.NodeEvictionPlan](t, out)
+	if p.Decision != v1alpha1.DecisionWaiting || p.PressureSeen != "1 of 2 consecutive samples" || !p.Relieves || p.Evictions != 3 {
+		t.Errorf("decision %s, pressure seen %q, relieves %v, %d evictions; want Waiting, 1 of 2 consecutive samples, true, 3", p.Decision, p.PressureSeen, p.Relieves, p.Evictions)
+	}
+}
+
+// -o json prints a NodeEvictionPlan, the table's content: each row of
+// the table is a pod of it, with the same decision.
+func TestEvictionsJSONIsTheTable(t *testing.T) {
+	client := evictionsCluster()
+	table, err := run(t, client, "evictions", "hot")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, table)
+	}
+	out, err := run(t, client, "evictions", "hot", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	p := decodeStrict[v1alpha1.NodeEvictionPlan](t, out)
+	if p.APIVersion != "kubectl.headroom.dev/v1alpha1" || p.Kind != "NodeEvictionPlan" || p.Name != "hot" {
+		t.Errorf("apiVersion %q, kind %q, name %q", p.APIVersion, p.Kind, p.Name)
+	}
+	if p.Decision != v1alpha1.DecisionEvict || !p.Relieves || p.Evictions != 3 || p.Profile != "headroom" {
+		t.Errorf("decision %s, relieves %v, %d evictions, profile %q; want Evict, true, 3, headroom", p.Decision, p.Relieves, p.Evictions, p.Profile)
+	}
+	for _, want := range []string{"now: " + figureList(p.Now), "above threshold (" + figureList(p.Thresholds) + ")", "after which " + figureList(p.After)} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q of the JSON:\n%s", want, table)
+		}
+	}
+	if rows := evictionRows(t, table); !slices.Equal(rows, podRows(p)) {
+		t.Errorf("table rows\n%s\nJSON pods\n%s", strings.Join(rows, "\n"), strings.Join(podRows(p), "\n"))
+	}
+	// -o yaml is the same object.
+	yamlOut, err := run(t, client, "evictions", "hot", "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromYAML v1alpha1.NodeEvictionPlan
+	if err := yaml.UnmarshalStrict([]byte(yamlOut), &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(&fromYAML, p) {
+		t.Errorf("-o yaml and -o json differ:\n%s\n%s", yamlOut, out)
+	}
+	if _, err := run(t, client, "evictions", "hot", "-o", "wide"); err == nil || !strings.Contains(err.Error(), "want one of") {
+		t.Errorf("-o wide: err %v, want the formats listed", err)
+	}
+}
+
+// evictionRows are the table's pod rows, their cells joined by "|".
+func evictionRows(t *testing.T, table string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "#") })
+	if i < 0 {
+		t.Fatalf("no table:\n%s", table)
+	}
+	var rows []string
+	for _, l := range lines[i+1:] {
+		f := regexp.MustCompile(`  +`).Split(l, 5)
+		rows = append(rows, strings.Join(f, "|"))
+	}
+	return rows
+}
+
+// podRows are the plan's pods as the table shows them.
+func podRows(p *v1alpha1.NodeEvictionPlan) []string {
+	var rows []string
+	for i, e := range p.Pods {
+		decision := "skip: " + e.Reason
+		if e.Evict {
+			decision = fmt.Sprintf("EVICT %d: %s", e.EvictionOrder, e.Reason)
+		}
+		rows = append(rows, fmt.Sprintf("%d|%s/%s|%d|%d|%s", i+1, e.Namespace, e.Name, e.Priority, e.FreesPIDs, decision))
+	}
+	return rows
 }
 
 func TestEvictionsWithAPolicyFile(t *testing.T) {

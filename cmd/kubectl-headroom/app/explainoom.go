@@ -8,11 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/apis/config/validation"
+	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
 	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
@@ -24,8 +27,9 @@ import (
 func newExplainOOMCommand(o *options) *cobra.Command {
 	var node, podFile string
 	var overrides config.OOMRiskArgs
+	var output *outputFlags
 	cmd := &cobra.Command{
-		Use:   "explain-oom NODE [--pod-file POD.yaml]",
+		Use:   "explain-oom NODE [--pod-file POD.yaml] [-o FORMAT]",
 		Short: "Print a node's OOM kill order and the risk a pod would have there",
 		Long: `explain-oom prints the order in which the kernel's OOM killer would take the
 containers on a node if each used its worst-case memory (its limit, or an
@@ -33,9 +37,16 @@ estimate without one), with the oom_score_adj the kubelet gives each. Given a
 pod spec, it also prints the order with the pod placed there, the pod's
 assessment and the score OOMRisk gives the node. The args are the profile's
 (--config, --scheduler-name), overridden by the flags below. It only reads
-from the API server: the node, and the pods bound to it.`,
+from the API server: the node, and the pods bound to it.
+
+-o json, -o yaml, -o jsonpath=... and -o go-template=... print an
+OOMKillOrder (kubectl.headroom.dev/v1alpha1): the kill order with its totals
+and, given a pod, the order with it placed, its assessment and the score.`,
 		Example: `  kubectl headroom explain-oom worker-1
-  kubectl headroom explain-oom worker-1 --pod-file pod.yaml`,
+  kubectl headroom explain-oom worker-1 --pod-file pod.yaml
+  # The containers the OOM killer would take, one a line.
+  kubectl headroom explain-oom worker-1 -o json |
+    jq -r '.order.containers[] | select(.atRisk) | "\(.namespace)/\(.pod) \(.container)"'`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,6 +59,10 @@ from the API server: the node, and the pods bound to it.`,
 				return fmt.Errorf("a NODE is required")
 			default:
 				fmt.Fprintln(o.streams.ErrOut, "Note: --node is deprecated; give the node as the argument: explain-oom NODE")
+			}
+			printer, err := output.printer()
+			if err != nil {
+				return err
 			}
 			s, err := o.setup(cmd.Context())
 			if err != nil {
@@ -85,21 +100,33 @@ from the API server: the node, and the pods bound to it.`,
 			if err != nil {
 				return err
 			}
+			order := &v1alpha1.OOMKillOrder{
+				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "OOMKillOrder"},
+				ObjectMeta: metav1.ObjectMeta{Name: node},
+				Order:      killOrder(n.Explain()),
+			}
 			if sampleErr != nil && !errors.Is(sampleErr, memstats.ErrNoStats) {
-				fmt.Fprintf(cmd.OutOrStdout(), "memory sample: none used (%v): declared figures only\n", sampleErr)
+				order.MemorySample = sampleErr.Error()
 			}
-			fmt.Fprint(cmd.OutOrStdout(), n.Explain())
-			if pod == nil {
-				return nil
+			if pod != nil {
+				d, err := decide(cmd.Context(), p, c, pod)
+				if err != nil {
+					return err
+				}
+				order.Placement = oomPlacement(n, pod, &a, p, &d.verdicts[0], d.skippedScore.Has(oomrisk.Name))
 			}
-			d, err := decide(cmd.Context(), p, c, pod)
-			if err != nil {
-				return err
-			}
-			writeOOMPlacement(cmd.OutOrStdout(), n, pod, &a, p, &d.verdicts[0], d.skippedScore.Has(oomrisk.Name))
-			return nil
+			return printOrTable(cmd.OutOrStdout(), printer, order, func(out io.Writer) {
+				if order.MemorySample != "" {
+					fmt.Fprintf(out, "memory sample: none used (%s): declared figures only\n", order.MemorySample)
+				}
+				fmt.Fprint(out, n.Explain())
+				if order.Placement != nil {
+					writeOOMPlacement(out, n, pod, order.Placement)
+				}
+			})
 		},
 	}
+	output = addOutputFlags(cmd, "OOMKillOrder")
 	fs := cmd.Flags()
 	fs.StringVar(&node, "node", "", "node to explain")
 	// The node was a flag before it was the argument: kept, hidden, for
@@ -121,37 +148,90 @@ func estimateOf(args *config.OOMRiskArgs) oomkill.Estimate {
 	}
 }
 
-// writeOOMPlacement prints the kill order with pod placed on n, the pod's
+// oomPlacement is the kill order with pod placed on n, the pod's
 // assessment and the score OOMRisk gave the node in v; skipped tells that
 // OOMRisk's PreScore skipped scoring in that cycle.
-func writeOOMPlacement(out io.Writer, n *oomkill.Node, pod *corev1.Pod, args *config.OOMRiskArgs, p *profile, v *verdict, skipped bool) {
+func oomPlacement(n *oomkill.Node, pod *corev1.Pod, args *config.OOMRiskArgs, p *profile, v *verdict, skipped bool) *v1alpha1.OOMPlacement {
 	in := oomkill.NewIncoming(pod)
 	a := n.Assess(in)
 	podWorst := in.WorstOn(n)
-	fmt.Fprintf(out, "\nwith %s/%s (%s):\n%s", pod.Namespace, pod.Name, in.QOS(), n.ExplainWith(in))
-	fmt.Fprintf(out, "\nshortfall %s before, %s after; rank %d; own risk %d ppm of %s; collateral %s\n",
-		quantity(a.ShortfallBefore), quantity(a.ShortfallAfter), a.Rank, a.RiskPPM, quantity(podWorst), quantity(a.CollateralBytes))
-	if a.Measured {
-		fmt.Fprintf(out, "now (measured): shortfall %s before, %s after; own risk %d ppm of %s; collateral %s\n",
-			quantity(a.Now.ShortfallBefore), quantity(a.Now.ShortfallAfter), a.Now.RiskPPM, quantity(a.Now.PodNow), quantity(a.Now.CollateralBytes))
+	out := &v1alpha1.OOMPlacement{
+		Pod:                  pod.Namespace + "/" + pod.Name,
+		QOS:                  string(in.QOS()),
+		Order:                killOrder(n.ExplainWith(in)),
+		ShortfallBeforeBytes: a.ShortfallBefore,
+		ShortfallAfterBytes:  a.ShortfallAfter,
+		Rank:                 a.Rank,
+		OwnRiskPPM:           a.RiskPPM,
+		PodWorstBytes:        podWorst,
+		CollateralBytes:      a.CollateralBytes,
 	}
+	if a.Measured {
+		out.Now = &v1alpha1.OOMAssessmentNow{
+			ShortfallBeforeBytes: a.Now.ShortfallBefore, ShortfallAfterBytes: a.Now.ShortfallAfter,
+			OwnRiskPPM: a.Now.RiskPPM, PodNowBytes: a.Now.PodNow, CollateralBytes: a.Now.CollateralBytes,
+		}
+	}
+	terms := fmt.Sprintf("own risk %d ppm × weight %d, collateral %d ppm × weight %d",
+		a.RiskPPM, args.OwnRiskWeight, oomkill.PPM(a.CollateralBytes, podWorst), args.CollateralWeight)
 	score, ok := v.score(p, oomrisk.Name)
 	switch {
 	case v.filter != nil:
-		fmt.Fprintf(out, "score: none, the node fails Filter: %s\n", filterReason(v.filter))
+		out.ScoreReason = "the node fails Filter: " + filterReason(v.filter)
 	case !ok && in.QOS() == corev1.PodQOSGuaranteed:
-		fmt.Fprintln(out, "score: none, OOMRisk skips Guaranteed pods (the same on every node)")
+		out.ScoreReason = "OOMRisk skips Guaranteed pods (the same on every node)"
 	case !ok && skipped:
 		// PreScore found the pod fits every node's slack: Score would give
 		// every node MaxNodeScore, as the assessment shows for this one.
-		fmt.Fprintf(out, "score %d of %d: own risk %d ppm × weight %d, collateral %d ppm × weight %d (Score skipped: the pod fits every node's memory slack, so every node scores %d)\n",
-			fwk.MaxNodeScore, fwk.MaxNodeScore, a.RiskPPM, args.OwnRiskWeight, oomkill.PPM(a.CollateralBytes, podWorst), args.CollateralWeight, fwk.MaxNodeScore)
+		out.Score = ptr.To(fwk.MaxNodeScore)
+		out.ScoreReason = fmt.Sprintf("%s (Score skipped: the pod fits every node's memory slack, so every node scores %d)", terms, fwk.MaxNodeScore)
 	case !ok:
-		fmt.Fprintln(out, "score: none, OOMRisk is not a score plugin of the profile")
+		out.ScoreReason = "OOMRisk is not a score plugin of the profile"
 	default:
-		fmt.Fprintf(out, "score %d of %d: own risk %d ppm × weight %d, collateral %d ppm × weight %d\n",
-			score, fwk.MaxNodeScore, a.RiskPPM, args.OwnRiskWeight, oomkill.PPM(a.CollateralBytes, podWorst), args.CollateralWeight)
+		out.Score, out.ScoreReason = ptr.To(score), terms
 	}
+	return out
+}
+
+// writeOOMPlacement prints the placement of pod on n.
+func writeOOMPlacement(out io.Writer, n *oomkill.Node, pod *corev1.Pod, pl *v1alpha1.OOMPlacement) {
+	in := oomkill.NewIncoming(pod)
+	fmt.Fprintf(out, "\nwith %s (%s):\n%s", pl.Pod, pl.QOS, n.ExplainWith(in))
+	fmt.Fprintf(out, "\nshortfall %s before, %s after; rank %d; own risk %d ppm of %s; collateral %s\n",
+		quantity(pl.ShortfallBeforeBytes), quantity(pl.ShortfallAfterBytes), pl.Rank, pl.OwnRiskPPM, quantity(pl.PodWorstBytes), quantity(pl.CollateralBytes))
+	if now := pl.Now; now != nil {
+		fmt.Fprintf(out, "now (measured): shortfall %s before, %s after; own risk %d ppm of %s; collateral %s\n",
+			quantity(now.ShortfallBeforeBytes), quantity(now.ShortfallAfterBytes), now.OwnRiskPPM, quantity(now.PodNowBytes), quantity(now.CollateralBytes))
+	}
+	if pl.Score == nil {
+		fmt.Fprintf(out, "score: none, %s\n", pl.ScoreReason)
+		return
+	}
+	fmt.Fprintf(out, "score %d of %d: %s\n", *pl.Score, fwk.MaxNodeScore, pl.ScoreReason)
+}
+
+// killOrder is e as the typed output.
+func killOrder(e oomkill.Explanation) v1alpha1.KillOrder {
+	k := v1alpha1.KillOrder{
+		CapacityBytes: e.Capacity, AllocatableBytes: e.Allocatable,
+		WorstCaseBytes: e.TotalWorst, ShortfallBytes: e.Shortfall, AtRiskBytes: e.AtRiskBytes,
+		Containers: []v1alpha1.OOMVictim{},
+	}
+	if e.Measured {
+		k.Measured = &v1alpha1.MeasuredMemory{UsedBytes: e.UsedNow, ShortfallBytes: e.ShortfallNow, AtRiskBytes: e.AtRiskNowBytes}
+	}
+	for _, v := range e.Order {
+		c := v1alpha1.OOMVictim{
+			Namespace: v.Namespace, Pod: v.Pod, Container: v.Container, Sidecar: v.Sidecar, Incoming: v.Incoming,
+			QOS: string(v.QOS), OOMScoreAdj: v.Adj, WorstBytes: v.Worst, Estimated: v.Estimated,
+			PointsBytes: v.Points, AtRisk: v.AtRisk,
+		}
+		if e.Measured {
+			c.UsedBytes, c.Declared, c.AtRiskNow = ptr.To(v.Used), !v.Measured, ptr.To(v.AtRiskNow)
+		}
+		k.Containers = append(k.Containers, c)
+	}
+	return k
 }
 
 // score returns the named plugin's score of the node, before its weight.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
 	"github.com/headroom-k8s/headroom/pkg/memstats"
 	"github.com/headroom-k8s/headroom/pkg/sample"
 )
@@ -241,7 +243,8 @@ func TestExplainOOMMeasured(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runExplain(t, client, "worker-1", "--pod-file", writeFile(t, "api.yaml", readmeBlock(t, "worked-example-pod")))
+	podFile := writeFile(t, "api.yaml", readmeBlock(t, "worked-example-pod"))
+	out, err := runExplain(t, client, "worker-1", "--pod-file", podFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,5 +257,17 @@ func TestExplainOOMMeasured(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// -o json holds the same measured figures and rows.
+	jsonOut, err := runExplain(t, client, "worker-1", "--pod-file", podFile, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := decodeStrict[v1alpha1.OOMKillOrder](t, jsonOut)
+	if m := k.Order.Measured; m == nil || quantity(m.UsedBytes) != "15104Mi" || k.Placement == nil || k.Placement.Now == nil || quantity(k.Placement.Now.CollateralBytes) != "6Gi" {
+		t.Fatalf("measured figures missing or wrong:\n%s", jsonOut)
+	}
+	if blocks, want := tableBlocks(out), [][]string{killOrderRows(k.Order), killOrderRows(k.Placement.Order)}; !slices.EqualFunc(blocks, want, slices.Equal) {
+		t.Errorf("table rows\n%q\nJSON rows\n%q", blocks, want)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -273,7 +272,7 @@ func newNodesCommand(o *options) *cobra.Command {
 	var podFlags podFlags
 	var noHeaders, showLabels bool
 	var labelColumns []string
-	printFlags := genericclioptions.NewPrintFlags("").WithTypeSetter(outputScheme)
+	var printFlags *outputFlags
 	cmd := &cobra.Command{
 		Use:   "nodes [-l SELECTOR] [--sort-by COLUMN] [--pod-file POD.yaml | --pod POD] [-o FORMAT]",
 		Short: "Show every node's PID, pod-IP and memory (OOM) headroom",
@@ -363,9 +362,7 @@ gauge) and the verdicts; -o name prints node/NAME, in the order of --sort-by.`,
 	fs.BoolVar(&noHeaders, "no-headers", false, "print no header row (table output)")
 	fs.BoolVar(&showLabels, "show-labels", false, "show each node's labels as the last column (table output)")
 	fs.StringSliceVarP(&labelColumns, "label-columns", "L", nil, "labels of the nodes to show as columns (table output)")
-	printFlags.AddFlags(cmd)
-	fs.Lookup("output").Usage = "Output format. One of: (" + strings.Join(outputFormats(printFlags), ", ") + "). Default: a table."
-	_ = cmd.RegisterFlagCompletionFunc("output", completeFrom(func() []string { return outputFormats(printFlags) }))
+	printFlags = addOutputFlags(cmd, "NodeHeadroomList", "wide")
 	_ = cmd.RegisterFlagCompletionFunc("sort-by", completeFrom(func() []string { return sortKeys(true) }))
 	return cmd
 }

@@ -3,7 +3,11 @@ package app
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,9 +34,54 @@ var outputScheme = func() *runtime.Scheme {
 	return s
 }()
 
-// outputFormats are the -o values: cli-runtime's printers', and wide.
-func outputFormats(f *genericclioptions.PrintFlags) []string {
-	return append([]string{"wide"}, f.AllowedFormats()...)
+// outputFlags is -o, defined the same way on every command: cli-runtime's
+// print flags, typed by outputScheme; no -o prints the command's table.
+type outputFlags struct {
+	flags *genericclioptions.PrintFlags
+	// own are the formats the command prints itself (nodes: wide).
+	own []string
+}
+
+// addOutputFlags defines -o on cmd, whose own formats are own.
+func addOutputFlags(cmd *cobra.Command, kind string, own ...string) *outputFlags {
+	f := &outputFlags{flags: genericclioptions.NewPrintFlags("").WithTypeSetter(outputScheme), own: own}
+	f.flags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = "Output format. One of: (" + strings.Join(f.formats(), ", ") + "). Default: a table. " +
+		"The structured formats print a " + kind + " (" + v1alpha1.SchemeGroupVersion.String() + ")."
+	_ = cmd.RegisterFlagCompletionFunc("output", completeFrom(f.formats))
+	return f
+}
+
+// format is the -o value; "" for the table.
+func (f *outputFlags) format() string { return *f.flags.OutputFormat }
+
+// formats are the -o values: the command's own, and cli-runtime's printers'.
+func (f *outputFlags) formats() []string {
+	return append(slices.Clone(f.own), f.flags.AllowedFormats()...)
+}
+
+// printer is cli-runtime's printer of -o; nil for the table and the
+// command's own formats.
+func (f *outputFlags) printer() (printers.ResourcePrinter, error) {
+	if f.format() == "" || slices.Contains(f.own, f.format()) {
+		return nil, nil
+	}
+	p, err := f.flags.ToPrinter()
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return nil, fmt.Errorf("-o %q: want one of %v", f.format(), f.formats())
+	}
+	return p, err
+}
+
+// printOrTable prints obj with printer, the one of -o, or table without
+// one. Commands get the printer before they do their work, so that a bad
+// -o fails at once.
+func printOrTable(out io.Writer, printer printers.ResourcePrinter, obj runtime.Object, table func(io.Writer)) error {
+	if printer == nil {
+		table(out)
+		return nil
+	}
+	return printer.PrintObj(obj, out)
 }
 
 // nodesPrinter prints the nodes command's result: a table through
@@ -45,20 +94,13 @@ type nodesPrinter struct {
 	printer printers.ResourcePrinter
 }
 
-func newNodesPrinter(f *genericclioptions.PrintFlags, noHeaders, showLabels bool, labelColumns []string) (*nodesPrinter, error) {
-	p := &nodesPrinter{format: *f.OutputFormat}
-	switch p.format {
-	case "", "wide":
-		p.table = printers.PrintOptions{NoHeaders: noHeaders, Wide: p.format == "wide", ShowLabels: showLabels, ColumnLabels: labelColumns}
-		return p, nil
-	}
+func newNodesPrinter(f *outputFlags, noHeaders, showLabels bool, labelColumns []string) (*nodesPrinter, error) {
+	p := &nodesPrinter{format: f.format()}
 	var err error
-	if p.printer, err = f.ToPrinter(); err != nil {
-		if genericclioptions.IsNoCompatiblePrinterError(err) {
-			return nil, fmt.Errorf("-o %q: want one of %v", p.format, outputFormats(f))
-		}
+	if p.printer, err = f.printer(); err != nil {
 		return nil, err
 	}
+	p.table = printers.PrintOptions{NoHeaders: noHeaders, Wide: p.format == "wide", ShowLabels: showLabels, ColumnLabels: labelColumns}
 	return p, nil
 }
 
