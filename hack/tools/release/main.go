@@ -38,6 +38,8 @@ func main() {
 		err = checksumsMain(os.Args[2:])
 	case "verify":
 		err = verifyMain(os.Args[2:])
+	case "sign":
+		err = signMain(os.Args[2:])
 	case "push":
 		err = pushMain(os.Args[2:])
 	default:
