@@ -136,12 +136,13 @@ func CheckIndexSignatures(src ImageSource, idx v1.Hash, rv *ReleaseVerifier) err
 	var errs []error
 	found := map[string]bool{}
 	for _, d := range refs {
-		if d.ArtifactType != bundleMediaType && d.ArtifactType != "" {
-			continue // an SBOM, or another tool's artifact
-		}
+		// A registry may report the config's media type (the OCI empty
+		// one) rather than the manifest's artifactType, as
+		// go-containerregistry's does: every referrer is read, as cosign
+		// reads them, and only one that says it is a bundle must be one.
 		raw, err := bundleOf(src, d.Digest)
-		if d.ArtifactType == "" && err != nil {
-			continue // a referrer without an artifact type that holds no bundle
+		if errors.Is(err, errNotBundle) && d.ArtifactType != bundleMediaType {
+			continue // an SBOM, or another tool's artifact
 		}
 		if err == nil {
 			var st *intoto.Statement
@@ -154,11 +155,17 @@ func CheckIndexSignatures(src ImageSource, idx v1.Hash, rv *ReleaseVerifier) err
 	}
 	for _, pt := range []string{cosignSignPredicate, slsaProvenancePredicate} {
 		if !found[pt] {
-			errs = append(errs, fmt.Errorf("no valid %s bundle of %s", pt, idx))
+			var seen []string
+			for _, d := range refs {
+				seen = append(seen, fmt.Sprintf("%s (%s)", d.Digest, d.ArtifactType))
+			}
+			errs = append(errs, fmt.Errorf("no valid %s bundle of %s (referrers: %s)", pt, idx, strings.Join(seen, ", ")))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+var errNotBundle = errors.New("not a Sigstore bundle")
 
 // bundleOf reads the bundle, the one layer of the artifact h.
 func bundleOf(src ImageSource, h v1.Hash) ([]byte, error) {
@@ -171,10 +178,10 @@ func bundleOf(src ImageSource, h v1.Hash) ([]byte, error) {
 		return nil, err
 	}
 	if len(layers) != 1 {
-		return nil, fmt.Errorf("%d layers, want one bundle", len(layers))
+		return nil, fmt.Errorf("%w: %d layers", errNotBundle, len(layers))
 	}
 	if mt, err := layers[0].MediaType(); err != nil || !strings.HasPrefix(string(mt), "application/vnd.dev.sigstore.bundle") {
-		return nil, fmt.Errorf("layer of media type %q (%v), not a Sigstore bundle", mt, err)
+		return nil, fmt.Errorf("%w: layer of media type %q (%v)", errNotBundle, mt, err)
 	}
 	rc, err := layers[0].Uncompressed()
 	if err != nil {
