@@ -232,6 +232,19 @@ func cosignVerify(t *testing.T, release string, image name.Digest, chart string)
 			t.Logf("cosign %s: ok", args[0])
 		}
 	}
+	// A chart with one byte more fails cosign's check of its signature.
+	data, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := filepath.Join(t.TempDir(), filepath.Base(chart))
+	if err := os.WriteFile(tampered, append(data, 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cosign, "verify-blob", "--key", key, "--insecure-ignore-tlog", "--bundle", chart+BundleSuffix, tampered)
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("cosign verify-blob passed a tampered chart:\n%s", out)
+	}
 }
 
 // checkDaemonSet finds the node agent's DaemonSet in rendered manifests and
