@@ -61,8 +61,8 @@ const (
 	// bundlePredicateAnnotation is where cosign puts a bundle's predicate
 	// type on its referrer manifest.
 	bundlePredicateAnnotation = "dev.sigstore.bundle.predicateType"
-	// buildType names what made the release: hack/release.sh of this
-	// repository, at the commit of the provenance's source.
+	// buildType names how the release is built: docs/release.md describes
+	// make release, and the provenance's source commit holds it.
 	buildType = imageSourceLabel + "/blob/main/docs/release.md"
 	// DefaultBuilderID is the provenance's builder where RELEASE_BUILDER_ID
 	// names none: make release on someone's machine.
