@@ -2,7 +2,8 @@
 # make push REGISTRY=HOST[:PORT]/PATH: pushes what make release wrote to
 # bin/release/ (docs/release.md):
 # - each image index to REGISTRY/NAME:VERSION, and the SBOMs that refer to
-#   its images, by digest (go-containerregistry: hack/tools/release push);
+#   its images and its signature and provenance bundles, by digest
+#   (go-containerregistry: hack/tools/release push);
 #   credentials from the docker config (docker login, or ~/.docker/config.json);
 # - the chart to oci://REGISTRY/headroom:CHART_VERSION (helm push; credentials
 #   from helm registry login).

@@ -9,10 +9,16 @@
 #   kubectl-headroom/     kubectl-headroom for linux, darwin and windows on
 #                         amd64 and arm64, as krew archives
 #   plugins/headroom.yaml the krew plugin manifest, with the archives' sha256s
+#   cosign.pub            the public key of the release's signatures: each image
+#                         index has a Sigstore bundle of its signature and one of
+#                         its SLSA provenance as OCI referrers; the chart and each
+#                         krew archive a bundle FILE.sigstore.json beside it;
+#                         provenance.sigstore.json covers those files
 #   SHA256SUMS            the SHA-256 of every file above (sha256sum -c)
 # and then checks it all offline (hack/tools/release verify): the checksums,
-# each image's platforms, labels, binary and SBOM, the krew archives against
-# the manifest. Nothing is downloaded but Go modules; no container engine.
+# the signatures and provenance, each image's platforms, labels, binary and
+# SBOM, the krew archives against the manifest. Nothing is downloaded but Go
+# modules; no container engine.
 #
 # Environment (the defaults make the full release):
 #   RELEASE_DIR                  output directory (emptied first), default bin/release
@@ -21,6 +27,12 @@
 #   RELEASE_KUBECTL_PLATFORMS    kubectl-headroom's, default the six above; "" for none
 #   RELEASE_DOWNLOAD_URL         where the krew archives are published, default
 #                                the GitHub release of the version
+#   RELEASE_SIGNING_KEY          a cosign private key (cosign generate-key-pair,
+#                                its password in COSIGN_PASSWORD) to sign with;
+#                                default: a new key pair for this release alone,
+#                                its private key never written
+#   RELEASE_BUILDER_ID           the provenance's builder.id, default
+#                                https://github.com/headroom-k8s/headroom/hack/release.sh
 #   RELEASE_PREBUILT             a directory of binaries built already, as
 #                                OS_ARCH/NAME: taken instead of building them
 #                                (hack/tools/release's test reuses bin/ with it)
@@ -36,6 +48,7 @@ kubectl_platforms=${RELEASE_KUBECTL_PLATFORMS-linux/amd64 linux/arm64 darwin/amd
 for p in $platforms; do
   [[ $p == linux/* ]] || { echo "RELEASE_PLATFORMS: $p: the images hold linux binaries" >&2; exit 1; }
 done
+started=$(date -u +%FT%TZ)
 ldflags=$(headroom_ldflags)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 created=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
@@ -101,6 +114,11 @@ if ((${#plugin[@]})); then
     -extra "$HEADROOM_ROOT/LICENSE,$HEADROOM_ROOT/cmd/kubectl-headroom/kubectl_complete-headroom" "${plugin[@]}"
 fi
 
+# Sign it all (images, chart, krew archives) and attach SLSA provenance,
+# with RELEASE_SIGNING_KEY or a key pair of this release's own.
+release_tool sign -version "$HEADROOM_VERSION" -revision "$revision" -started "$started" \
+  ${RELEASE_BUILDER_ID:+-builder-id "$RELEASE_BUILDER_ID"} \
+  ${RELEASE_SIGNING_KEY:+-key "$(cd "$(dirname "$RELEASE_SIGNING_KEY")" && pwd)/$(basename "$RELEASE_SIGNING_KEY")"} "$out"
 release_tool checksums "$out"
 # The release as a user gets it: every image of exactly $platforms.
 release_tool verify -platforms "${platforms// /,}" "$out"

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -185,4 +188,77 @@ func untar(archive, dir string) error {
 			return fmt.Errorf("%s: entry %q is not a file or directory", archive, h.Name)
 		}
 	}
+}
+
+// firstModTime is the modification time of the archive's first entry: the
+// time hack/images index gave every entry (the commit's).
+func firstModTime(archive string) (time.Time, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	h, err := tar.NewReader(f).Next()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", archive, err)
+	}
+	return h.ModTime, nil
+}
+
+// writeTar writes the OCI layout in dir to the tar archive at path as
+// hack/images index does: entries sorted by name, every one with mtime t,
+// so that the same layout gives the same archive.
+func writeTar(dir, path string, t time.Time) error {
+	var files []string
+	if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && p != dir {
+			files = append(files, p)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	sort.Strings(files)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, p := range files {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h := &tar.Header{Name: filepath.ToSlash(rel), ModTime: t, Format: tar.FormatPAX, Mode: 0o644}
+		if fi.IsDir() {
+			h.Typeflag, h.Name, h.Mode = tar.TypeDir, h.Name+"/", 0o755
+		} else {
+			h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			src, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, src)
+			src.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

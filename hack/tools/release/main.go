@@ -5,6 +5,12 @@
 //	    krew archives of kubectl-headroom (one per os/arch, read from each
 //	    binary's Go build information) and the krew plugin manifest
 //	    DIR/plugins/headroom.yaml whose sha256s are the archives'
+//	release sign -version V -revision COMMIT [-key cosign.key] DIR
+//	    signs the release in DIR (Sigstore bundles, sigstore-go): each image
+//	    index (cosign's signature and SLSA v1 provenance as its referrers),
+//	    the chart and the krew archives (FILE.sigstore.json), and SLSA v1
+//	    provenance of those files (provenance.sigstore.json); writes
+//	    DIR/cosign.pub. Without -key, with a key pair of its own
 //	release checksums DIR
 //	    DIR/SHA256SUMS over every other file under DIR (`sha256sum -c` reads it)
 //	release verify [-platforms linux/amd64,linux/arm64] DIR
@@ -12,12 +18,13 @@
 //	    only those); each image archive images/NAME.oci.tar (one image index
 //	    ghcr.io/headroom-k8s/NAME:TAG of exactly -platforms, each platform's
 //	    image a static binary of its machine with the release's labels and
-//	    one SPDX SBOM that matches the binary); and the krew manifest
+//	    one SPDX SBOM that matches the binary); the signatures and
+//	    provenance against DIR/cosign.pub; and the krew manifest
 //	    plugins/headroom.yaml against the archives in kubectl-headroom/.
 //	    It reports every problem, each naming its file, and exits 1
 //	release push -registry HOST[:PORT]/PATH ARCHIVE.oci.tar...
 //	    each image index of the OCI layout archives (hack/images index) to
-//	    REGISTRY/NAME:TAG, and the SBOMs that refer to its images
+//	    REGISTRY/NAME:TAG, and the SBOMs and signatures that refer to it
 package main
 
 import (
@@ -27,7 +34,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release kubectl-plugin|checksums|verify|push ...")
+		fmt.Fprintln(os.Stderr, "usage: release kubectl-plugin|sign|checksums|verify|push ...")
 		os.Exit(2)
 	}
 	var err error
@@ -38,10 +45,12 @@ func main() {
 		err = checksumsMain(os.Args[2:])
 	case "verify":
 		err = verifyMain(os.Args[2:])
+	case "sign":
+		err = signMain(os.Args[2:])
 	case "push":
 		err = pushMain(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want kubectl-plugin, checksums, verify or push", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want kubectl-plugin, sign, checksums, verify or push", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "release %s: %v\n", os.Args[1], err)

@@ -58,8 +58,9 @@ func ParseRegistry(registry string) (name.Repository, error) {
 // PushArchive pushes the OCI layout archive of hack/images index: the image
 // index named in its index.json as REGISTRY/NAME:TAG (NAME the last
 // component of the name it carries), then every other manifest of the
-// layout (the SBOMs, whose subject is one of the index's images) by
-// digest to the same repository. An OCI 1.1 registry lists the SBOMs
+// layout (the SBOMs, whose subject is one of the index's images, and the
+// signature and provenance bundles, whose subject is the index) by digest
+// to the same repository. An OCI 1.1 registry lists them
 // through its referrers API; for an older one go-containerregistry updates
 // the referrers tag (sha256-DIGEST) instead. It returns what it pushed,
 // one line each.

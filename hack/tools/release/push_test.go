@@ -145,6 +145,20 @@ func TestReleasePushPull(t *testing.T) {
 	if err != nil {
 		t.Errorf("pulled from %s:\n%v", repo, err)
 	}
+	// The signature and provenance came along, found through the same
+	// referrers API, signed by the release's key.
+	pub, err := os.ReadFile(filepath.Join(out, PublicKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := NewReleaseVerifier(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckIndexSignatures(registrySource{repo}, want, rv); err != nil {
+		t.Errorf("pulled from %s: signatures:\n%v", repo, err)
+	}
+	cosignVerify(t, out, repo.Digest(want.String()), charts[0])
 	agentBinary, err := os.ReadFile(agent)
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +200,51 @@ func TestReleasePushPull(t *testing.T) {
 	}
 	t.Logf("helm template from oci://: %s", time.Since(start).Round(time.Second))
 	checkDaemonSet(t, rendered, "ghcr.io/headroom-k8s/headroom-node-agent:"+tag.TagStr())
+}
+
+// cosignVerify checks the release with cosign itself, where one is given
+// (COSIGN, or cosign on PATH; docs/release.md, "Signatures"), as a user
+// would: the pushed image index's signature and provenance (cosign verify,
+// cosign verify-attestation), and the chart's (verify-blob,
+// verify-blob-attestation), with the release's key and no transparency log.
+func cosignVerify(t *testing.T, release string, image name.Digest, chart string) {
+	t.Helper()
+	cosign := os.Getenv("COSIGN")
+	if cosign == "" {
+		var err error
+		if cosign, err = exec.LookPath("cosign"); err != nil {
+			t.Log("no cosign (COSIGN, or on PATH): the release is not checked with cosign itself")
+			return
+		}
+	}
+	key := filepath.Join(release, PublicKeyFile)
+	for _, args := range [][]string{
+		{"verify", "--key", key, "--insecure-ignore-tlog", image.String()},
+		{"verify-attestation", "--key", key, "--insecure-ignore-tlog", "--type", "slsaprovenance1", image.String()},
+		{"verify-blob", "--key", key, "--insecure-ignore-tlog", "--bundle", chart + BundleSuffix, chart},
+		{"verify-blob-attestation", "--key", key, "--insecure-ignore-tlog", "--type", "slsaprovenance1", "--bundle", filepath.Join(release, ProvenanceFile), chart},
+	} {
+		cmd := exec.Command(cosign, args...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+t.TempDir(), "TUF_ROOT="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("cosign %s: %v\n%s", strings.Join(args, " "), err, out)
+		} else {
+			t.Logf("cosign %s: ok", args[0])
+		}
+	}
+	// A chart with one byte more fails cosign's check of its signature.
+	data, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := filepath.Join(t.TempDir(), filepath.Base(chart))
+	if err := os.WriteFile(tampered, append(data, 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cosign, "verify-blob", "--key", key, "--insecure-ignore-tlog", "--bundle", chart+BundleSuffix, tampered)
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("cosign verify-blob passed a tampered chart:\n%s", out)
+	}
 }
 
 // checkDaemonSet finds the node agent's DaemonSet in rendered manifests and

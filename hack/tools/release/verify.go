@@ -74,7 +74,7 @@ func verifyMain(args []string) error {
 		return fmt.Errorf("%s:\n%w", dir, err)
 	}
 	for _, img := range rel.Images {
-		fmt.Printf("%s: %s@%s (%s), each with its SBOM\n", img.File, img.Tag, img.Index, strings.Join(img.Platforms, ", "))
+		fmt.Printf("%s: %s@%s (%s), each with its SBOM; signed, with provenance\n", img.File, img.Tag, img.Index, strings.Join(img.Platforms, ", "))
 	}
 	for _, a := range rel.Plugin {
 		fmt.Printf("%s: in plugins/headroom.yaml\n", a)
@@ -152,13 +152,23 @@ func Verify(dir string, platforms []string) (*Release, error) {
 		errs = append(errs, err)
 	}
 	rel := &Release{}
+	// Every release is signed: without its key nothing else can be trusted,
+	// but the rest is still checked and reported.
+	var rv *ReleaseVerifier
+	if pem, err := os.ReadFile(filepath.Join(dir, PublicKeyFile)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: the release's public key: %w", PublicKeyFile, err))
+	} else if rv, err = NewReleaseVerifier(pem); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", PublicKeyFile, err))
+	} else {
+		errs = append(errs, VerifyFileSignatures(dir, rv))
+	}
 	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range archives {
 		file := "images/" + filepath.Base(a)
-		img, err := VerifyImageArchive(a, platforms)
+		img, err := VerifyImageArchive(a, platforms, rv)
 		errs = append(errs, prefixed(file, err))
 		if img != nil {
 			img.File = file
@@ -175,9 +185,11 @@ func Verify(dir string, platforms []string) (*Release, error) {
 // blob of its OCI image layout is what its name says; index.json names one
 // image, ghcr.io/headroom-k8s/NAME:TAG for the archive NAME.oci.tar, an
 // image index of exactly platforms, each platform's image with one SBOM
-// (CheckIndex); and every other manifest of index.json is one of those
-// SBOMs. It returns what it read even when it finds problems.
-func VerifyImageArchive(archive string, platforms []string) (*ArchivedImage, error) {
+// (CheckIndex); the index is signed by rv's key and has its provenance
+// (CheckIndexSignatures; rv nil: not checked); and every other manifest of
+// index.json is one of those SBOMs or bundles. It returns what it read even
+// when it finds problems.
+func VerifyImageArchive(archive string, platforms []string, rv *ReleaseVerifier) (*ArchivedImage, error) {
 	dir, remove, err := unpack(archive)
 	if err != nil {
 		return nil, err
@@ -201,7 +213,13 @@ func VerifyImageArchive(archive string, platforms []string) (*ArchivedImage, err
 		images[pi.Digest] = true
 	}
 	slices.Sort(img.Platforms)
+	if rv != nil {
+		errs = append(errs, prefixed("image index "+l.IndexDigest.String(), CheckIndexSignatures(l, l.IndexDigest, rv)))
+	}
 	for _, r := range l.Refs {
+		if isBundleRef(r) && r.Manifest.Subject.Digest == l.IndexDigest {
+			continue
+		}
 		if !images[r.Manifest.Subject.Digest] {
 			errs = append(errs, fmt.Errorf("index.json: manifest %s refers to %s, no image of the index", r.Desc.Digest, r.Manifest.Subject.Digest))
 		}
@@ -672,7 +690,9 @@ func VerifyKubectlPlugin(dir string) ([]string, error) {
 		fail("%s/: %v", archives, derr)
 	}
 	for _, e := range entries {
-		if !listed[e.Name()] {
+		// An archive's signature (FILE.sigstore.json) is held to it by
+		// VerifyFileSignatures.
+		if !listed[e.Name()] && !strings.HasSuffix(e.Name(), BundleSuffix) {
 			fail("%s/%s is not in %s", archives, e.Name(), manifest)
 		}
 	}

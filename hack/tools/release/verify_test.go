@@ -47,6 +47,17 @@ func TestVerify(t *testing.T) {
 	if _, err := WriteKubectlPlugin(release, plugins, o); err != nil {
 		t.Fatal(err)
 	}
+	// A chart stand-in: verify holds it to its signature only.
+	chart := "headroom-0.0.0.tgz"
+	if err := os.WriteFile(filepath.Join(release, chart), []byte("a chart\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	signed, err := SignRelease(release, nil, ProvenanceOptions{Version: version, Revision: strings.Repeat("5e", 20), Builder: DefaultBuilderID, Started: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("signed in %s:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(signed, "\n"))
 	if _, err := WriteChecksums(release); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +135,63 @@ func TestVerify(t *testing.T) {
 			sum, _ := sha256File(a)
 			replaceIn(t, filepath.Join(dir, "plugins", "headroom.yaml"), old, sum)
 		},
-		want: []string{arm64Archive + ": kubectl-headroom is a linux/amd64 binary, plugins/headroom.yaml says linux/arm64"},
+		want: []string{
+			arm64Archive + ": kubectl-headroom is a linux/amd64 binary, plugins/headroom.yaml says linux/arm64",
+			arm64Archive + ": signature " + arm64Archive + ".sigstore.json: ",
+			arm64Archive + ": provenance provenance.sigstore.json: ",
+			"plugins/headroom.yaml: provenance provenance.sigstore.json: ",
+		},
+	}, {
+		// One byte of the chart changed, SHA256SUMS written again.
+		name: "a tampered chart",
+		breakIt: func(t *testing.T, dir string) {
+			replaceIn(t, filepath.Join(dir, chart), "a chart", "a Chart")
+		},
+		want: []string{
+			chart + ": signature " + chart + ".sigstore.json: ",
+			chart + ": provenance provenance.sigstore.json: ",
+		},
+	}, {
+		name: "a signature missing",
+		breakIt: func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, amd64Archive+BundleSuffix)); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: []string{amd64Archive + ": no signature: "},
+	}, {
+		// A key of someone else's in the release: no signature is its.
+		name: "another public key",
+		breakIt: func(t *testing.T, dir string) {
+			other := t.TempDir()
+			if err := os.WriteFile(filepath.Join(other, chart), []byte("a chart\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := SignRelease(other, nil, ProvenanceOptions{Version: version, Revision: strings.Repeat("5e", 20), Builder: DefaultBuilderID}); err != nil {
+				t.Fatal(err)
+			}
+			copyFile(t, filepath.Join(other, PublicKeyFile), filepath.Join(dir, PublicKeyFile), 0o644)
+		},
+		want: []string{
+			chart + ": signature ",
+			amd64Archive + ": signature ",
+			"images/headroom-node-agent.oci.tar: image index sha256:",
+			"no valid " + cosignSignPredicate + " bundle of sha256:",
+			"no valid " + slsaProvenancePredicate + " bundle of sha256:",
+		},
+	}, {
+		// The amd64 image's config changed (one more variable), and every
+		// digest above it made to match: the blobs, index.json and
+		// SHA256SUMS are consistent, only the signatures tell.
+		name: "a tampered image, its digests made to match",
+		breakIt: func(t *testing.T, dir string) {
+			tamperImage(t, filepath.Join(dir, "images", "headroom-node-agent.oci.tar"))
+		},
+		want: []string{
+			"images/headroom-node-agent.oci.tar: image index sha256:",
+			"no valid " + cosignSignPredicate + " bundle of sha256:",
+			"no valid " + slsaProvenancePredicate + " bundle of sha256:",
+		},
 	}, {
 		name: "a krew archive not in the manifest",
 		breakIt: func(t *testing.T, dir string) {

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
+	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
+	"github.com/sigstore/sigstore-go/pkg/sign"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The release's signatures, as cosign (v3, its default bundle format) writes
+// and reads them: Sigstore bundles (v0.3), verified with the key in
+// PublicKeyFile, no transparency log.
+const (
+	// PublicKeyFile is the release's public key, PEM (cosign.pub).
+	PublicKeyFile = "cosign.pub"
+	// BundleSuffix names a file's signature: FILE.sigstore.json.
+	BundleSuffix = ".sigstore.json"
+	// ProvenanceFile is the signed SLSA provenance of the release's files
+	// (the chart, the krew archives and manifest).
+	ProvenanceFile = "provenance" + BundleSuffix
+
+	bundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	// inTotoPayloadType is the DSSE payload type of an in-toto statement.
+	inTotoPayloadType = "application/vnd.in-toto+json"
+	// cosignSignPredicate is the predicate of cosign's image signature:
+	// the statement says only "this digest is signed".
+	cosignSignPredicate     = "https://sigstore.dev/cosign/sign/v1"
+	slsaProvenancePredicate = "https://slsa.dev/provenance/v1"
+	// bundlePredicateAnnotation is where cosign puts a bundle's predicate
+	// type on its referrer manifest.
+	bundlePredicateAnnotation = "dev.sigstore.bundle.predicateType"
+	// buildType names how the release is built: docs/release.md describes
+	// make release, and the provenance's source commit holds it.
+	buildType = imageSourceLabel + "/blob/main/docs/release.md"
+	// DefaultBuilderID is the provenance's builder where RELEASE_BUILDER_ID
+	// names none: make release on someone's machine.
+	DefaultBuilderID = imageSourceLabel + "/hack/release.sh"
+)
+
+// ProvenanceOptions is what the provenance of a release says of its build.
+type ProvenanceOptions struct {
+	Version  string
+	Revision string // the commit built
+	Builder  string // builder.id: who ran the build (a URI)
+	Started  time.Time
+}
+
+func signMain(args []string) error {
+	fl := flag.NewFlagSet("release sign", flag.ContinueOnError)
+	keyFile := fl.String("key", "", "cosign private key (cosign generate-key-pair; its password in COSIGN_PASSWORD); none: a new key pair for this release, whose private key is thrown away")
+	var o ProvenanceOptions
+	fl.StringVar(&o.Version, "version", "", "the release's version (required)")
+	fl.StringVar(&o.Revision, "revision", "", "the commit built (required)")
+	fl.StringVar(&o.Builder, "builder-id", DefaultBuilderID, "the provenance's builder.id")
+	started := fl.String("started", "", "RFC 3339 time the build started (default now)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 || o.Version == "" || o.Revision == "" {
+		return errors.New("want -version V -revision COMMIT DIR")
+	}
+	o.Started = time.Now()
+	if *started != "" {
+		t, err := time.Parse(time.RFC3339, *started)
+		if err != nil {
+			return fmt.Errorf("-started: %w", err)
+		}
+		o.Started = t
+	}
+	var key *ecdsa.PrivateKey
+	if *keyFile != "" {
+		var err error
+		if key, err = LoadCosignKey(*keyFile, []byte(os.Getenv("COSIGN_PASSWORD"))); err != nil {
+			return err
+		}
+	}
+	signed, err := SignRelease(fl.Arg(0), key, o)
+	for _, s := range signed {
+		fmt.Println(s)
+	}
+	return err
+}
+
+// LoadCosignKey reads a private key as cosign generate-key-pair writes it
+// (ENCRYPTED SIGSTORE PRIVATE KEY), or an unencrypted PKCS #8 one.
+func LoadCosignKey(path string, password []byte) (*ecdsa.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := cryptoutils.UnmarshalPEMToPrivateKey(data, cryptoutils.StaticPasswordFunc(password))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	ek, ok := k.(*ecdsa.PrivateKey)
+	if !ok || ek.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("%s: a %T, want an ECDSA P-256 key (cosign's)", path, k)
+	}
+	return ek, nil
+}
+
+// SignRelease signs the release in dir with key (nil: a new P-256 key,
+// used for this release alone) and writes its public key to
+// dir/PublicKeyFile:
+//   - each images/*.oci.tar gains two referrers of its image index, each a
+//     Sigstore bundle of a DSSE-signed in-toto statement about the index's
+//     digest: cosign's signature, and SLSA v1 provenance;
+//   - the chart (headroom-*.tgz) and every krew archive get a bundle of
+//     their own next to them (FILE.sigstore.json, cosign sign-blob's);
+//   - ProvenanceFile holds one signed SLSA v1 statement whose subjects are
+//     those files and the krew manifest.
+//
+// Run it before WriteChecksums, which then lists what it wrote.
+func SignRelease(dir string, key *ecdsa.PrivateKey, o ProvenanceOptions) ([]string, error) {
+	if key == nil {
+		var err error
+		if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, err
+		}
+	}
+	kp, err := newReleaseKeypair(key)
+	if err != nil {
+		return nil, err
+	}
+	pem, err := kp.GetPublicKeyPem()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, PublicKeyFile), []byte(pem), 0o644); err != nil {
+		return nil, err
+	}
+	done := []string{PublicKeyFile + ": the public key"}
+	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range archives {
+		d, err := signImageArchive(a, kp, o)
+		if err != nil {
+			return done, fmt.Errorf("%s: %w", a, err)
+		}
+		done = append(done, fmt.Sprintf("images/%s: %s signed, with provenance", filepath.Base(a), d))
+	}
+	files, err := signedFiles(dir)
+	if err != nil {
+		return done, err
+	}
+	var subjects []*intoto.ResourceDescriptor
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return done, err
+		}
+		sum := sha256.Sum256(data)
+		subjects = append(subjects, &intoto.ResourceDescriptor{Name: f, Digest: map[string]string{"sha256": hex.EncodeToString(sum[:])}})
+		if f == krewManifestFile {
+			continue // covered by the provenance, and its sha256s cover the archives
+		}
+		b, err := sign.Bundle(&sign.PlainData{Data: data}, kp, sign.BundleOptions{})
+		if err != nil {
+			return done, err
+		}
+		if err := writeBundle(filepath.Join(dir, f+BundleSuffix), b); err != nil {
+			return done, err
+		}
+		done = append(done, f+BundleSuffix)
+	}
+	if len(subjects) > 0 {
+		b, err := signStatement(kp, subjects, slsaProvenancePredicate, provenance(o))
+		if err != nil {
+			return done, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, ProvenanceFile), b, 0o644); err != nil {
+			return done, err
+		}
+		done = append(done, fmt.Sprintf("%s: SLSA provenance of %d files", ProvenanceFile, len(subjects)))
+	}
+	return done, nil
+}
+
+// krewManifestFile is the krew manifest WriteKubectlPlugin writes.
+const krewManifestFile = "plugins/headroom.yaml"
+
+// signedFiles are the release's files that are signed as blobs, relative
+// to dir, sorted: the chart, the krew archives and the krew manifest.
+func signedFiles(dir string) ([]string, error) {
+	var files []string
+	for _, pattern := range []string{"headroom-*.tgz", "kubectl-headroom/*", krewManifestFile} {
+		m, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(pattern)))
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range m {
+			if strings.HasSuffix(p, BundleSuffix) {
+				continue
+			}
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// signImageArchive adds the signature and provenance referrers of the image
+// index to the OCI layout archive, and returns the index's digest.
+func signImageArchive(archive string, kp sign.Keypair, o ProvenanceOptions) (v1.Hash, error) {
+	dir, remove, err := unpack(archive)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer remove()
+	l, err := readLayout(dir)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	mtime, err := firstModTime(archive)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	im, err := l.Index.IndexManifest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if rev := im.Annotations["org.opencontainers.image.revision"]; rev != o.Revision {
+		return v1.Hash{}, fmt.Errorf("the image index's revision is %q, the provenance's %q", rev, o.Revision)
+	}
+	idxSize, err := l.Index.Size()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	subject := v1.Descriptor{MediaType: im.MediaType, Size: idxSize, Digest: l.IndexDigest}
+	if subject.MediaType == "" {
+		subject.MediaType = types.OCIImageIndex
+	}
+	// cosign names the subject by the repository the image is pushed to;
+	// the archive's name is the one it carries.
+	about := []*intoto.ResourceDescriptor{{
+		Name:   l.Tag.Context().Name(),
+		Digest: map[string]string{"sha256": l.IndexDigest.Hex},
+	}}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	for _, s := range []struct {
+		predicateType string
+		predicate     proto.Message
+	}{{cosignSignPredicate, nil}, {slsaProvenancePredicate, provenance(o)}} {
+		b, err := signStatement(kp, about, s.predicateType, s.predicate)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		img, err := bundleArtifact(b, s.predicateType, subject, mtime)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		if err := p.AppendImage(img); err != nil {
+			return v1.Hash{}, err
+		}
+	}
+	return l.IndexDigest, writeTar(dir, archive, mtime)
+}
+
+// provenance is the SLSA v1 predicate of a release build.
+func provenance(o ProvenanceOptions) *slsa.Provenance {
+	external, _ := structpb.NewStruct(map[string]any{
+		"version": o.Version,
+		"source":  "git+" + imageSourceLabel + "@" + o.Revision,
+	})
+	internal, _ := structpb.NewStruct(map[string]any{"goVersion": runtime.Version()})
+	return &slsa.Provenance{
+		BuildDefinition: &slsa.BuildDefinition{
+			BuildType:          buildType,
+			ExternalParameters: external,
+			InternalParameters: internal,
+			ResolvedDependencies: []*intoto.ResourceDescriptor{{
+				Uri:    "git+" + imageSourceLabel,
+				Digest: map[string]string{"gitCommit": o.Revision},
+			}},
+		},
+		RunDetails: &slsa.RunDetails{
+			Builder:  &slsa.Builder{Id: o.Builder},
+			Metadata: &slsa.BuildMetadata{StartedOn: timestamppb.New(o.Started), FinishedOn: timestamppb.Now()},
+		},
+	}
+}
+
+// signStatement signs an in-toto statement (DSSE) and returns its bundle
+// as JSON.
+func signStatement(kp sign.Keypair, subjects []*intoto.ResourceDescriptor, predicateType string, predicate proto.Message) ([]byte, error) {
+	st := &intoto.Statement{Type: intoto.StatementTypeUri, Subject: subjects, PredicateType: predicateType, Predicate: &structpb.Struct{}}
+	if predicate != nil {
+		raw, err := protojson.Marshal(predicate)
+		if err != nil {
+			return nil, err
+		}
+		if err := protojson.Unmarshal(raw, st.Predicate); err != nil {
+			return nil, err
+		}
+	}
+	payload, err := protojson.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sign.Bundle(&sign.DSSEData{Data: payload, PayloadType: inTotoPayloadType}, kp, sign.BundleOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return protojson.Marshal(b)
+}
+
+func writeBundle(path string, b proto.Message) error {
+	raw, err := protojson.Marshal(b)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// releaseKeypair is the release's key as sigstore-go signs with it: ECDSA
+// P-256 with SHA-256, its hint the public key's SHA-256 (as cosign's).
+type releaseKeypair struct {
+	key  *ecdsa.PrivateKey
+	hint []byte
+}
+
+func newReleaseKeypair(key *ecdsa.PrivateKey) (*releaseKeypair, error) {
+	der, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(der)
+	return &releaseKeypair{key: key, hint: []byte(base64.StdEncoding.EncodeToString(sum[:]))}, nil
+}
+
+func (k *releaseKeypair) GetHashAlgorithm() protocommon.HashAlgorithm {
+	return protocommon.HashAlgorithm_SHA2_256
+}
+func (k *releaseKeypair) GetSigningAlgorithm() protocommon.PublicKeyDetails {
+	return protocommon.PublicKeyDetails_PKIX_ECDSA_P256_SHA_256
+}
+func (k *releaseKeypair) GetHint() []byte                { return k.hint }
+func (k *releaseKeypair) GetKeyAlgorithm() string        { return "ECDSA" }
+func (k *releaseKeypair) GetPublicKey() crypto.PublicKey { return k.key.Public() }
+func (k *releaseKeypair) GetPublicKeyPem() (string, error) {
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(k.key.Public())
+	return string(pem), err
+}
+
+// SignData signs data's SHA-256 and returns the signature and the digest.
+func (k *releaseKeypair) SignData(_ context.Context, data []byte) ([]byte, []byte, error) {
+	signer, err := signature.LoadECDSASignerVerifier(k.key, crypto.SHA256)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum := sha256.Sum256(data)
+	sig, err := signer.SignMessage(bytes.NewReader(data))
+	return sig, sum[:], err
+}
+
+// bundleArtifact is the OCI artifact cosign attaches a bundle as: its only
+// layer is the bundle, its config the empty descriptor, its artifact type
+// the bundle's media type, its subject the signed manifest.
+func bundleArtifact(bundle []byte, predicateType string, subject v1.Descriptor, created time.Time) (v1.Image, error) {
+	layer := static.NewLayer(bundle, bundleMediaType)
+	d, err := layer.Digest()
+	if err != nil {
+		return nil, err
+	}
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  bundleMediaType,
+		Config:        v1.Descriptor{MediaType: types.MediaType(emptyConfigMediaType), Size: int64(len(emptyConfig)), Digest: emptyConfigDigest()},
+		Layers:        []v1.Descriptor{{MediaType: bundleMediaType, Size: int64(len(bundle)), Digest: d}},
+		Annotations: map[string]string{
+			"org.opencontainers.image.created": created.UTC().Format(time.RFC3339),
+			"dev.sigstore.bundle.content":      "dsse-envelope",
+			bundlePredicateAnnotation:          predicateType,
+		},
+		Subject: &subject,
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return partial.CompressedToImage(&bundleImage{manifest: raw, layer: layer})
+}
+
+// The OCI empty descriptor's content, an artifact's config that says nothing.
+const emptyConfigMediaType = "application/vnd.oci.empty.v1+json"
+
+var emptyConfig = []byte("{}")
+
+func emptyConfigDigest() v1.Hash {
+	h, _, _ := v1.SHA256(bytes.NewReader(emptyConfig))
+	return h
+}
+
+// bundleImage is the go-containerregistry image of bundleArtifact.
+type bundleImage struct {
+	manifest []byte
+	layer    v1.Layer
+}
+
+func (b *bundleImage) RawConfigFile() ([]byte, error)      { return emptyConfig, nil }
+func (b *bundleImage) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+func (b *bundleImage) RawManifest() ([]byte, error)        { return b.manifest, nil }
+func (b *bundleImage) ArtifactType() (string, error)       { return bundleMediaType, nil }
+func (b *bundleImage) Manifest() (*v1.Manifest, error) {
+	return v1.ParseManifest(bytes.NewReader(b.manifest))
+}
+func (b *bundleImage) ConfigName() (v1.Hash, error)        { return emptyConfigDigest(), nil }
+func (b *bundleImage) ConfigFile() (*v1.ConfigFile, error) { return &v1.ConfigFile{}, nil }
+func (b *bundleImage) Digest() (v1.Hash, error)            { return partial.Digest(b) }
+func (b *bundleImage) Size() (int64, error)                { return int64(len(b.manifest)), nil }
+func (b *bundleImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	if d, _ := b.layer.Digest(); d == h {
+		return b.layer, nil
+	}
+	return nil, fmt.Errorf("bundle artifact has no blob %s", h)
+}
