@@ -86,7 +86,8 @@ func TestShippedDeschedulerLeaseOutlivesAnEviction(t *testing.T) {
 	rs.AddFlags(fs)
 	var args []string
 	for _, a := range shippedDeschedulerArgs(t, 10258) {
-		if !strings.HasPrefix(a, "--v=") { // a logging flag, added by the command
+		// Logging flags are added by the command, not the server options.
+		if !strings.HasPrefix(a, "--v=") && !strings.HasPrefix(a, "--logging-format=") {
 			args = append(args, a)
 		}
 	}
