@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"github.com/headroom-k8s/headroom/test/kubectlout"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,7 +260,7 @@ func TestKubectlHeadroomReadsTheClusterConfiguration(t *testing.T) {
 	}
 	// -o json is the documented NodeEvictionPlan and says what the table
 	// says: no run has seen starved's pressure yet, so the descheduler waits.
-	plan := decodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "-o", "json"))
+	plan := kubectlout.DecodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "-o", "json"))
 	if plan.Kind != "NodeEvictionPlan" || plan.APIVersion != "kubectl.headroom.dev/v1alpha1" || plan.Name != "starved" ||
 		plan.Policy != policySource || plan.Decision != v1alpha1.DecisionWaiting || plan.PressureSeen == "" {
 		t.Errorf("evictions starved -o json: %+v", plan)
@@ -340,43 +339,14 @@ func TestKubectlHeadroomReadsTheClusterConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy)
-	plan = decodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy, "-o", "json"))
+	plan = kubectlout.DecodeStrict[v1alpha1.NodeEvictionPlan](t, kubectlHeadroom(ctx, t, cp, "evictions", "starved", "--policy", policy, "-o", "json"))
 	if plan.Decision != v1alpha1.DecisionWaiting || len(plan.Pods) != 2 {
 		t.Errorf("evictions starved -o json with two pods: decision %s, %d pods, want Waiting and 2", plan.Decision, len(plan.Pods))
 	}
-	var rows []string
-	lines := strings.Split(strings.TrimSpace(table), "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, "#") {
-			for _, row := range lines[i+1:] {
-				rows = append(rows, strings.Join(regexp.MustCompile(`  +`).Split(row, 5), "|"))
-			}
-		}
-	}
-	var want []string
-	for i, e := range plan.Pods {
-		decision := "skip: " + e.Reason
-		if e.Evict {
-			decision = fmt.Sprintf("EVICT %d: %s", e.EvictionOrder, e.Reason)
-		}
-		want = append(want, fmt.Sprintf("%d|%s/%s|%d|%d|%s", i+1, e.Namespace, e.Name, e.Priority, e.FreesPIDs, decision))
-	}
+	rows, want := kubectlout.EvictionRows(t, table), kubectlout.PlanRows(plan)
 	if !slices.Equal(rows, want) {
 		t.Errorf("evictions starved table rows\n%s\n-o json pods\n%s\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), table)
 	}
-}
-
-// decodeStrict decodes what -o json printed into a T, refusing any field T
-// does not define.
-func decodeStrict[T any](t *testing.T, out string) *T {
-	t.Helper()
-	d := json.NewDecoder(strings.NewReader(out))
-	d.DisallowUnknownFields()
-	v := new(T)
-	if err := d.Decode(v); err != nil {
-		t.Fatalf("decoding %T: %v\n%s", v, err, out)
-	}
-	return v
 }
 
 // figureList renders figures as kubectl headroom evictions prints them.

@@ -3,7 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"github.com/headroom-k8s/headroom/test/kubectlout"
 	"regexp"
 	"slices"
 	"strings"
@@ -161,7 +161,7 @@ func TestEvictionsWaitForThePressureToLast(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	p := decodeStrict[v1alpha1.NodeEvictionPlan](t, out)
+	p := kubectlout.DecodeStrict[v1alpha1.NodeEvictionPlan](t, out)
 	if p.Decision != v1alpha1.DecisionWaiting || p.PressureSeen != "1 of 2 consecutive samples" || !p.Relieves || p.Evictions != 3 {
 		t.Errorf("decision %s, pressure seen %q, relieves %v, %d evictions; want Waiting, 1 of 2 consecutive samples, true, 3", p.Decision, p.PressureSeen, p.Relieves, p.Evictions)
 	}
@@ -179,7 +179,7 @@ func TestEvictionsJSONIsTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	p := decodeStrict[v1alpha1.NodeEvictionPlan](t, out)
+	p := kubectlout.DecodeStrict[v1alpha1.NodeEvictionPlan](t, out)
 	if p.APIVersion != "kubectl.headroom.dev/v1alpha1" || p.Kind != "NodeEvictionPlan" || p.Name != "hot" {
 		t.Errorf("apiVersion %q, kind %q, name %q", p.APIVersion, p.Kind, p.Name)
 	}
@@ -191,8 +191,8 @@ func TestEvictionsJSONIsTheTable(t *testing.T) {
 			t.Errorf("the table lacks %q of the JSON:\n%s", want, table)
 		}
 	}
-	if rows := evictionRows(t, table); !slices.Equal(rows, podRows(p)) {
-		t.Errorf("table rows\n%s\nJSON pods\n%s", strings.Join(rows, "\n"), strings.Join(podRows(p), "\n"))
+	if rows := kubectlout.EvictionRows(t, table); !slices.Equal(rows, kubectlout.PlanRows(p)) {
+		t.Errorf("table rows\n%s\nJSON pods\n%s", strings.Join(rows, "\n"), strings.Join(kubectlout.PlanRows(p), "\n"))
 	}
 	// -o yaml is the same object.
 	yamlOut, err := run(t, client, "evictions", "hot", "-o", "yaml")
@@ -209,35 +209,6 @@ func TestEvictionsJSONIsTheTable(t *testing.T) {
 	if _, err := run(t, client, "evictions", "hot", "-o", "wide"); err == nil || !strings.Contains(err.Error(), "want one of") {
 		t.Errorf("-o wide: err %v, want the formats listed", err)
 	}
-}
-
-// evictionRows are the table's pod rows, their cells joined by "|".
-func evictionRows(t *testing.T, table string) []string {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(table), "\n")
-	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "#") })
-	if i < 0 {
-		t.Fatalf("no table:\n%s", table)
-	}
-	var rows []string
-	for _, l := range lines[i+1:] {
-		f := regexp.MustCompile(`  +`).Split(l, 5)
-		rows = append(rows, strings.Join(f, "|"))
-	}
-	return rows
-}
-
-// podRows are the plan's pods as the table shows them.
-func podRows(p *v1alpha1.NodeEvictionPlan) []string {
-	var rows []string
-	for i, e := range p.Pods {
-		decision := "skip: " + e.Reason
-		if e.Evict {
-			decision = fmt.Sprintf("EVICT %d: %s", e.EvictionOrder, e.Reason)
-		}
-		rows = append(rows, fmt.Sprintf("%d|%s/%s|%d|%d|%s", i+1, e.Namespace, e.Name, e.Priority, e.FreesPIDs, decision))
-	}
-	return rows
 }
 
 func TestEvictionsWithAPolicyFile(t *testing.T) {

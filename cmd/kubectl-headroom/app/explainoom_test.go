@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/headroom-k8s/headroom/test/kubectlout"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -263,7 +264,7 @@ func TestExplainOOMMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := decodeStrict[v1alpha1.OOMKillOrder](t, jsonOut)
+	k := kubectlout.DecodeStrict[v1alpha1.OOMKillOrder](t, jsonOut)
 	if m := k.Order.Measured; m == nil || quantity(m.UsedBytes) != "15104Mi" || k.Placement == nil || k.Placement.Now == nil || quantity(k.Placement.Now.CollateralBytes) != "6Gi" {
 		t.Fatalf("measured figures missing or wrong:\n%s", jsonOut)
 	}

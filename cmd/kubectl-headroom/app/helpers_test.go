@@ -3,10 +3,8 @@ package app
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -45,17 +43,4 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// decodeStrict decodes what -o json printed into a T, refusing any field T
-// does not define: the output is the documented kind, and only that.
-func decodeStrict[T any](t *testing.T, out string) *T {
-	t.Helper()
-	d := json.NewDecoder(strings.NewReader(out))
-	d.DisallowUnknownFields()
-	v := new(T)
-	if err := d.Decode(v); err != nil {
-		t.Fatalf("decoding %T: %v\n%s", v, err, out)
-	}
-	return v
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"github.com/headroom-k8s/headroom/test/kubectlout"
 	"regexp"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func TestExplainOOMJSONIsTheTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := decodeStrict[v1alpha1.OOMKillOrder](t, out)
+		k := kubectlout.DecodeStrict[v1alpha1.OOMKillOrder](t, out)
 		if k.APIVersion != "kubectl.headroom.dev/v1alpha1" || k.Kind != "OOMKillOrder" || k.Name != "worker-1" {
 			t.Errorf("%v: apiVersion %q, kind %q, name %q", args, k.APIVersion, k.Kind, k.Name)
 		}
@@ -138,7 +139,7 @@ func TestExplainNodeJSONIsTheText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x := decodeStrict[v1alpha1.NodeExplanation](t, out)
+		x := kubectlout.DecodeStrict[v1alpha1.NodeExplanation](t, out)
 		if x.APIVersion != "kubectl.headroom.dev/v1alpha1" || x.Kind != "NodeExplanation" || x.Name != args[2] {
 			t.Errorf("%v: apiVersion %q, kind %q, name %q", args, x.APIVersion, x.Kind, x.Name)
 		}
