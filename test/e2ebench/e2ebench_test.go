@@ -1,25 +1,26 @@
 //go:build e2ebench
 
-// Package e2ebench runs the same PID storm and the same pod-IP exhaustion,
-// and the same memory hog (memory_test.go), on a real node twice each: (A)
-// with kube-scheduler's default profile and the kubelet's own eviction,
-// (B) with headroom-scheduler, headroom-descheduler and the node agent
-// (the kubelet set up the same), and writes what happened side by side.
+// Package e2ebench runs the same PID storm and pod-IP exhaustion, the same
+// slow PID leak, and the same memory hog (memory_test.go) on a real node,
+// -runs times each with each stack: (A) kube-scheduler's default profile
+// and the kubelet's own eviction, (B) headroom-scheduler,
+// headroom-descheduler and the node agent (the kubelet set up the same),
+// and writes every run side by side with each stack's medians and ranges.
 // make e2e-bench runs it:
 //
-//	go test -tags e2ebench -count=1 -timeout 40m -v ./test/e2ebench -args -table docs/e2e-bench.md
+//	go test -tags e2ebench -count=1 -timeout 150m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
 package e2ebench
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,9 @@ import (
 
 var (
 	table    = flag.String("table", "", "Markdown file to write the side-by-side table to")
-	duration = flag.Duration("storm", 150*time.Second, "how long each run watches the storm after it starts")
+	runs     = flag.Int("runs", 3, "runs of each part with each stack")
+	duration = flag.Duration("storm", 150*time.Second, "how long each storm run watches the storm after it starts")
+	slowRamp = flag.Duration("slow-leak-ramp", 3*time.Minute, "how long the slow leak's hogs take to grow to their threads")
 )
 
 // The node: a budget of 2000 PIDs for pods (pid_max less systemReserved),
@@ -66,12 +69,30 @@ type mode struct {
 	headroom        bool
 }
 
+// stack is the mode's letter, A or B.
+func (m mode) stack() string { return strings.SplitN(m.name, ":", 2)[0] }
+
 var modes = []mode{
 	{"A: kube-scheduler (default profile) + kubelet pid.available eviction", corev1.DefaultSchedulerName, false},
 	{"B: headroom-scheduler + headroom-descheduler + node agent (same kubelet)", "headroom-scheduler", true},
 }
 
-// result is what one run measured.
+// pidPart is a PID part of the bench: the hogs grow over ramp, the run
+// watches for watch; fill adds the pod-IP part after it.
+type pidPart struct {
+	name, title string
+	ramp, watch time.Duration
+	fill        bool
+}
+
+func pidParts() []pidPart {
+	return []pidPart{
+		{name: "storm", title: "A PID storm, then pod IPs running out", ramp: hogRamp, watch: *duration, fill: true},
+		{name: "slowleak", title: "A slow PID leak", ramp: *slowRamp, watch: *slowRamp + 60*time.Second},
+	}
+}
+
+// result is what one PID run measured.
 type result struct {
 	failedForks      int64 // failed fork/clone attempts, summed over every stress pod
 	podsWithFailures int
@@ -79,43 +100,59 @@ type result struct {
 	pendingNoIP      int // pods kept Pending by NodeIPs
 	// pendingOther are pods kept Pending for another reason (NodePIDs':
 	// the node's PID figure counts every task of the machine), by reason.
-	pendingOther  map[string]int
-	disrupted     []string
-	innocent      int // disrupted pods that were not hogs
-	secondsAbove  int // seconds the node's tasks were above 95 % of allocatable
-	secondsFull   int // seconds the pods' cgroup was at its pids.max
-	evictedBy     map[string]int
+	pendingOther map[string]int
+	secondsAbove int // seconds the node's tasks were above 95 % of allocatable
+	secondsFull  int // seconds the pods' cgroup was at its pids.max
+	// crossedAt is when the node's tasks first passed the descheduler's
+	// threshold (95 % of allocatable), from the hogs' start; -1: never.
+	crossedAt     time.Duration
 	hogsRelocated int
+	// log is every stress pod's fate, from before the first was made.
+	log *podLog
 }
 
-// TestE2EBench runs each part once per mode: TestE2EBench/storm/A and /B
-// (the PID storm and the pod-IP exhaustion), TestE2EBench/memory/A and /B
-// (the memory hog). The table is written when every part ran; a -run that
-// picks some of them prints theirs.
+// TestE2EBench runs each part runs times per stack, A then B in each
+// round: TestE2EBench/storm/A1, /B1, /A2 … (the PID storm and the pod-IP
+// exhaustion), TestE2EBench/slowleak/… (a slow PID leak),
+// TestE2EBench/memory/… (the memory hog). The table is written when every
+// run of every part passed; a -run that picks some of them prints theirs.
 func TestE2EBench(t *testing.T) {
-	var storm []result
-	var memory []memResult
-	t.Run("storm", func(t *testing.T) {
-		for _, m := range modes {
-			t.Run(strings.SplitN(m.name, ":", 2)[0], func(t *testing.T) {
-				storm = append(storm, run(t, m))
-			})
-		}
-	})
+	if got := shippedPIDThreshold(t); got != deschedulerLine {
+		t.Fatalf("the shipped PID threshold is %d %%, the bench measures at %d %%", got, deschedulerLine)
+	}
+	pid := map[string][]stackRun[result]{}
+	var memory []stackRun[memResult]
+	for _, part := range pidParts() {
+		t.Run(part.name, func(t *testing.T) {
+			for i := 1; i <= *runs; i++ {
+				for _, m := range modes {
+					t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
+						pid[part.name] = append(pid[part.name], stackRun[result]{m.stack(), i, run(t, m, part)})
+					})
+				}
+			}
+		})
+	}
 	t.Run("memory", func(t *testing.T) {
-		for _, m := range memModes {
-			t.Run(strings.SplitN(m.name, ":", 2)[0], func(t *testing.T) {
-				memory = append(memory, runMemory(t, m))
-			})
+		for i := 1; i <= *runs; i++ {
+			for _, m := range memModes {
+				t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
+					memory = append(memory, stackRun[memResult]{m.stack(), i, runMemory(t, m)})
+				})
+			}
 		}
 	})
 	if t.Failed() {
 		t.Fatal("a run failed; no table written")
 	}
-	out := render(storm, memory)
+	out := render(pid, memory)
 	fmt.Println(out)
-	if len(storm) != len(modes) || len(memory) != len(memModes) {
-		t.Log("not every part ran (-run): the table above is not written")
+	complete := len(memory) == *runs*len(memModes)
+	for _, part := range pidParts() {
+		complete = complete && len(pid[part.name]) == *runs*len(modes)
+	}
+	if !complete {
+		t.Log("not every run ran (-run): the table above is not written")
 		return
 	}
 	if *table != "" {
@@ -125,7 +162,7 @@ func TestE2EBench(t *testing.T) {
 	}
 }
 
-func run(t *testing.T, m mode) result {
+func run(t *testing.T, m mode, part pidPart) result {
 	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{
 		// The same kubelet in both runs: hard eviction on PIDs where the
 		// node's tasks pass the pods' budget.
@@ -152,43 +189,49 @@ func run(t *testing.T, m mode) result {
 		startDescheduler(ctx, t, cp, "10s", nil)
 	}
 
+	// Every stress pod is followed from before the first is made.
+	log := followPods(ctx, cp)
 	// The storm's pods start on the real node: the node beside is cordoned
 	// until they run there.
 	cordon(ctx, t, cp, "kwok-node", true)
 	deploy(ctx, t, cp, "web", m.scheduler, webReplicas, "--threads", strconv.Itoa(webThreads))
 	waitRunning(ctx, t, cp, "app=web", webReplicas)
-	deploy(ctx, t, cp, "hog", m.scheduler, hogReplicas, "--threads", strconv.Itoa(hogThreads), "--ramp", hogRamp.String())
+	log.restart(time.Now())
+	log.note("hogs made")
+	deploy(ctx, t, cp, "hog", m.scheduler, hogReplicas, "--threads", strconv.Itoa(hogThreads), "--ramp", part.ramp.String())
 	waitRunning(ctx, t, cp, "app=hog", hogReplicas)
 	cordon(ctx, t, cp, "kwok-node", false)
 
-	w := newWatcher(node)
-	w.watch(ctx, cp, *duration)
+	w := newWatcher(node, log)
+	w.watch(ctx, cp, part.watch)
 	r := w.result(ctx, cp)
 
-	// Pod IPs: fill pods pinned to the real node, three more than it has.
-	fill(ctx, t, cp, m.scheduler, node.Name)
-	time.Sleep(30 * time.Second)
-	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=fill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		switch {
-		case p.Spec.NodeName == node.Name && p.Status.PodIP == "":
-			r.stuckNoIP++
-		case p.Spec.NodeName == "":
-			why := pendingReason(&p)
-			if strings.Contains(why, nodeips.ErrReasonNoFreeIPs) {
-				r.pendingNoIP++
-				continue
+	if part.fill {
+		// Pod IPs: fill pods pinned to the real node, three more than it has.
+		fill(ctx, t, cp, m.scheduler, node.Name)
+		time.Sleep(30 * time.Second)
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=fill"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			switch {
+			case p.Spec.NodeName == node.Name && p.Status.PodIP == "":
+				r.stuckNoIP++
+			case p.Spec.NodeName == "":
+				why := pendingReason(&p)
+				if strings.Contains(why, nodeips.ErrReasonNoFreeIPs) {
+					r.pendingNoIP++
+					continue
+				}
+				if r.pendingOther == nil {
+					r.pendingOther = map[string]int{}
+				}
+				r.pendingOther[why]++
 			}
-			if r.pendingOther == nil {
-				r.pendingOther = map[string]int{}
-			}
-			r.pendingOther[why]++
 		}
 	}
-	t.Logf("%s: %+v", m.name, r)
+	t.Logf("%s, %s: %+v; what happened: %s", part.name, m.name, r, strings.Join(r.log.timeline, "; "))
 	return r
 }
 
@@ -217,39 +260,37 @@ func hostKernel() string {
 // watcher samples, every second, the stress pods' status lines (the
 // largest failed= count each ever printed, kept past their deletion), the
 // node's tasks (/proc/loadavg, the kubelet's curproc) and the pods'
-// cgroup, and notes every pod that disappeared or failed.
+// cgroup; the pod log notes every pod's fate.
 type watcher struct {
-	node   *realnode.Node
-	mu     sync.Mutex
-	failed map[string]int64
-	seen   map[string]string // pod name → app label
-	gone   map[string]string // pod name → how it went
-	above  int
-	full   int
+	node    *realnode.Node
+	log     *podLog
+	failed  map[string]int64
+	above   int
+	full    int
+	crossed time.Duration
 }
 
-func newWatcher(node *realnode.Node) *watcher {
-	return &watcher{node: node, failed: map[string]int64{}, seen: map[string]string{}, gone: map[string]string{}}
+func newWatcher(node *realnode.Node, log *podLog) *watcher {
+	return &watcher{node: node, log: log, failed: map[string]int64{}, crossed: -1}
 }
 
 var failedRE = regexp.MustCompile(`failed=(\d+)`)
 
+// deschedulerLine is the shipped PID trigger's threshold, in percent of
+// allocatable PIDs: the line both stacks' crossing time is measured at
+// (TestE2EBench checks it against manifests/descheduler/policy.yaml).
+const deschedulerLine = 95
+
 func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d time.Duration) {
 	deadline := time.Now().Add(d)
-	threshold := int64(podBudget * 95 / 100)
+	line := int64(podBudget * deschedulerLine / 100)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		if err == nil {
-			current := map[string]bool{}
 			for _, p := range pods.Items {
 				app := p.Labels["app"]
 				if app != "web" && app != "hog" {
 					continue
-				}
-				current[p.Name] = true
-				w.seen[p.Name] = app
-				if p.Status.Phase == corev1.PodFailed && w.gone[p.Name] == "" {
-					w.gone[p.Name] = "failed: " + p.Status.Reason
 				}
 				if p.Spec.NodeName == w.node.Name && p.Status.Phase == corev1.PodRunning {
 					if last, err := w.node.StressStatus(ctx, p.Namespace, p.Name); err == nil {
@@ -260,14 +301,17 @@ func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d ti
 					}
 				}
 			}
-			for name := range w.seen {
-				if !current[name] && w.gone[name] == "" {
-					w.gone[name] = "deleted (evicted)"
-				}
-			}
 		}
-		if tasks, err := realnode.HostTasks(); err == nil && tasks > threshold {
-			w.above++
+		if tasks, err := realnode.HostTasks(); err == nil {
+			if tasks > line {
+				w.above++
+			}
+			if tasks > line && w.crossed < 0 {
+				w.log.mu.Lock()
+				w.crossed = time.Since(w.log.start)
+				w.log.mu.Unlock()
+				w.log.note("node's tasks above %d %% of allocatable (%d)", deschedulerLine, tasks)
+			}
 		}
 		cur, err1 := realnode.ReadInt(w.node.KubepodsDir() + "/pids.current")
 		maxv, err2 := realnode.ReadInt(w.node.KubepodsDir() + "/pids.max")
@@ -279,27 +323,21 @@ func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d ti
 }
 
 func (w *watcher) result(ctx context.Context, cp *controlplane.ControlPlane) result {
-	r := result{secondsAbove: w.above, secondsFull: w.full, evictedBy: map[string]int{}}
+	r := result{secondsAbove: w.above, secondsFull: w.full, crossedAt: w.crossed, log: w.log}
 	for _, n := range w.failed {
 		r.failedForks += n
 		if n > 0 {
 			r.podsWithFailures++
 		}
 	}
-	for name, how := range w.gone {
-		r.disrupted = append(r.disrupted, name+" ("+w.seen[name]+", "+how+")")
-		if w.seen[name] != "hog" {
-			r.innocent++
-		}
-		r.evictedBy[how]++
+	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		pods = &corev1.PodList{}
 	}
-	sort.Strings(r.disrupted)
-	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=hog"})
-	if err == nil {
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" && p.Spec.NodeName != w.node.Name && p.Status.Phase != corev1.PodFailed {
-				r.hogsRelocated++
-			}
+	w.log.finish(pods.Items)
+	for _, p := range pods.Items {
+		if p.Labels["app"] == "hog" && p.Spec.NodeName != "" && p.Spec.NodeName != w.node.Name && p.Status.Phase != corev1.PodFailed {
+			r.hogsRelocated++
 		}
 	}
 	return r
@@ -440,6 +478,30 @@ func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.Contro
 	return p
 }
 
+// shippedPIDThreshold is the PID trigger's thresholdPercent in the shipped
+// policy.
+func shippedPIDThreshold(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy map[string]any
+	if err := yaml.Unmarshal(data, &policy); err != nil {
+		t.Fatal(err)
+	}
+	args, err := pluginArgs(policy, "RelieveNodePressure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, _ := args["pids"].(map[string]any)
+	v, ok := pids["thresholdPercent"].(float64)
+	if !ok {
+		t.Fatalf("the shipped policy has no pids.thresholdPercent: %v", pids)
+	}
+	return int(v)
+}
+
 // reliefLines are the lines of the descheduler's log that say what
 // RelieveNodePressure evicted, or why it could not.
 func reliefLines(p *controlplane.Process) []string {
@@ -478,19 +540,22 @@ func pluginArgs(policy map[string]any, name string) (map[string]any, error) {
 	return nil, fmt.Errorf("the policy has no pluginConfig for %s", name)
 }
 
-func render(storm []result, memory []memResult) string {
+func render(pid map[string][]stackRun[result], memory []stackRun[memResult]) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Side by side on a real node
 
 Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storms on a
 real node (kubelet v1.36.3, containerd, runc, CNI bridge + host-local;
-docs/real-node.md), with a kwok node beside it, once with each stack: (A)
-kube-scheduler's default profile and the kubelet's own eviction, (B)
+docs/real-node.md), with a kwok node beside it, %d times with each stack:
+(A) kube-scheduler's default profile and the kubelet's own eviction, (B)
 headroom-scheduler, headroom-descheduler and the node agent, the kubelet
-set up the same. Each run starts a node of its own.
-`, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel())
-	if len(storm) == len(modes) {
-		b.WriteString(renderStorm(storm))
+set up the same. Each run starts a node of its own; A and B alternate.
+Every table shows each run, then each stack's median and range.
+`, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel(), *runs)
+	for _, part := range pidParts() {
+		if rs := pid[part.name]; len(rs) > 0 {
+			b.WriteString(renderPID(part, rs))
+		}
 	}
 	if len(memory) > 0 {
 		b.WriteString(renderMemory(memory))
@@ -498,57 +563,67 @@ set up the same. Each run starts a node of its own.
 	return b.String()
 }
 
-func renderStorm(rs []result) string {
+func renderPID(part pidPart, rs []stackRun[result]) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-## A PID storm, then pod IPs running out
+## %s
 
 The kubelet is the same in both: a budget of %d PIDs
 for pods (kubepods' pids.max), hard eviction at pid.available < 30768 (the
 node's tasks above %d), 13 pod IPs.
 
-The storm: %d "web" pods of %d threads, then %d "hog" pods growing to %d
-threads each over %s, watched for %s. Then %d pause pods pinned to the node
-by a nodeSelector, three more than its pod IPs.
-
-`, podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, hogRamp, *duration, fillPods)
-	row := sideBySide(&b, rs, func(i int, _ result) string { return modes[i].name })
-	row("failed forks/clones (all stress pods)", func(r result) string { return fmt.Sprint(r.failedForks) })
-	row("pods that saw a failed fork", func(r result) string { return fmt.Sprint(r.podsWithFailures) })
-	row("pods stuck without an IP (ContainerCreating)", func(r result) string { return fmt.Sprint(r.stuckNoIP) })
-	row("pods kept Pending for want of a pod IP", func(r result) string { return fmt.Sprint(r.pendingNoIP) })
-	row("pods kept Pending for another reason", func(r result) string {
-		return tally(r.pendingOther, "; ", func(k string, v int) string { return fmt.Sprintf("%d: %q", v, k) })
-	})
-	row("pods killed or evicted", func(r result) string { return fmt.Sprint(len(r.disrupted)) })
-	row("of them not a hog (disrupted, not the cause)", func(r result) string { return fmt.Sprint(r.innocent) })
-	row("seconds the node's tasks were above 95 % of allocatable", func(r result) string { return fmt.Sprint(r.secondsAbove) })
-	row("seconds the pods' cgroup was at its pids.max", func(r result) string { return fmt.Sprint(r.secondsFull) })
-	row("hog replicas running elsewhere at the end", func(r result) string { return fmt.Sprint(r.hogsRelocated) })
-	row("disrupted pods", func(r result) string { return strings.Join(r.disrupted, "; ") })
+%d "web" pods of %d threads, then %d "hog" pods growing to %d
+threads each over %s, watched for %s.`, part.title, podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, part.ramp, part.watch)
+	if part.fill {
+		fmt.Fprintf(&b, ` Then %d pause pods pinned to the node
+by a nodeSelector, three more than its pod IPs.`, fillPods)
+	}
+	b.WriteString(" *Victims* are the evicted pods in the order seen, by app and by whom.\n\n")
+	rows := []row[result]{
+		countRow("failed forks/clones (all stress pods)", func(r result) int { return int(r.failedForks) }),
+		countRow("pods that saw a failed fork", func(r result) int { return r.podsWithFailures }),
+	}
+	if part.fill {
+		rows = append(rows,
+			countRow("pods stuck without an IP (ContainerCreating)", func(r result) int { return r.stuckNoIP }),
+			countRow("pods kept Pending for want of a pod IP", func(r result) int { return r.pendingNoIP }),
+			row[result]{name: "pods kept Pending for another reason", text: func(r result) string {
+				return tally(r.pendingOther, "; ", func(k string, v int) string { return fmt.Sprintf("%d: %q", v, k) })
+			}, num: func(r result) (float64, bool) {
+				n := 0
+				for _, v := range r.pendingOther {
+					n += v
+				}
+				return float64(n), true
+			}})
+	}
+	rows = append(rows,
+		countRow("pods evicted", func(r result) int { return r.log.evictions("", "") }),
+		countRow("of them by the kubelet", func(r result) int { return r.log.evictions("", "kubelet") }),
+		countRow("of them not a hog (disrupted, not the cause)", func(r result) int { return r.log.evictions("web", "") }),
+		countRow("containers killed other than by an eviction", func(r result) int { return r.log.kills("") }),
+		textRow("victims", func(r result) string { return orNone(strings.Join(r.log.victims, ", ")) }),
+		row[result]{name: "hogs' creation to the node's tasks above 95 % of allocatable (s)", text: func(r result) string {
+			if r.crossedAt < 0 {
+				return "never"
+			}
+			return fmt.Sprintf("%.0f", r.crossedAt.Seconds())
+		}, num: func(r result) (float64, bool) { return math.Round(r.crossedAt.Seconds()), r.crossedAt >= 0 }},
+		countRow("seconds the node's tasks were above 95 % of allocatable", func(r result) int { return r.secondsAbove }),
+		countRow("seconds the pods' cgroup was at its pids.max", func(r result) int { return r.secondsFull }),
+		countRow("hog replicas running elsewhere at the end", func(r result) int { return r.hogsRelocated }),
+		textRow("what happened (seconds from the hogs' creation)", func(r result) string { return strings.Join(r.log.timeline, "; ") }),
+	)
+	writeRuns(&b, rs, rows)
 	return b.String()
 }
 
-// sideBySide writes the header of a Markdown table with a column per run,
-// named by name, and returns the function that writes a row: its name,
-// then f of each run.
-func sideBySide[R any](b *strings.Builder, runs []R, name func(i int, r R) string) func(string, func(R) string) {
-	b.WriteString("| |")
-	for i, r := range runs {
-		fmt.Fprintf(b, " %s |", name(i, r))
+// orNone is s, or "none" when s is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
 	}
-	b.WriteString("\n|---|")
-	for range runs {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	return func(row string, f func(R) string) {
-		fmt.Fprintf(b, "| %s |", row)
-		for _, r := range runs {
-			fmt.Fprintf(b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
+	return s
 }
 
 // tally renders counts by key as "total (part, part)", the parts sorted,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/headroom-k8s/headroom/test/controlplane"
@@ -76,13 +76,11 @@ type memResult struct {
 	episodes        int // times the pods' working set went above the line
 	secondsAbove    int
 	secondsAtBudget int // seconds kubepods' usage was within 1 % of its limit
-	// terminations of containers, by app and reason (OOMKilled, Error…)
-	killed map[string]map[string]int
-	// evictions, by app and by whom
-	evicted map[string]map[string]int
+	// log is every stress pod's fate: terminations of containers by app
+	// and reason (OOMKilled, Error…), evictions by app and by whom.
+	log *podLog
 	// pods still running on the real node at the end, and hog pods elsewhere
 	webAtEnd, hogElsewhere int
-	timeline               []string
 	// relief are the descheduler's lines about its evictions (B).
 	relief []string
 }
@@ -103,7 +101,7 @@ func runMemory(t *testing.T, m mode) memResult {
 		t.Fatal(err)
 	}
 	alloc := n.Status.Allocatable[corev1.ResourceMemory]
-	r := memResult{mode: m.name, budget: node.MemoryBudget, allocatable: alloc.Value(), killed: map[string]map[string]int{}, evicted: map[string]map[string]int{}}
+	r := memResult{mode: m.name, budget: node.MemoryBudget, allocatable: alloc.Value()}
 	r.line = r.allocatable * memLinePercent / 100
 	if want := int64(memBudget - 100<<20); r.allocatable != want {
 		t.Fatalf("allocatable memory %d, want the budget less the kubelet's memory.available threshold (100Mi): %d", r.allocatable, want)
@@ -125,6 +123,8 @@ func runMemory(t *testing.T, m mode) memResult {
 		desched = startDescheduler(ctx, t, cp, memDeschedulerPeriod, memoryPolicy)
 	}
 
+	// Every stress pod is followed from before the first is made.
+	r.log = followPods(ctx, cp)
 	// The pods start on the real node: the node beside is cordoned until
 	// they run there.
 	cordon(ctx, t, cp, "kwok-node", true)
@@ -141,11 +141,12 @@ func runMemory(t *testing.T, m mode) memResult {
 		t.Fatalf("the pods' working set is %d before the hog, above the line %d: the bench's sizes do not fit this node", r.baseline, r.line)
 	}
 	start := time.Now()
+	r.log.restart(start)
 	memDeploy(ctx, t, cp, "hog", m.scheduler, 1, "--memory", hogMemory, "--ramp", hogMemRamp.String())
 	waitRunning(ctx, t, cp, "app=hog", 1)
 	cordon(ctx, t, cp, "kwok-node", false)
 
-	w := &memWatcher{node: node, r: &r, start: start, pods: map[types.UID]*podSeen{}}
+	w := &memWatcher{node: node, r: &r, start: start}
 	w.watch(ctx, cp, *memWatch)
 	if desched != nil {
 		for _, l := range reliefLines(desched) {
@@ -153,7 +154,7 @@ func runMemory(t *testing.T, m mode) memResult {
 			r.relief = append(r.relief, summarizeRelief(l, start))
 		}
 	}
-	t.Logf("%s: %+v", m.name, r)
+	t.Logf("%s: %+v; what happened: %s", m.name, r, strings.Join(r.log.timeline, "; "))
 	return r
 }
 
@@ -214,38 +215,17 @@ func waitMemoryHeld(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 	}
 }
 
-// podSeen is what the watcher knows of one pod.
-type podSeen struct {
-	name, app string
-	// terminated are the container IDs of the terminations counted.
-	terminated map[string]bool
-	evicted    bool
-	node       string
-}
-
 // memWatcher samples every second the pods' working set (kubepods') and
-// usage, and the pods' statuses: every container termination (a kernel
-// OOM kill shows as OOMKilled), every eviction (the kubelet's: phase
-// Failed, reason Evicted; the Eviction API's, the descheduler's: the
-// DisruptionTarget condition), every pod gone without either.
+// usage; the run's pod log notes every pod's fate.
 type memWatcher struct {
 	node  *realnode.Node
 	r     *memResult
 	start time.Time
-	pods  map[types.UID]*podSeen
 	above bool
 	since time.Time
-	// looked: the pods were listed once (placements after it are events).
-	looked bool
 }
 
-func (w *memWatcher) at() string {
-	return fmt.Sprintf("%ds", int(time.Since(w.start).Round(time.Second)/time.Second))
-}
-
-func (w *memWatcher) event(format string, args ...any) {
-	w.r.timeline = append(w.r.timeline, w.at()+" "+fmt.Sprintf(format, args...))
-}
+func (w *memWatcher) event(format string, args ...any) { w.r.log.note(format, args...) }
 
 func (w *memWatcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d time.Duration) {
 	r := w.r
@@ -278,18 +258,17 @@ func (w *memWatcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d
 		if usage, err := w.node.PodsMemoryUsage(); err == nil && usage >= r.budget-r.budget/100 {
 			r.secondsAtBudget++
 		}
-		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			w.observe(pods.Items)
-		}
 		time.Sleep(time.Until(now.Add(time.Second)))
 	}
 	if w.above {
 		r.lastingRelief = -1
 	}
 	pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-	if err == nil {
-		w.observe(pods.Items)
+	if err != nil {
+		pods = &corev1.PodList{}
+	}
+	w.r.log.finish(pods.Items)
+	{
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 				continue
@@ -302,90 +281,6 @@ func (w *memWatcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d
 			}
 		}
 	}
-}
-
-// observe notes what changed in the pods since the last look.
-func (w *memWatcher) observe(pods []corev1.Pod) {
-	r := w.r
-	current := map[types.UID]bool{}
-	for i := range pods {
-		p := &pods[i]
-		app := p.Labels["app"]
-		if app != "web" && app != "hog" {
-			continue
-		}
-		current[p.UID] = true
-		s := w.pods[p.UID]
-		if s == nil {
-			s = &podSeen{name: p.Name, app: app, terminated: map[string]bool{}}
-			w.pods[p.UID] = s
-		}
-		if p.Spec.NodeName != "" && s.node != p.Spec.NodeName {
-			if w.looked {
-				w.event("%s placed on %s", p.Name, p.Spec.NodeName)
-			}
-			s.node = p.Spec.NodeName
-		}
-		if !s.evicted {
-			if by := evictedBy(p); by != "" {
-				s.evicted = true
-				w.countEviction(s, by)
-			}
-		}
-		for _, c := range p.Status.ContainerStatuses {
-			for _, term := range []*corev1.ContainerStateTerminated{c.LastTerminationState.Terminated, c.State.Terminated} {
-				if term == nil || term.ContainerID == "" || s.terminated[term.ContainerID] {
-					continue
-				}
-				s.terminated[term.ContainerID] = true
-				if (s.evicted || p.DeletionTimestamp != nil) && term.Reason != "OOMKilled" {
-					continue // stopped for its eviction or deletion
-				}
-				if r.killed[app] == nil {
-					r.killed[app] = map[string]int{}
-				}
-				r.killed[app][term.Reason]++
-				w.event("%s %s (exit %d)", p.Name, term.Reason, term.ExitCode)
-			}
-		}
-	}
-	for uid, s := range w.pods {
-		if !current[uid] && !s.evicted {
-			s.evicted = true
-			w.countEviction(s, "deleted, reason not seen")
-		}
-	}
-	w.looked = true
-}
-
-// evictedBy says who evicted p: the kubelet (phase Failed, reason Evicted,
-// or its DisruptionTarget condition), the Eviction API (the descheduler's
-// way), or "" for a pod not evicted.
-func evictedBy(p *corev1.Pod) string {
-	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
-		return "kubelet"
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			switch c.Reason {
-			case "EvictionByEvictionAPI":
-				return "Eviction API (descheduler)"
-			case "TerminationByKubelet":
-				return "kubelet"
-			default:
-				return c.Reason
-			}
-		}
-	}
-	return ""
-}
-
-func (w *memWatcher) countEviction(s *podSeen, by string) {
-	if w.r.evicted[s.app] == nil {
-		w.r.evicted[s.app] = map[string]int{}
-	}
-	w.r.evicted[s.app][by]++
-	w.event("%s evicted (%s)", s.name, by)
 }
 
 func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
@@ -417,9 +312,9 @@ func summarizeRelief(line string, start time.Time) string {
 }
 
 // renderMemory is the memory part's section of docs/e2e-bench.md.
-func renderMemory(rs []memResult) string {
+func renderMemory(rs []stackRun[memResult]) string {
 	var b strings.Builder
-	r0 := rs[0]
+	r0 := rs[0].r
 	fmt.Fprintf(&b, `
 ## A memory hog
 
@@ -462,18 +357,7 @@ B's policy sets minReplicas 1.
 
 `, mib(r0.budget), mib(r0.allocatable), memWebReplicas, webMemory, hogMemory, hogMemRamp, memRequest,
 		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, memDeschedulerPeriod, *memWatch)
-	row := sideBySide(&b, rs, func(_ int, r memResult) string { return r.mode })
 	secs := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
-	row("pods' working set before the hog", func(r memResult) string { return mib(r.baseline) })
-	row("peak of the pods' working set", func(r memResult) string {
-		return fmt.Sprintf("%s (%d %% of the budget)", mib(r.peak), r.peak*100/r.budget)
-	})
-	row("hog's start to the line", func(r memResult) string {
-		if !r.crossed {
-			return "never"
-		}
-		return secs(r.firstCross)
-	})
 	// relief renders a time to relief: -1 for none.
 	relief := func(r memResult, d time.Duration) string {
 		switch {
@@ -484,23 +368,44 @@ B's policy sets minReplicas 1.
 		}
 		return secs(d)
 	}
-	row("time to relief (line passed → back under it, first time)", func(r memResult) string { return relief(r, r.firstRelief) })
-	row("time to lasting relief (line first passed → last return under it)", func(r memResult) string { return relief(r, r.lastingRelief) })
-	row("times above the line", func(r memResult) string { return fmt.Sprint(r.episodes) })
-	row("seconds above the line", func(r memResult) string { return fmt.Sprint(r.secondsAbove) })
-	row("seconds at the budget (kubepods' usage ≥ 99 % of its limit)", func(r memResult) string { return fmt.Sprint(r.secondsAtBudget) })
-	row("hog: containers OOM-killed (restarts)", func(r memResult) string { return fmt.Sprint(r.killed["hog"]["OOMKilled"]) })
-	row("hog: evicted", func(r memResult) string { return describe(r.evicted["hog"]) })
-	row("hog replicas running elsewhere at the end", func(r memResult) string { return fmt.Sprint(r.hogElsewhere) })
-	row("innocent (web) containers killed", func(r memResult) string { return describe(r.killed["web"]) })
-	row("innocent (web) pods evicted", func(r memResult) string { return describe(r.evicted["web"]) })
-	row("web pods running on the real node at the end", func(r memResult) string { return fmt.Sprintf("%d of %d", r.webAtEnd, memWebReplicas) })
-	row("what happened (seconds from the hog's start)", func(r memResult) string { return strings.Join(r.timeline, "; ") })
-	for _, r := range rs {
+	seconds := func(name string, d func(memResult) time.Duration) row[memResult] {
+		return row[memResult]{name: name, text: func(r memResult) string { return relief(r, d(r)) },
+			num: func(r memResult) (float64, bool) { return math.Round(d(r).Seconds()), r.crossed && d(r) >= 0 }}
+	}
+	mibRow := func(name string, f func(memResult) int64) row[memResult] {
+		return row[memResult]{name: name + " (MiB)", text: func(r memResult) string { return strconv.FormatInt(f(r)>>20, 10) },
+			num: func(r memResult) (float64, bool) { return float64(f(r) >> 20), true }}
+	}
+	writeRuns(&b, rs, []row[memResult]{
+		mibRow("pods' working set before the hog", func(r memResult) int64 { return r.baseline }),
+		mibRow("peak of the pods' working set", func(r memResult) int64 { return r.peak }),
+		row[memResult]{name: "hog's start to the line", text: func(r memResult) string {
+			if !r.crossed {
+				return "never"
+			}
+			return secs(r.firstCross)
+		}, num: func(r memResult) (float64, bool) { return math.Round(r.firstCross.Seconds()), r.crossed }},
+		seconds("time to relief (line passed → back under it, first time; s)", func(r memResult) time.Duration { return r.firstRelief }),
+		seconds("time to lasting relief (line first passed → last return under it; s)", func(r memResult) time.Duration { return r.lastingRelief }),
+		countRow("times above the line", func(r memResult) int { return r.episodes }),
+		countRow("seconds above the line", func(r memResult) int { return r.secondsAbove }),
+		countRow("seconds at the budget (kubepods' usage ≥ 99 % of its limit)", func(r memResult) int { return r.secondsAtBudget }),
+		countRow("hog: containers OOM-killed (restarts)", func(r memResult) int { return r.log.killed["hog"]["OOMKilled"] }),
+		countRow("hog: evicted", func(r memResult) int { return r.log.evictions("hog", "") }),
+		countRow("hog: evicted by the kubelet", func(r memResult) int { return r.log.evictions("hog", "kubelet") }),
+		countRow("hog replicas running elsewhere at the end", func(r memResult) int { return r.hogElsewhere }),
+		countRow("innocent (web) containers killed", func(r memResult) int { return r.log.kills("web") }),
+		countRow("innocent (web) pods evicted", func(r memResult) int { return r.log.evictions("web", "") }),
+		countRow("web pods running on the real node at the end", func(r memResult) int { return r.webAtEnd }),
+		textRow("victims", func(r memResult) string { return orNone(strings.Join(r.log.victims, ", ")) }),
+		textRow("what happened (seconds from the hog's start)", func(r memResult) string { return strings.Join(r.log.timeline, "; ") }),
+	})
+	for _, sr := range rs {
+		r := sr.r
 		if len(r.relief) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\nRelieveNodePressure's evictions in %s, as it logged them (the node agent's figure, the miniature node's working set):\n\n", strings.SplitN(r.mode, ":", 2)[0])
+		fmt.Fprintf(&b, "\nRelieveNodePressure's evictions in %s, run %d, as it logged them (the node agent's figure, the miniature node's working set):\n\n", sr.stack, sr.n)
 		for _, l := range r.relief {
 			fmt.Fprintf(&b, "- %s\n", l)
 		}
