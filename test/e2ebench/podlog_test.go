@@ -75,11 +75,16 @@ func followPods(ctx context.Context, cp *controlplane.ControlPlane) *podLog {
 	return l
 }
 
-// restart counts the timeline's times from start.
+// restart counts the timeline's times from start and drops the set-up's
+// lines from it (its evictions stay counted, and named in victims).
 func (l *podLog) restart(start time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.start = start
+	l.timeline = nil
+	for _, v := range l.victims {
+		l.timeline = append(l.timeline, "before the start: "+v+" evicted")
+	}
 }
 
 // finish takes a last look with pods and stops following.
