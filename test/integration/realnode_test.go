@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
@@ -344,6 +345,25 @@ func TestRealNodeIPsRunOut(t *testing.T) {
 		t.Errorf("default-14: on %q, %s, IP %q; want bound to %s, Pending without an IP", p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, node.Name)
 	}
 	t.Logf("default profile: default-14 bound to %s and stuck: %s", node.Name, msg)
+	// The kubelet's own Events and conditions tell it starved of a pod IP,
+	// by host-local's error, and none of the pods that got one.
+	events, err := cp.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starved, err := ipstarved.Check(p, events.Items, time.Now().Add(-time.Minute))
+	if err != nil || starved.IPAM != "host-local" || starved.Last.Before(starved.Since) {
+		t.Errorf("default-14 starved: %+v, %v; want host-local's exhaustion (conditions %+v)", starved, err, p.Status.Conditions)
+	}
+	for _, f := range fill {
+		got, err := cp.Client.CoreV1().Pods(f.Namespace).Get(ctx, f.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := ipstarved.Check(got, events.Items, time.Time{}); err == nil {
+			t.Errorf("%s has its IP %s and is taken for starved: %+v", f.Name, got.Status.PodIP, st)
+		}
+	}
 
 	// Headroom's profile keeps its pod off the node.
 	if _, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pausePod("headroom-14", node.Name, "headroom-scheduler"), metav1.CreateOptions{}); err != nil {
