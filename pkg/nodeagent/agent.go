@@ -107,9 +107,10 @@ type Config struct {
 	// (RelieveNodePressure's pids.thresholdPercent), 0 for none. A PID
 	// sample above it (used > this % of allocatable, as the plugin
 	// compares) is written at once, hysteresis or not, until
-	// PressureSamples consecutive written samples have shown it there: the
-	// descheduler then has all the samples it waits for, one Interval
-	// apart, instead of waiting for a move beyond the hysteresis or the max
+	// PressureSamples + 1 consecutive written samples have shown it there
+	// (pressureWrites): the descheduler, running as often as the agent
+	// samples, then has all the samples it waits for one Interval apart,
+	// instead of waiting for a move beyond the hysteresis or the max
 	// interval. Below it, writes follow the hysteresis as before.
 	PIDThresholdPercent int64
 	// PressureSamples is the descheduler's pressureSamples.
@@ -494,9 +495,9 @@ func (a *Agent) decide(fresh []Sample, now time.Time) (bool, string) {
 		}
 		// Ahead of the hysteresis: the descheduler acts on a node above its
 		// threshold only once it has seen PressureSamples samples there.
-		if pressing(s) && a.pressed[i] < a.cfg.PressureSamples {
+		if pressing(s) && a.pressed[i] < a.pressureWrites() {
 			return true, fmt.Sprintf("%s: above the descheduler's threshold, sample %d of %d written at once",
-				a.probes[i].Name(), a.pressed[i]+1, a.cfg.PressureSamples)
+				a.probes[i].Name(), a.pressed[i]+1, a.pressureWrites())
 		}
 		if changed, why := s.Changed(a.written[i]); changed {
 			return true, a.probes[i].Name() + ": " + why
@@ -507,6 +508,15 @@ func (a *Agent) decide(fresh []Sample, now time.Time) (bool, string) {
 	}
 	return false, "within hysteresis"
 }
+
+// pressureWrites is how many consecutive samples above the descheduler's
+// threshold are written at once: its pressureSamples, and one more. The
+// descheduler runs on a period of its own, as short as the agent's
+// interval but not in step with it, and counts the samples its runs see:
+// when two writes fall between two runs, the first is never seen, and the
+// spare write makes up for it rather than leaving the node to wait for the
+// hysteresis.
+func (a *Agent) pressureWrites() int { return a.cfg.PressureSamples + 1 }
 
 func (a *Agent) recordWrite(fresh []Sample) {
 	for i, s := range fresh {

@@ -122,9 +122,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.MemoryHysteresisPercent, "memory-hysteresis-percent", o.MemoryHysteresisPercent,
 		"memory hysteresis as a percentage of the node's memory (MemTotal); see --memory-hysteresis-bytes")
 	fs.Int64Var(&o.PIDThresholdPercent, "pids-threshold-percent", o.PIDThresholdPercent,
-		"the descheduler's PID threshold (RelieveNodePressure's pids.thresholdPercent); a sample with used PIDs above this percentage of allocatable is written at once, ahead of the hysteresis, until --pressure-samples in a row have been; 0 (the default) for none")
+		"the descheduler's PID threshold (RelieveNodePressure's pids.thresholdPercent); a sample with used PIDs above this percentage of allocatable is written at once, ahead of the hysteresis, until --pressure-samples + 1 in a row have been; 0 (the default) for none")
 	fs.IntVar(&o.PressureSamples, "pressure-samples", o.PressureSamples,
-		"the descheduler's pressureSamples: how many consecutive samples above --pids-threshold-percent it waits for, all of which are written at once")
+		"the descheduler's pressureSamples: how many consecutive samples above --pids-threshold-percent it waits for; that many and one more (for a descheduling run that falls between two writes) are written at once")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
 	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
 	logsapi.AddFlags(o.Logs, fs)
