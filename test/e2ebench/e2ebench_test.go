@@ -149,7 +149,7 @@ func run(t *testing.T, m mode) result {
 			t.Fatal(err)
 		}
 		startScheduler(ctx, t, cp)
-		startDescheduler(ctx, t, cp, "10s", nil)
+		startDescheduler(ctx, t, cp, shippedDeschedulingInterval(t), nil)
 	}
 
 	// The storm's pods start on the real node: the node beside is cordoned
@@ -391,6 +391,27 @@ func startScheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 	if _, err := cp.StartScheduler(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shippedDeschedulingInterval is the shipped descheduler Deployment's
+// --descheduling-interval (manifests/descheduler-deployment).
+func shippedDeschedulingInterval(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler-deployment/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deploy appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &deploy); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range deploy.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--descheduling-interval="); ok {
+			return v
+		}
+	}
+	t.Fatal("the shipped descheduler Deployment sets no --descheduling-interval")
+	return ""
 }
 
 // startDescheduler runs headroom-descheduler as its shipped Deployment
