@@ -52,6 +52,12 @@ const (
 	DefaultMaxIntervalJitter = 0.1
 	DefaultRequestTimeout    = 10 * time.Second
 	DefaultMetricsAddress    = ":8080"
+	// DefaultPressureSamples is RelieveNodePressure's default
+	// pressureSamples: the descheduler relieves a node once that many
+	// consecutive samples show it above its threshold.
+	DefaultPressureSamples = 2
+	// maxPressureSamples is RelieveNodePressure's bound on pressureSamples.
+	maxPressureSamples = 10
 )
 
 // DefaultBackoff spaces out retries of a failed write: 10 s doubling per
@@ -97,8 +103,20 @@ type Config struct {
 	// [0,1). It never comes late, so the annotation's age stays below
 	// MaxInterval + Interval while sampling and writing succeed.
 	MaxIntervalJitter float64
-	Backoff           wait.Backoff
-	RequestTimeout    time.Duration
+	// PIDThresholdPercent is the descheduler's PID trigger
+	// (RelieveNodePressure's pids.thresholdPercent), 0 for none. A PID
+	// sample above it (used > this % of allocatable, as the plugin
+	// compares) is written at once, hysteresis or not, until
+	// PressureSamples + 1 consecutive written samples have shown it there
+	// (pressureWrites): the descheduler, running as often as the agent
+	// samples, then has all the samples it waits for one Interval apart,
+	// instead of waiting for a move beyond the hysteresis or the max
+	// interval. Below it, writes follow the hysteresis as before.
+	PIDThresholdPercent int64
+	// PressureSamples is the descheduler's pressureSamples.
+	PressureSamples int
+	Backoff         wait.Backoff
+	RequestTimeout  time.Duration
 }
 
 // DefaultConfig returns a Config with the defaults for everything but
@@ -117,6 +135,7 @@ func DefaultConfig() Config {
 		MemoryHysteresis:      MemoryHysteresis{Bytes: DefaultMemoryHysteresisBytes, Percent: DefaultMemoryHysteresisPercent},
 		MaxInterval:           DefaultMaxInterval,
 		MaxIntervalJitter:     DefaultMaxIntervalJitter,
+		PressureSamples:       DefaultPressureSamples,
 		Backoff:               DefaultBackoff(),
 		RequestTimeout:        DefaultRequestTimeout,
 	}
@@ -162,6 +181,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("memory hysteresis percent %v is not within [0, 100]", c.MemoryHysteresis.Percent)
 	case !(c.MaxIntervalJitter >= 0 && c.MaxIntervalJitter < 1):
 		return fmt.Errorf("max interval jitter %v is not within [0, 1)", c.MaxIntervalJitter)
+	case c.PIDThresholdPercent < 0 || c.PIDThresholdPercent > 100:
+		return fmt.Errorf("--pids-threshold-percent %d is not within [0, 100] (0: none)", c.PIDThresholdPercent)
+	case c.PressureSamples < 1 || c.PressureSamples > maxPressureSamples:
+		return fmt.Errorf("--pressure-samples %d is not within [1, %d] (RelieveNodePressure's pressureSamples)", c.PressureSamples, maxPressureSamples)
 	case c.Backoff.Duration <= 0:
 		return fmt.Errorf("backoff duration %s must be positive", c.Backoff.Duration)
 	case c.RequestTimeout <= 0:
@@ -190,6 +213,9 @@ type Agent struct {
 
 	written []Sample  // per probe: the last sample the API server accepted
 	dueAt   time.Time // when a write is due regardless of change
+	// pressed counts, per probe, the consecutive written samples that were
+	// above the descheduler's threshold (Pressing).
+	pressed []int
 
 	backoff  wait.Backoff // current retry state; reset after a success
 	retryAt  time.Time    // no write attempt before this
@@ -251,7 +277,8 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 	}
 	if a.probes == nil {
 		a.probes = []Probe{
-			&PIDProbe{ProcRoot: cfg.ProcRoot, Reserved: cfg.ReservedPIDs, Hysteresis: cfg.Hysteresis, MaxAge: cfg.MaxInterval, Read: a.read},
+			&PIDProbe{ProcRoot: cfg.ProcRoot, Reserved: cfg.ReservedPIDs, Hysteresis: cfg.Hysteresis, ThresholdPercent: cfg.PIDThresholdPercent,
+				MaxAge: cfg.MaxInterval, Read: a.read},
 			&PodPIDsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisPIDs: cfg.Hysteresis.PIDs},
 			a.ipProbe(),
 			&MemoryProbe{CgroupRoot: cfg.CgroupRoot, ProcRoot: cfg.ProcRoot, Hysteresis: cfg.MemoryHysteresis, MaxAge: cfg.MaxInterval},
@@ -261,6 +288,7 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 	a.started = a.clock.Now()
 	a.metrics.setClock(a.clock)
 	a.written = make([]Sample, len(a.probes))
+	a.pressed = make([]int, len(a.probes))
 	return a, nil
 }
 
@@ -371,6 +399,11 @@ func (a *Agent) adopt(ctx context.Context) error {
 			continue
 		}
 		a.written[i] = s
+		// How many samples above the threshold came before is not known:
+		// this one counts, the next in the band is written.
+		if pressing(s) {
+			a.pressed[i] = 1
+		}
 		logger.V(2).Info("Adopted the node's annotations", "node", a.cfg.NodeName, "probe", p.Name(), "sample", s)
 	}
 	if oldest := oldestSampledAt(a.written); !oldest.IsZero() {
@@ -460,6 +493,12 @@ func (a *Agent) decide(fresh []Sample, now time.Time) (bool, string) {
 		if a.written[i] == nil {
 			return true, "first sample of probe " + a.probes[i].Name()
 		}
+		// Ahead of the hysteresis: the descheduler acts on a node above its
+		// threshold only once it has seen PressureSamples samples there.
+		if pressing(s) && a.pressed[i] < a.pressureWrites() {
+			return true, fmt.Sprintf("%s: above the descheduler's threshold, sample %d of %d written at once",
+				a.probes[i].Name(), a.pressed[i]+1, a.pressureWrites())
+		}
 		if changed, why := s.Changed(a.written[i]); changed {
 			return true, a.probes[i].Name() + ": " + why
 		}
@@ -470,10 +509,25 @@ func (a *Agent) decide(fresh []Sample, now time.Time) (bool, string) {
 	return false, "within hysteresis"
 }
 
+// pressureWrites is how many consecutive samples above the descheduler's
+// threshold are written at once: its pressureSamples, and one more. The
+// descheduler runs on a period of its own, as short as the agent's
+// interval but not in step with it, and counts the samples its runs see:
+// when two writes fall between two runs, the first is never seen, and the
+// spare write makes up for it rather than leaving the node to wait for the
+// hysteresis.
+func (a *Agent) pressureWrites() int { return a.cfg.PressureSamples + 1 }
+
 func (a *Agent) recordWrite(fresh []Sample) {
 	for i, s := range fresh {
-		if s != nil {
-			a.written[i] = s
+		if s == nil {
+			continue
+		}
+		a.written[i] = s
+		if pressing(s) {
+			a.pressed[i]++
+		} else {
+			a.pressed[i] = 0
 		}
 	}
 	at := oldestSampledAt(fresh)

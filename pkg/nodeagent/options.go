@@ -41,6 +41,8 @@ type Options struct {
 	// syntax (100Mi) or as a plain integer.
 	MemoryHysteresisBytes   int64
 	MemoryHysteresisPercent float64
+	PIDThresholdPercent     int64
+	PressureSamples         int
 	RequestTimeout          time.Duration
 	Once                    bool
 	// Logs is component-base's logging configuration: -v, --vmodule,
@@ -73,6 +75,8 @@ func NewOptions(nodeName, podUID string) *Options {
 		HysteresisPercent:       d.Hysteresis.Percent,
 		MemoryHysteresisBytes:   d.MemoryHysteresis.Bytes,
 		MemoryHysteresisPercent: d.MemoryHysteresis.Percent,
+		PIDThresholdPercent:     d.PIDThresholdPercent,
+		PressureSamples:         d.PressureSamples,
 		RequestTimeout:          d.RequestTimeout,
 		Logs:                    logsapi.NewLoggingConfiguration(),
 		Serving:                 NewServingOptions(),
@@ -117,6 +121,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"write when the node's memory working set moved by more than max(this, --memory-hysteresis-percent of the node's memory) since the last write, or one pod's working set by more than this; a quantity (100Mi) or a byte count")
 	fs.Float64Var(&o.MemoryHysteresisPercent, "memory-hysteresis-percent", o.MemoryHysteresisPercent,
 		"memory hysteresis as a percentage of the node's memory (MemTotal); see --memory-hysteresis-bytes")
+	fs.Int64Var(&o.PIDThresholdPercent, "pids-threshold-percent", o.PIDThresholdPercent,
+		"the descheduler's PID threshold (RelieveNodePressure's pids.thresholdPercent); a sample with used PIDs above this percentage of allocatable is written at once, ahead of the hysteresis, until --pressure-samples + 1 in a row have been; 0 (the default) for none")
+	fs.IntVar(&o.PressureSamples, "pressure-samples", o.PressureSamples,
+		"the descheduler's pressureSamples: how many consecutive samples above --pids-threshold-percent it waits for; that many and one more (for a descheduling run that falls between two writes) are written at once")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "timeout of each API request")
 	fs.BoolVar(&o.Once, "once", o.Once, "sample, write unconditionally and exit; non-zero exit when a probe failed")
 	logsapi.AddFlags(o.Logs, fs)
@@ -175,6 +183,8 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.Hysteresis.PIDs = o.HysteresisPIDs
 	cfg.Hysteresis.Percent = o.HysteresisPercent
 	cfg.MemoryHysteresis = MemoryHysteresis{Bytes: o.MemoryHysteresisBytes, Percent: o.MemoryHysteresisPercent}
+	cfg.PIDThresholdPercent = o.PIDThresholdPercent
+	cfg.PressureSamples = o.PressureSamples
 	cfg.RequestTimeout = o.RequestTimeout
 	if o.KubeletConfig != "" {
 		n, err := ReservedFromKubeletConfigFile(o.KubeletConfig)

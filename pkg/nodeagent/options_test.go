@@ -203,3 +203,19 @@ func TestLegacyKlogFlagsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestOptionsPressureFlags(t *testing.T) {
+	cfg, _, err := parse(t, "n")
+	if err != nil || cfg.PIDThresholdPercent != 0 || cfg.PressureSamples != DefaultPressureSamples {
+		t.Fatalf("defaults: threshold %d, samples %d, %v; want none and %d", cfg.PIDThresholdPercent, cfg.PressureSamples, err, DefaultPressureSamples)
+	}
+	cfg, _, err = parse(t, "n", "--pids-threshold-percent=95", "--pressure-samples=3")
+	if err != nil || cfg.PIDThresholdPercent != 95 || cfg.PressureSamples != 3 {
+		t.Fatalf("threshold %d, samples %d, %v; want 95 and 3", cfg.PIDThresholdPercent, cfg.PressureSamples, err)
+	}
+	for _, bad := range [][]string{{"--pids-threshold-percent=101"}, {"--pressure-samples=0"}} {
+		if _, _, err := parse(t, "n", bad...); err == nil || !strings.Contains(err.Error(), strings.SplitN(bad[0], "=", 2)[0]) {
+			t.Errorf("%s: %v, want an error naming the flag", bad[0], err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -48,6 +49,9 @@ type PIDProbe struct {
 	ProcRoot   string
 	Reserved   int64
 	Hysteresis Hysteresis
+	// ThresholdPercent is the descheduler's PID threshold
+	// (Config.PIDThresholdPercent); 0 for none.
+	ThresholdPercent int64
 	// MaxAge is how old an adopted sample may be (the max interval).
 	MaxAge time.Duration
 	// Read reads /proc; ReadProc unless a test replaces it.
@@ -83,7 +87,7 @@ func (p *PIDProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return pidSample{stats: s, hysteresis: p.Hysteresis}, nil
+	return pidSample{stats: s, hysteresis: p.Hysteresis, thresholdPercent: p.ThresholdPercent}, nil
 }
 
 // Adopt implements Probe: the node's PID annotations are adopted when they
@@ -97,12 +101,25 @@ func (p *PIDProbe) Adopt(annotations map[string]string, now time.Time) (Sample, 
 		return nil, fmt.Errorf("annotated reservation %d differs from the configured %d", s.Reserved, p.Reserved)
 	}
 	s.Pods = pidstats.PodList{} // the per-pod probe's
-	return pidSample{stats: s, hysteresis: p.Hysteresis}, nil
+	return pidSample{stats: s, hysteresis: p.Hysteresis, thresholdPercent: p.ThresholdPercent}, nil
 }
 
 type pidSample struct {
-	stats      pidstats.NodeStats
-	hysteresis Hysteresis
+	stats            pidstats.NodeStats
+	hysteresis       Hysteresis
+	thresholdPercent int64
+}
+
+// Pressing implements Pressing: used is above thresholdPercent of
+// allocatable, compared as RelieveNodePressure compares its trigger
+// (used·100 > threshold·allocatable, in 128 bits).
+func (s pidSample) Pressing() bool {
+	if s.thresholdPercent <= 0 {
+		return false
+	}
+	hi1, lo1 := bits.Mul64(uint64(max(s.stats.Used, 0)), 100)
+	hi2, lo2 := bits.Mul64(uint64(s.thresholdPercent), uint64(max(s.stats.Allocatable(), 0)))
+	return hi1 > hi2 || hi1 == hi2 && lo1 > lo2
 }
 
 func (s pidSample) Annotations() map[string]string { return s.stats.Annotations() }

@@ -56,3 +56,17 @@ type Sample interface {
 type Withdrawer interface {
 	Withdrawn() []string
 }
+
+// A Sample that also implements Pressing tells whether its figure is above
+// the descheduler's threshold for it (Config.PIDThresholdPercent): the
+// agent writes such samples at once, ahead of the hysteresis, until the
+// descheduler has seen as many in a row as it waits for.
+type Pressing interface {
+	Pressing() bool
+}
+
+// pressing reports whether s is a Pressing sample above its threshold.
+func pressing(s Sample) bool {
+	p, ok := s.(Pressing)
+	return ok && p.Pressing()
+}

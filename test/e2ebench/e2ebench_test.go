@@ -186,7 +186,7 @@ func run(t *testing.T, m mode, part pidPart) result {
 			t.Fatal(err)
 		}
 		startScheduler(ctx, t, cp)
-		startDescheduler(ctx, t, cp, "10s", nil)
+		startDescheduler(ctx, t, cp, shippedDeschedulingInterval(t), nil)
 	}
 
 	// Every stress pod is followed from before the first is made.
@@ -429,6 +429,27 @@ func startScheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 	if _, err := cp.StartScheduler(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shippedDeschedulingInterval is the shipped descheduler Deployment's
+// --descheduling-interval (manifests/descheduler-deployment).
+func shippedDeschedulingInterval(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler-deployment/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deploy appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &deploy); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range deploy.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--descheduling-interval="); ok {
+			return v
+		}
+	}
+	t.Fatal("the shipped descheduler Deployment sets no --descheduling-interval")
+	return ""
 }
 
 // startDescheduler runs headroom-descheduler as its shipped Deployment

@@ -2032,3 +2032,36 @@ func TestChartHelmTest(t *testing.T) {
 	}
 	t.Logf("helm test passed %v after headroom-scheduler started", time.Since(schedulerStart).Round(time.Millisecond))
 }
+
+// TestNodeAgentWritesAtTheDeschedulersThreshold holds the node agent's
+// --pids-threshold-percent and --pressure-samples to the descheduler policy
+// shipped beside it, as headroom-descheduler loads it (defaults applied):
+// in manifests/ literally, in the chart derived from the policy it renders,
+// also when pluginArgs move the threshold. An agent that disagreed would
+// write ahead of the hysteresis at the wrong figure.
+func TestNodeAgentWritesAtTheDeschedulersThreshold(t *testing.T) {
+	const agentKey = "DaemonSet " + chartNS + "/headroom-node-agent"
+	const cronKey = "CronJob " + chartNS + "/headroom-descheduler"
+	check := func(t *testing.T, objs map[string]object) {
+		t.Helper()
+		args := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, deschedulerPolicy(t, objs, cronKey), relievenodepressure.PluginName)
+		c := podTemplates(t, objs)[agentKey].Spec.Containers[0]
+		for _, want := range []string{
+			fmt.Sprintf("--pids-threshold-percent=%d", *args.PIDs.ThresholdPercent),
+			fmt.Sprintf("--pressure-samples=%d", *args.PressureSamples),
+		} {
+			if !slices.Contains(c.Args, want) {
+				t.Errorf("node agent args %q lack %s, the policy's", c.Args, want)
+			}
+		}
+	}
+	t.Run("kustomize", func(t *testing.T) { check(t, renderKustomize(t)) })
+	t.Run("chart", func(t *testing.T) { check(t, renderChart(t)) })
+	t.Run("chart with pluginArgs", func(t *testing.T) {
+		objs := renderChart(t, "--set", "descheduler.pluginArgs.RelieveNodePressure.pids.thresholdPercent=92,descheduler.pluginArgs.RelieveNodePressure.pids.targetPercent=85,descheduler.pluginArgs.RelieveNodePressure.pressureSamples=3")
+		check(t, objs)
+		if c := podTemplates(t, objs)[agentKey].Spec.Containers[0]; !slices.Contains(c.Args, "--pids-threshold-percent=92") {
+			t.Errorf("node agent args %q: the threshold of pluginArgs (92) not taken", c.Args)
+		}
+	})
+}

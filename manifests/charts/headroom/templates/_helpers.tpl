@@ -454,3 +454,27 @@ readOnlyRootFilesystem: true
 runAsNonRoot: true
 capabilities: {drop: [ALL]}
 {{- end -}}
+
+{{/*
+The node agent's view of the descheduler's PID trigger, from the policy the
+chart renders (descheduler.policy and pluginArgs): RelieveNodePressure's
+pids.thresholdPercent and pressureSamples, with the plugin's defaults (95,
+2). The agent writes a sample above the threshold at once.
+*/}}
+{{- define "headroom.nodeAgent.pressureArgs" -}}
+{{- $threshold := 95 -}}
+{{- $samples := 2 -}}
+{{- $policy := fromYaml (include "headroom.descheduler.policy" .) -}}
+{{- range $p := ($policy.profiles | default list) -}}
+{{- range $pc := ($p.pluginConfig | default list) -}}
+{{- if and (kindIs "map" $pc) (eq (toString $pc.name) "RelieveNodePressure") (kindIs "map" $pc.args) -}}
+{{- with $pc.args.pressureSamples }}{{ $samples = . }}{{ end -}}
+{{- if kindIs "map" $pc.args.pids -}}
+{{- with $pc.args.pids.thresholdPercent }}{{ $threshold = . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+- --pids-threshold-percent={{ $threshold }}
+- --pressure-samples={{ $samples }}
+{{- end -}}
