@@ -87,6 +87,9 @@ type Config struct {
 	// IPHysteresisPercent is the pod-IP probe's hysteresis, in percent of
 	// the pool.
 	IPHysteresisPercent float64
+	// IPCrossCheck compares the pod-IP figures with the node's pods
+	// (PodIPCrossCheck), watching the pods bound to the node.
+	IPCrossCheck bool
 	// MemoryHysteresis is the memory probes' hysteresis.
 	MemoryHysteresis MemoryHysteresis
 	// MaxInterval bounds the time between writes, so that readers can tell
@@ -109,6 +112,7 @@ func DefaultConfig() Config {
 		CgroupRoot:          DefaultCgroupRoot,
 		CNIConfDir:          cniipam.DefaultConfDir,
 		IPHysteresisPercent: DefaultIPHysteresisPercent,
+		IPCrossCheck:        true,
 
 		IPLeakGrace:           DefaultIPLeakGrace,
 		ReclaimLeakedIPsAfter: DefaultReclaimLeakedIPsAfter,
@@ -185,6 +189,8 @@ type Agent struct {
 	// ciliumNode watches the node's CiliumNode for the pod-IP probe; nil
 	// without a dynamic client.
 	ciliumNode *ciliumipam.NodeWatch
+	// crossCheck is the pod-IP probe's; nil when off.
+	crossCheck *PodIPCrossCheck
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -346,6 +352,7 @@ func (a *Agent) stopWatches() {
 	if a.ciliumNode != nil {
 		a.ciliumNode.Stop()
 	}
+	a.crossCheck.Stop()
 }
 
 // adopt takes the node's current annotations as the last write where they
@@ -569,6 +576,11 @@ func (a *Agent) ipProbe() *IPProbe {
 	if a.dynamic != nil {
 		a.ciliumNode = ciliumipam.NewNodeWatch(a.dynamic, a.cfg.NodeName)
 		p.CiliumNode = a.ciliumNode
+	}
+	if a.cfg.IPCrossCheck {
+		p.CrossCheck = &PodIPCrossCheck{Pods: NewNodePodWatch(a.client, a.cfg.NodeName), Tolerance: DefaultIPCrossCheckTolerance,
+			TolerancePercent: DefaultIPCrossCheckTolerancePercent, Samples: DefaultIPCrossCheckSamples, Event: a.nodeEvent, Metrics: a.metrics}
+		a.crossCheck = p.CrossCheck
 	}
 	return p
 }
