@@ -215,6 +215,9 @@ func crossCheckTolerance(pods, abs int64, percent float64) int64 {
 type NodePodWatch struct {
 	client   kubernetes.Interface
 	nodeName string
+	// SyncWait is how long List waits for the first list; zero returns
+	// ErrPodsNotSynced at once. Set it before the first List.
+	SyncWait time.Duration
 
 	mu      sync.Mutex
 	running *podWatchRun
@@ -250,6 +253,11 @@ func (w *NodePodWatch) List(ctx context.Context) ([]*corev1.Pod, error) {
 	}
 	r := w.running
 	w.mu.Unlock()
+	if !r.informer.HasSynced() && w.SyncWait > 0 {
+		waitCtx, cancel := context.WithTimeout(ctx, w.SyncWait)
+		cache.WaitForCacheSync(waitCtx.Done(), r.informer.HasSynced)
+		cancel()
+	}
 	if !r.informer.HasSynced() {
 		return nil, ErrPodsNotSynced
 	}
@@ -261,19 +269,6 @@ func (w *NodePodWatch) List(ctx context.Context) ([]*corev1.Pod, error) {
 		}
 	}
 	return pods, nil
-}
-
-// WaitForSync waits up to timeout for the first list.
-func (w *NodePodWatch) WaitForSync(ctx context.Context, timeout time.Duration) {
-	if _, err := w.List(ctx); err == nil {
-		return
-	}
-	w.mu.Lock()
-	r := w.running
-	w.mu.Unlock()
-	waitCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cache.WaitForCacheSync(waitCtx.Done(), r.informer.HasSynced)
 }
 
 // Stop implements NodePodLister.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 
+	"github.com/headroom-k8s/headroom/pkg/awsipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -56,6 +57,11 @@ type IPProbe struct {
 	// CrossCheck compares every source's figures with the node's pods;
 	// nil for none.
 	CrossCheck *PodIPCrossCheck
+	// AWS reads the AWS VPC CNI's ipamd; AzureNNC gives the node's
+	// NodeNetworkConfig and NodePods its pods (Azure CNI). nil for none.
+	AWS      *awsipam.Reader
+	AzureNNC CiliumNodeSource
+	NodePods NodePodLister
 
 	unknownLogged     string // the reason last logged for publishing nothing
 	leakUnknownLogged string // the reason last logged for publishing no leak count
@@ -90,6 +96,9 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	var unsupported *cniipam.UnsupportedError
 	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
 		return p.sampleCilium(ctx, now)
+	}
+	if s, ok, err := p.sampleCloud(ctx, unsupported, now); ok {
+		return s, err
 	}
 	if p.CiliumNode != nil && (err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err)) {
 		// Another network, or none: no watch. An unreadable configuration
