@@ -206,20 +206,6 @@ func TestPrefixDelegation(t *testing.T) {
 	updateTestdata(t, "enis-prefix-delegation.json", n.get(t, "/v1/enis"))
 }
 
-// The answers in pkg/awsipam/testdata are this module's: they read as
-// the live ones do (times aside: their cooling addresses cooled long ago).
-func TestTestdataCurrent(t *testing.T) {
-	for _, name := range []string{"enis-secondary-ips.json", "enis-prefix-delegation.json"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "pkg", "awsipam", "testdata", name))
-		if err != nil {
-			t.Fatalf("%v (HEADROOM_UPDATE_TESTDATA=1 go test . writes it)", err)
-		}
-		if _, err := awsipam.ParseENIs(b, time.Now(), awsipam.DefaultCooldown); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
 func updateTestdata(t *testing.T, name string, b []byte) {
 	if os.Getenv("HEADROOM_UPDATE_TESTDATA") == "" {
 		return
@@ -232,4 +218,55 @@ func updateTestdata(t *testing.T, name string, b []byte) {
 func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
+}
+
+// TestFullNode: an m5.large whose 3 ENIs hold 9 pod addresses each, every
+// one assigned: ipamd can attach no more, and the node is full (its
+// max-pods of the VPC CNI's formula, 3 × 9 + 2 host-network pods).
+func TestFullNode(t *testing.T) {
+	setLimits(3, 9)
+	ds := datastore.NewDataStore(log, datastore.NewTestCheckpoint(datastore.CheckpointData{Version: datastore.CheckpointFormatVersion}), false, 0)
+	for e := range 3 {
+		id := "eni-" + itoa(e)
+		if err := ds.AddENI(id, e, e == 0, false, false, e, "subnet-a"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 9 {
+			if err := ds.AddIPv4CidrToStore(id, cidr(t, "10.0."+itoa(e)+"."+itoa(10+i)+"/32"), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 27 {
+		if _, _, _, err := ds.AssignPodIPv4Address(pod(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, _, err := ds.AssignPodIPv4Address(pod(27)); err == nil {
+		t.Fatal("ipamd's datastore assigned a 28th address of 27")
+	}
+	n := serve(t, ds)
+	stats := ds.GetIPStats("4")
+	u, err := n.reader().Read(context.Background(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Capacity != 27 || u.Used != 27 || int64(stats.AssignedIPs) != u.Used {
+		t.Errorf("capacity %d, used %d; want 27 and 27 (ipamd's GetIPStats: %s)", u.Capacity, u.Used, stats)
+	}
+	updateTestdata(t, "enis-full.json", n.get(t, "/v1/enis"))
+}
+
+// The answers in pkg/awsipam/testdata are this module's: they read as
+// the live ones do (times aside: their cooling addresses cooled long ago).
+func TestTestdataCurrent(t *testing.T) {
+	for _, name := range []string{"enis-secondary-ips.json", "enis-prefix-delegation.json", "enis-full.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "pkg", "awsipam", "testdata", name))
+		if err != nil {
+			t.Fatalf("%v (HEADROOM_UPDATE_TESTDATA=1 go test . writes it)", err)
+		}
+		if _, err := awsipam.ParseENIs(b, time.Now(), awsipam.DefaultCooldown); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
