@@ -144,6 +144,7 @@ func (c *PodIPCrossCheck) Check(ctx context.Context, source string, sourcePods i
 	for _, p := range pods {
 		if HoldsPodIP(p) && (filter == nil || filter(p)) {
 			r.Pods++
+			logger.V(6).Info("Pod holds a pod IP", "pod", klog.KObj(p), "podIPs", p.Status.PodIPs)
 		}
 	}
 	r.Tolerance = crossCheckTolerance(r.Pods, c.Tolerance, c.TolerancePercent)
