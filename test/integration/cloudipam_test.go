@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -308,5 +311,42 @@ func kubectl(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, a
 	out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), append([]string{"--kubeconfig", cp.KubeconfigPath}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestAzureCNIComponentMatchesChart: the azure-cni component and the
+// chart's nodeAgent.azureCNI.enabled add the same objects, a Role and its
+// binding in kube-system and nothing else, and the Role grants reads of
+// NodeNetworkConfigs only.
+func TestAzureCNIComponentMatchesChart(t *testing.T) {
+	base, withComponent := renderKustomize(t), renderKustomizeWith(t, "node-agent/azure-cni")
+	added := map[string]object{}
+	for k, o := range withComponent {
+		if _, ok := base[k]; !ok {
+			added[k] = o
+		}
+	}
+	chartBase, chart := renderChart(t), renderChart(t, "-f", valuesFile(t, "nodeAgent: {azureCNI: {enabled: true}}"))
+	chartAdded := map[string]object{}
+	for k, o := range chart {
+		if _, ok := chartBase[k]; !ok {
+			chartAdded[k] = o
+		}
+	}
+	compareObjects(t, added, chartAdded)
+	const roleKey = "Role kube-system/headroom-node-agent-azure-cni"
+	if len(added) != 2 || added[roleKey] == nil || added["RoleBinding kube-system/headroom-node-agent-azure-cni"] == nil {
+		t.Fatalf("the component adds %v, want the Role and RoleBinding headroom-node-agent-azure-cni in kube-system", slices.Sorted(func(yield func(string) bool) {
+			for k := range added {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+	role := decodeTyped[*rbacv1.Role](t, added, roleKey)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"acn.azure.com"}, Resources: []string{"nodenetworkconfigs"}, Verbs: []string{"get", "list", "watch"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("Role rules %+v, want %+v", role.Rules, want)
 	}
 }
