@@ -228,6 +228,9 @@ type podWatchRun struct {
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
 	done     chan struct{}
+
+	mu      sync.Mutex
+	lastErr error // of the last failed list or watch
 }
 
 // NewNodePodWatch returns a NodePodWatch of nodeName's pods.
@@ -246,6 +249,14 @@ func (w *NodePodWatch) List(ctx context.Context) ([]*corev1.Pod, error) {
 		_ = inf.SetTransform(trimPod)
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r := &podWatchRun{informer: inf, cancel: cancel, done: make(chan struct{})}
+		// Keeps client-go's logging of the failure, and the failure for
+		// List (a watch that is forbidden never syncs).
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, reflector *cache.Reflector, err error) {
+			r.mu.Lock()
+			r.lastErr = err
+			r.mu.Unlock()
+			cache.DefaultWatchErrorHandler(ctx, reflector, err)
+		})
 		go func() {
 			defer close(r.done)
 			inf.RunWithContext(runCtx)
@@ -260,6 +271,12 @@ func (w *NodePodWatch) List(ctx context.Context) ([]*corev1.Pod, error) {
 		cancel()
 	}
 	if !r.informer.HasSynced() {
+		r.mu.Lock()
+		err := r.lastErr
+		r.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("%w: watching the node's pods: %w", ErrPodsNotSynced, err)
+		}
 		return nil, ErrPodsNotSynced
 	}
 	objs := r.informer.GetStore().List()

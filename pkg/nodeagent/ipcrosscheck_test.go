@@ -2,11 +2,18 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 type staticPods struct {
@@ -102,5 +109,32 @@ func TestCrossCheckTolerance(t *testing.T) {
 		if got := crossCheckTolerance(tc.pods, 3, 5); got != tc.want {
 			t.Errorf("crossCheckTolerance(%d) = %d, want %d", tc.pods, got, tc.want)
 		}
+	}
+}
+
+// NodePodWatch lists the node's pods from its watch, and says why when the
+// watch cannot list them (no RBAC for pods).
+func TestNodePodWatch(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset(
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "x"}, Spec: corev1.PodSpec{NodeName: "n"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}}})
+	w := NewNodePodWatch(c, "n")
+	w.SyncWait = 10 * time.Second
+	pods, err := w.List(ctx)
+	if err != nil || len(pods) != 1 || !HoldsPodIP(pods[0]) {
+		t.Fatalf("List = %v, %v", pods, err)
+	}
+	w.Stop()
+
+	denied := fake.NewClientset()
+	denied.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no rule"))
+	})
+	w = NewNodePodWatch(denied, "n")
+	w.SyncWait = 2 * time.Second
+	defer w.Stop()
+	if _, err := w.List(ctx); !errors.Is(err, ErrPodsNotSynced) || !apierrors.IsForbidden(err) {
+		t.Fatalf("List without the right to list pods: %v", err)
 	}
 }

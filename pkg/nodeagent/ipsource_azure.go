@@ -46,6 +46,10 @@ func (p *IPProbe) sampleAzure(ctx context.Context, now time.Time) (Sample, error
 		p.unknown(ctx, fmt.Sprintf("the network's plugin is %s with %s IPAM but the node has no NodeNetworkConfig: %v", azureipam.CNIType, azureipam.CNSIPAMType, err))
 		return nil, nil
 	}
+	if apierrors.IsForbidden(err) {
+		p.unknown(ctx, fmt.Sprintf("the network's plugin is %s with %s IPAM but the agent may not read NodeNetworkConfigs (the component manifests/node-agent/azure-cni, chart value nodeAgent.azureCNI.enabled, grants it): %v", azureipam.CNIType, azureipam.CNSIPAMType, err))
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the node's NodeNetworkConfig: %w", err)
 	}
@@ -58,6 +62,10 @@ func (p *IPProbe) sampleAzure(ctx context.Context, now time.Time) (Sample, error
 		return nil, err
 	}
 	pods, err := p.NodePods.List(ctx)
+	if apierrors.IsForbidden(err) {
+		p.unknown(ctx, fmt.Sprintf("Azure CNI's use is counted from the node's pods, which the agent may not list: %v", err))
+		return nil, nil
+	}
 	if errors.Is(err, ErrPodsNotSynced) {
 		logger.V(2).Info("Pod-IP figures not known yet", "reason", err)
 		return nil, nil

@@ -2,6 +2,8 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -113,6 +116,13 @@ func TestIPProbeAzure(t *testing.T) {
 	if s, err := p.Sample(ctx, t0); s != nil || err != nil {
 		t.Fatalf("pods not known: %v, %v", s, err)
 	}
+	// Without the azure-cni component's Role: unknown, not the probe's
+	// failure.
+	nnc.err = fmt.Errorf("watching the nodenetworkconfigs n: %w", apierrors.NewForbidden(azureipam.NodeNetworkConfigs.GroupResource(), "n", errors.New("no Role")))
+	if s, err := p.Sample(ctx, t0); s != nil || err != nil {
+		t.Fatalf("forbidden: %v, %v; want nothing and no error", s, err)
+	}
+	nnc.err = nil
 	if err := os.WriteFile(filepath.Join(conf, "10-azure.conflist"), []byte(awsConf), 0o644); err != nil {
 		t.Fatal(err)
 	}
