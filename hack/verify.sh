@@ -32,7 +32,7 @@ go vet ./... || fail=1
 # The side-by-side benchmark (make e2e-bench) builds only with its tag.
 go vet -tags e2ebench ./test/e2ebench || fail=1
 
-for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium; do
+for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
   (cd "$dir" && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
 done

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -28,8 +29,10 @@ var ErrNotSynced = errors.New("the watch of the node's CiliumNode has not comple
 //
 // Safe for concurrent use.
 type NodeWatch struct {
-	client dynamic.Interface
-	name   string
+	client    dynamic.Interface
+	resource  schema.GroupVersionResource
+	namespace string
+	name      string
 
 	// SyncWait is how long Get waits for a watch's first list; zero
 	// returns ErrNotSynced at once. Set it before the first Get.
@@ -53,7 +56,14 @@ type runningWatch struct {
 // NewNodeWatch returns a NodeWatch of the CiliumNode named as the node.
 // Nothing is requested before the first Get.
 func NewNodeWatch(client dynamic.Interface, nodeName string) *NodeWatch {
-	return &NodeWatch{client: client, name: nodeName}
+	return NewObjectWatch(client, CiliumNodes, metav1.NamespaceAll, nodeName)
+}
+
+// NewObjectWatch returns a NodeWatch of another node's object of its own,
+// such as Azure CNS's NodeNetworkConfig (namespace kube-system, named as
+// the node).
+func NewObjectWatch(client dynamic.Interface, resource schema.GroupVersionResource, namespace, name string) *NodeWatch {
+	return &NodeWatch{client: client, resource: resource, namespace: namespace, name: name}
 }
 
 // Get returns the unstructured content of the node's CiliumNode from the
@@ -71,20 +81,24 @@ func (w *NodeWatch) Get(ctx context.Context) (map[string]any, error) {
 	}
 	if !r.informer.HasSynced() {
 		if err := r.lastError(); err != nil {
-			return nil, fmt.Errorf("watching the CiliumNode %s: %w", w.name, err)
+			return nil, fmt.Errorf("watching the %s %s: %w", w.resource.Resource, w.name, err)
 		}
 		return nil, ErrNotSynced
 	}
-	obj, exists, err := r.informer.GetStore().GetByKey(w.name)
+	key := w.name
+	if w.namespace != "" {
+		key = w.namespace + "/" + w.name
+	}
+	obj, exists, err := r.informer.GetStore().GetByKey(key)
 	if err != nil {
 		return nil, err
 	}
 	if !exists {
-		return nil, apierrors.NewNotFound(CiliumNodes.GroupResource(), w.name)
+		return nil, apierrors.NewNotFound(w.resource.GroupResource(), w.name)
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return nil, fmt.Errorf("the CiliumNode %s is cached as %T", w.name, obj)
+		return nil, fmt.Errorf("the %s %s is cached as %T", w.resource.Resource, w.name, obj)
 	}
 	return u.UnstructuredContent(), nil
 }
@@ -115,7 +129,7 @@ func (w *NodeWatch) start(ctx context.Context) *runningWatch {
 	byName := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.name).String()
 	}
-	informer := dynamicinformer.NewFilteredDynamicInformer(w.client, CiliumNodes, metav1.NamespaceAll, 0, cache.Indexers{}, byName).Informer()
+	informer := dynamicinformer.NewFilteredDynamicInformer(w.client, w.resource, w.namespace, 0, cache.Indexers{}, byName).Informer()
 	ctx, cancel := context.WithCancel(ctx)
 	r := &runningWatch{informer: informer, cancel: cancel, done: make(chan struct{})}
 	// Keeps client-go's logging of the failure, and the failure for Get.

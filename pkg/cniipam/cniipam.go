@@ -79,9 +79,16 @@ type UnsupportedError struct {
 	// Plugin is the type of the network's first plugin (e.g. cilium-cni,
 	// whose agent allocates the addresses).
 	Plugin string
+	// Chained is the type of a chained plugin whose host-local IPAM
+	// section was skipped: its range is that plugin's own (aws-cni's
+	// egress-cni), never the pods'.
+	Chained string
 }
 
 func (e *UnsupportedError) Error() string {
+	if e.Chained != "" {
+		return fmt.Sprintf("%s: network %q: its first plugin %q has no IPAM section, and the %s range of the chained plugin %q is that plugin's own, not the pods'", e.File, e.Network, e.Plugin, HostLocal, e.Chained)
+	}
 	if e.IPAMType == "" {
 		return fmt.Sprintf("%s: network %q has no IPAM section; only %s IPAM state can be read", e.File, e.Network, HostLocal)
 	}
@@ -152,9 +159,12 @@ func loadFile(file string) (*Network, error) {
 	if len(list.Plugins) > 0 {
 		first = list.Plugins[0].Network.Type
 	}
-	for _, p := range list.Plugins {
+	for i, p := range list.Plugins {
 		if p.Network.IPAM.Type == "" {
 			continue
+		}
+		if i > 0 && p.Network.IPAM.Type == HostLocal {
+			return nil, &UnsupportedError{File: file, Network: list.Name, Plugin: first, Chained: p.Network.Type}
 		}
 		if p.Network.IPAM.Type != HostLocal {
 			return nil, &UnsupportedError{File: file, Network: list.Name, IPAMType: p.Network.IPAM.Type, Plugin: first}

@@ -93,6 +93,13 @@ type Config struct {
 	// IPHysteresisPercent is the pod-IP probe's hysteresis, in percent of
 	// the pool.
 	IPHysteresisPercent float64
+	// IPCrossCheck compares the pod-IP figures with the node's pods
+	// (PodIPCrossCheck), watching the pods bound to the node.
+	IPCrossCheck bool
+	// AWSIPAMD and AzureNNC configure the AWS VPC CNI's and Azure CNI's
+	// pod-IP sources.
+	AWSIPAMD AWSIPAMDConfig
+	AzureNNC AzureNNCConfig
 	// MemoryHysteresis is the memory probes' hysteresis.
 	MemoryHysteresis MemoryHysteresis
 	// MaxInterval bounds the time between writes, so that readers can tell
@@ -127,6 +134,9 @@ func DefaultConfig() Config {
 		CgroupRoot:          DefaultCgroupRoot,
 		CNIConfDir:          cniipam.DefaultConfDir,
 		IPHysteresisPercent: DefaultIPHysteresisPercent,
+		IPCrossCheck:        true,
+		AWSIPAMD:            DefaultAWSIPAMDConfig(),
+		AzureNNC:            DefaultAzureNNCConfig(),
 
 		IPLeakGrace:           DefaultIPLeakGrace,
 		ReclaimLeakedIPsAfter: DefaultReclaimLeakedIPsAfter,
@@ -190,7 +200,7 @@ func (c Config) Validate() error {
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("request timeout %s must be positive", c.RequestTimeout)
 	}
-	return nil
+	return c.AWSIPAMD.Validate()
 }
 
 // Agent samples its probes and keeps the node's annotations current.
@@ -208,6 +218,12 @@ type Agent struct {
 	// ciliumNode watches the node's CiliumNode for the pod-IP probe; nil
 	// without a dynamic client.
 	ciliumNode *ciliumipam.NodeWatch
+	// nodePods watches the node's pods, started by its first use (the
+	// pod-IP cross-check, Azure CNI's use).
+	nodePods *NodePodWatch
+	// azureNNC watches the node's NodeNetworkConfig; nil without a dynamic
+	// client.
+	azureNNC *ciliumipam.NodeWatch
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -357,6 +373,12 @@ func (a *Agent) Once(ctx context.Context) error {
 		// The one sample there is waits for the watch's first list.
 		a.ciliumNode.SyncWait = a.cfg.RequestTimeout
 	}
+	if a.azureNNC != nil {
+		a.azureNNC.SyncWait = a.cfg.RequestTimeout
+	}
+	if a.nodePods != nil {
+		a.nodePods.SyncWait = a.cfg.RequestTimeout
+	}
 	defer a.stopWatches()
 	fresh, sampleErr := a.sample(ctx)
 	if !hasAny(fresh) {
@@ -373,6 +395,12 @@ func (a *Agent) Once(ctx context.Context) error {
 func (a *Agent) stopWatches() {
 	if a.ciliumNode != nil {
 		a.ciliumNode.Stop()
+	}
+	if a.azureNNC != nil {
+		a.azureNNC.Stop()
+	}
+	if a.nodePods != nil {
+		a.nodePods.Stop()
 	}
 }
 
@@ -624,6 +652,12 @@ func (a *Agent) ipProbe() *IPProbe {
 		a.ciliumNode = ciliumipam.NewNodeWatch(a.dynamic, a.cfg.NodeName)
 		p.CiliumNode = a.ciliumNode
 	}
+	a.nodePods = NewNodePodWatch(a.client, a.cfg.NodeName)
+	if a.cfg.IPCrossCheck {
+		p.CrossCheck = &PodIPCrossCheck{Pods: a.nodePods, Tolerance: DefaultIPCrossCheckTolerance,
+			TolerancePercent: DefaultIPCrossCheckTolerancePercent, Samples: DefaultIPCrossCheckSamples, Event: a.nodeEvent, Metrics: a.metrics}
+	}
+	a.cloudIPSources(p)
 	return p
 }
 

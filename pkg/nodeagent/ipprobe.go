@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 
+	"github.com/headroom-k8s/headroom/pkg/awsipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -53,6 +54,14 @@ type IPProbe struct {
 	Event func(ctx context.Context, eventType, reason, message string)
 	// Metrics records the leak count and releases; may be nil.
 	Metrics *Metrics
+	// CrossCheck compares every source's figures with the node's pods;
+	// nil for none.
+	CrossCheck *PodIPCrossCheck
+	// AWS reads the AWS VPC CNI's ipamd; AzureNNC gives the node's
+	// NodeNetworkConfig and NodePods its pods (Azure CNI). nil for none.
+	AWS      *awsipam.Reader
+	AzureNNC CiliumNodeSource
+	NodePods NodePodLister
 
 	unknownLogged     string // the reason last logged for publishing nothing
 	leakUnknownLogged string // the reason last logged for publishing no leak count
@@ -87,6 +96,9 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	var unsupported *cniipam.UnsupportedError
 	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
 		return p.sampleCilium(ctx, now)
+	}
+	if s, ok, err := p.sampleCloud(ctx, unsupported, now); ok {
+		return s, err
 	}
 	if p.CiliumNode != nil && (err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err)) {
 		// Another network, or none: no watch. An unreadable configuration
@@ -131,6 +143,7 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	} else {
 		p.leakUnknown(ctx, leakErr)
 	}
+	s = p.crossCheck(ctx, "host-local", s, s.Used-s.Leaked, nil)
 	logger.V(5).Info("Read CNI IPAM state", "network", network.Name, "stateDir", network.StateDir,
 		"capacity", s.Capacity, "used", s.Used, "leaked", s.Leaked, "leakedKnown", s.LeakedKnown, "rangeSets", u.RangeSets)
 	return p.sample(s), nil
@@ -198,7 +211,9 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	}
 	p.known(ctx, "ipam", "cilium", "mode", u.Mode)
 	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
-	s := ipstats.NewNodeStats(u.Capacity, u.Used, now)
+	// Cilium's router (cilium_host) and health addresses are in use too:
+	// the tolerance covers them.
+	s := p.crossCheck(ctx, "cilium", ipstats.NewNodeStats(u.Capacity, u.Used, now), u.Used, nil)
 	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
 	return p.sample(s), nil
 }

@@ -37,6 +37,8 @@ type Options struct {
 	HysteresisPIDs      int64
 	HysteresisPercent   float64
 	IPHysteresisPercent float64
+	IPCrossCheck        bool
+	AWSIPAMD            AWSIPAMDConfig
 	// MemoryHysteresisBytes is a byte count, given in Kubernetes quantity
 	// syntax (100Mi) or as a plain integer.
 	MemoryHysteresisBytes   int64
@@ -68,6 +70,8 @@ func NewOptions(nodeName, podUID string) *Options {
 		IPLeakGrace:             d.IPLeakGrace,
 		ReclaimAfter:            d.ReclaimLeakedIPsAfter,
 		IPHysteresisPercent:     d.IPHysteresisPercent,
+		IPCrossCheck:            d.IPCrossCheck,
+		AWSIPAMD:                d.AWSIPAMD,
 		MetricsAddress:          DefaultMetricsAddress,
 		Interval:                d.Interval,
 		MaxInterval:             d.MaxInterval,
@@ -117,6 +121,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"hysteresis as a percentage of allocatable PIDs; see --hysteresis-pids")
 	fs.Float64Var(&o.IPHysteresisPercent, "ip-hysteresis-percent", o.IPHysteresisPercent,
 		"write when pod IPs in use moved by at least max(1, this percentage of the pool) since the last write, and on every change once no more than that many are free")
+	fs.BoolVar(&o.IPCrossCheck, "ip-cross-check", o.IPCrossCheck,
+		"cross-check the pod-IP figures against the pods bound to the node (watched with fieldSelector spec.nodeName): a source that counts fewer addresses than they hold is reported (Warning Event PodIPFiguresDisagree, metric) and the pods' count published")
+	fs.StringVar(&o.AWSIPAMD.IntrospectionAddress, "aws-ipamd-introspection-address", o.AWSIPAMD.IntrospectionAddress,
+		"host:port of the AWS VPC CNI's ipamd introspection server (INTROSPECTION_BIND_ADDRESS), whose /v1/enis gives the pod-IP figures where the network's plugin is aws-cni")
+	fs.StringVar(&o.AWSIPAMD.MetricsAddress, "aws-ipamd-metrics-address", o.AWSIPAMD.MetricsAddress,
+		"host:port of ipamd's metrics server, whose awscni_eni_max and awscni_ip_max say how far the pool can grow and awscni_aws_api_error_count when the subnet is exhausted")
+	fs.DurationVar(&o.AWSIPAMD.Cooldown, "aws-ip-cooldown-period", o.AWSIPAMD.Cooldown,
+		"ipamd's IP_COOLDOWN_PERIOD: a released address is handed to no pod for this long, and counts as used")
 	fs.Var((*byteQuantity)(&o.MemoryHysteresisBytes), "memory-hysteresis-bytes",
 		"write when the node's memory working set moved by more than max(this, --memory-hysteresis-percent of the node's memory) since the last write, or one pod's working set by more than this; a quantity (100Mi) or a byte count")
 	fs.Float64Var(&o.MemoryHysteresisPercent, "memory-hysteresis-percent", o.MemoryHysteresisPercent,
@@ -177,6 +189,8 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.ReclaimLeakedIPs = o.ReclaimLeakedIPs
 	cfg.ReclaimLeakedIPsAfter = o.ReclaimAfter
 	cfg.IPHysteresisPercent = o.IPHysteresisPercent
+	cfg.IPCrossCheck = o.IPCrossCheck
+	cfg.AWSIPAMD = o.AWSIPAMD
 	cfg.ReservedPIDs = o.ReservedPIDs
 	cfg.Interval = o.Interval
 	cfg.MaxInterval = o.MaxInterval
