@@ -87,8 +87,13 @@ type Block struct {
 	// the length of spec.unallocated.
 	Allocated, Unallocated int64
 	// BorrowedBy is, of Allocated, the addresses whose allocation
-	// attributes name the node the block was read for (spec.attributes[].secondary.node).
+	// attributes name the node the block was read for
+	// (spec.attributes[].secondary.node) in a block not affine to it.
 	BorrowedBy int64
+	// Pods is, of the addresses the node holds here (Allocated in its own
+	// block, BorrowedBy in another), those allocated to a pod (attributes
+	// naming a pod; the node's tunnel address names none).
+	Pods int64
 }
 
 // AffineTo reports whether the block is the node's.
@@ -145,8 +150,14 @@ func ParseBlock(b []byte, node string) (Block, error) {
 		if *a < 0 || *a >= len(o.Spec.Attributes) {
 			return Block{}, fmt.Errorf("IPAMBlock %s: spec.allocations[%d] = %d, not an index of spec.attributes (%d entries)", name, i, *a, len(o.Spec.Attributes))
 		}
-		if !blk.AffineTo(node) && o.Spec.Attributes[*a].Secondary["node"] == node {
+		attrs := o.Spec.Attributes[*a].Secondary
+		mine := blk.AffineTo(node)
+		if !mine && attrs["node"] == node {
 			blk.BorrowedBy++
+			mine = true
+		}
+		if mine && attrs["pod"] != "" {
+			blk.Pods++
 		}
 	}
 	if blk.Allocated+blk.Unallocated > int64(size) {
@@ -264,8 +275,9 @@ func ParseConfig(b []byte) (Config, error) {
 // FamilyUsage is one address family's figures, broken down.
 type FamilyUsage struct {
 	IPv6 bool
-	// Used: allocated in the node's blocks, and borrowed.
-	Used, Borrowed int64
+	// Used: allocated in the node's blocks, and borrowed; Pods: of them,
+	// those allocated to pods.
+	Used, Borrowed, Pods int64
 	// Free in the node's blocks, in blocks it may claim, and in others'
 	// blocks it may borrow from.
 	FreeInBlocks, Claimable, Borrowable int64
@@ -283,7 +295,10 @@ func (f FamilyUsage) Capacity() int64 { return min(f.Used+f.Free(), MaxCount) }
 // Usage is a node's figures: those of the family with the fewest free.
 type Usage struct {
 	Capacity, Used int64
-	Families       []FamilyUsage
+	// Pods is, of Used, the addresses allocated to pods (Calico's
+	// attributes name the pod).
+	Pods     int64
+	Families []FamilyUsage
 }
 
 // Families says which families the node's pods take an address of: the
@@ -311,7 +326,7 @@ func Count(node string, fams Families, blocks []Block, pools []Pool, cfg Config)
 	}
 	for i, f := range u.Families {
 		if i == 0 || f.Free() < u.Capacity-u.Used {
-			u.Capacity, u.Used = f.Capacity(), f.Used
+			u.Capacity, u.Used, u.Pods = f.Capacity(), f.Used, f.Pods
 		}
 	}
 	return u, nil
@@ -343,6 +358,7 @@ func countFamily(node string, v6 bool, blocks []Block, pools []Pool, cfg Config)
 		if b.AffineTo(node) {
 			f.Blocks++
 			f.Used = sat(f.Used + b.Allocated)
+			f.Pods = sat(f.Pods + b.Pods)
 			if usable {
 				f.FreeInBlocks = sat(f.FreeInBlocks + b.Unallocated)
 			}
@@ -350,6 +366,7 @@ func countFamily(node string, v6 bool, blocks []Block, pools []Pool, cfg Config)
 		}
 		f.Used = sat(f.Used + b.BorrowedBy)
 		f.Borrowed = sat(f.Borrowed + b.BorrowedBy)
+		f.Pods = sat(f.Pods + b.Pods)
 		if usable && !cfg.StrictAffinity {
 			f.Borrowable = sat(f.Borrowable + b.Unallocated)
 		}

@@ -4,37 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/headroom-k8s/headroom/pkg/calicoipam/calicotest"
 )
 
-// blockJSON is an IPAMBlock as Calico writes it: spec.allocations holds, per
-// address of the block, the index of its attributes or null; the addresses
-// not allocated are listed in spec.unallocated.
+// blockJSON is an IPAMBlock as Calico writes it, with the addresses of
+// allocated held by pods of the node named.
 func blockJSON(cidr, affinity string, allocated map[int]string) []byte {
-	p := netip.MustParsePrefix(cidr)
-	size := 1 << (p.Addr().BitLen() - p.Bits())
-	allocs := make([]*int, size)
-	var attrs []map[string]any
-	unalloc := []int{}
-	for i := range size {
-		node, ok := allocated[i]
-		if !ok {
-			unalloc = append(unalloc, i)
-			continue
-		}
-		idx := len(attrs)
-		allocs[i] = &idx
-		attrs = append(attrs, map[string]any{"handle_id": fmt.Sprintf("k8s-pod-network.%d", i),
-			"secondary": map[string]string{"node": node, "namespace": "default", "pod": fmt.Sprintf("p%d", i)}})
+	holders := map[int]calicotest.Holder{}
+	for i, node := range allocated {
+		holders[i] = calicotest.Holder{Node: node, Pod: fmt.Sprintf("p%d", i)}
 	}
-	spec := map[string]any{"cidr": cidr, "allocations": allocs, "unallocated": unalloc, "attributes": attrs, "strictAffinity": false}
-	if affinity != "" {
-		spec["affinity"] = affinity
-	}
-	b, _ := json.Marshal(map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPAMBlock",
-		"metadata": map[string]any{"name": strings.NewReplacer(".", "-", "/", "-", ":", "-").Replace(cidr)}, "spec": spec})
+	b, _ := json.Marshal(calicotest.Block(cidr, affinity, holders))
 	return b
 }
 
@@ -76,7 +59,7 @@ func TestParseBlock(t *testing.T) {
 	m := alloc("a", 0, 1, 2)
 	m[5] = "b" // borrowed by b
 	blk := mustBlock(t, blockJSON("10.0.0.0/28", "host:a", m), "b")
-	if blk.Allocated != 4 || blk.Unallocated != 12 || blk.BorrowedBy != 1 || blk.AffineTo("b") || !blk.AffineTo("a") {
+	if blk.Allocated != 4 || blk.Unallocated != 12 || blk.BorrowedBy != 1 || blk.Pods != 1 || blk.AffineTo("b") || !blk.AffineTo("a") {
 		t.Fatalf("%+v", blk)
 	}
 	for name, js := range map[string]string{

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 )
@@ -185,6 +186,9 @@ type Agent struct {
 	// ciliumNode watches the node's CiliumNode for the pod-IP probe; nil
 	// without a dynamic client.
 	ciliumNode *ciliumipam.NodeWatch
+	// calico watches Calico's IPAM objects for the pod-IP probe; nil
+	// without a dynamic client.
+	calico *calicoipam.Watch
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -329,6 +333,9 @@ func (a *Agent) Once(ctx context.Context) error {
 		// The one sample there is waits for the watch's first list.
 		a.ciliumNode.SyncWait = a.cfg.RequestTimeout
 	}
+	if a.calico != nil {
+		a.calico.SyncWait = a.cfg.RequestTimeout
+	}
 	defer a.stopWatches()
 	fresh, sampleErr := a.sample(ctx)
 	if !hasAny(fresh) {
@@ -345,6 +352,9 @@ func (a *Agent) Once(ctx context.Context) error {
 func (a *Agent) stopWatches() {
 	if a.ciliumNode != nil {
 		a.ciliumNode.Stop()
+	}
+	if a.calico != nil {
+		a.calico.Stop()
 	}
 }
 
@@ -569,6 +579,8 @@ func (a *Agent) ipProbe() *IPProbe {
 	if a.dynamic != nil {
 		a.ciliumNode = ciliumipam.NewNodeWatch(a.dynamic, a.cfg.NodeName)
 		p.CiliumNode = a.ciliumNode
+		a.calico = calicoipam.NewWatch(a.dynamic, a.cfg.NodeName)
+		p.Calico = a.calico
 	}
 	return p
 }

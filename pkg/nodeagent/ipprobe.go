@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -49,6 +50,9 @@ type IPProbe struct {
 	// CiliumNode gives the node's CiliumNode; nil when the agent cannot
 	// read it.
 	CiliumNode CiliumNodeSource
+	// Calico counts the node's Calico IPAM figures; nil when the agent
+	// cannot read them (calicosource.go).
+	Calico CalicoSource
 	// Event records an Event on the Node; may be nil.
 	Event func(ctx context.Context, eventType, reason, message string)
 	// Metrics records the leak count and releases; may be nil.
@@ -88,10 +92,19 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
 		return p.sampleCilium(ctx, now)
 	}
-	if p.CiliumNode != nil && (err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err)) {
+	isCalico := errors.As(err, &unsupported) && unsupported.IPAMType == calicoipam.IPAMType
+	if isCalico && p.Calico != nil {
+		return p.sampleCalico(ctx, now, unsupported)
+	}
+	if err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {
 		// Another network, or none: no watch. An unreadable configuration
 		// (one being rewritten) leaves it running.
-		p.CiliumNode.Stop()
+		if p.CiliumNode != nil {
+			p.CiliumNode.Stop()
+		}
+		if p.Calico != nil {
+			p.Calico.Stop()
+		}
 	}
 	if cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {
 		p.unknown(ctx, err.Error())
