@@ -73,6 +73,9 @@ type Config struct {
 	// ContainerRuntimeEndpoint is the CRI endpoint asked for the node's pod
 	// sandboxes, to tell leaked host-local allocations; empty for none.
 	ContainerRuntimeEndpoint string
+	// CiliumAgentSocket is the Cilium agent's API socket, asked where the
+	// CiliumNode does not list the addresses in use; empty not to ask.
+	CiliumAgentSocket string
 	// PodUID is the agent's own pod's UID: the runtime's answer is trusted
 	// only when it lists that pod's sandbox.
 	PodUID string
@@ -579,6 +582,9 @@ func (a *Agent) ipProbe() *IPProbe {
 	if a.dynamic != nil {
 		a.ciliumNode = ciliumipam.NewNodeWatch(a.dynamic, a.cfg.NodeName)
 		p.CiliumNode = a.ciliumNode
+		if a.cfg.CiliumAgentSocket != "" {
+			p.CiliumAgent = ciliumipam.NewAgentClient(a.cfg.CiliumAgentSocket, a.cfg.RequestTimeout)
+		}
 		a.calico = calicoipam.NewWatch(a.dynamic, a.cfg.NodeName)
 		p.Calico = a.calico
 	}

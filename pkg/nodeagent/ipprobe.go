@@ -50,6 +50,9 @@ type IPProbe struct {
 	// CiliumNode gives the node's CiliumNode; nil when the agent cannot
 	// read it.
 	CiliumNode CiliumNodeSource
+	// CiliumAgent is the Cilium agent's API, asked where the CiliumNode
+	// does not list the addresses in use; nil not to ask.
+	CiliumAgent CiliumAgentSource
 	// Calico counts the node's Calico IPAM figures; nil when the agent
 	// cannot read them (calicosource.go).
 	Calico CalicoSource
@@ -201,7 +204,7 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading the node's CiliumNode: %w", err)
 	}
-	u, err := ciliumipam.FromObject(obj)
+	u, err := p.ciliumUsage(ctx, obj)
 	if errors.Is(err, ciliumipam.ErrUnsupported) {
 		p.unknown(ctx, err.Error())
 		return nil, nil
@@ -209,7 +212,7 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	if err != nil {
 		return nil, err
 	}
-	p.known(ctx, "ipam", "cilium", "mode", u.Mode)
+	p.known(ctx, "ipam", "cilium", "mode", u.Mode, "fromAgent", u.FromAgent)
 	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
 	s := ipstats.NewNodeStats(u.Capacity, u.Used, now)
 	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
