@@ -91,6 +91,9 @@ type Config struct {
 	// IPHysteresisPercent is the pod-IP probe's hysteresis, in percent of
 	// the pool.
 	IPHysteresisPercent float64
+	// IPCrossCheck compares the pod-IP figures with the node's pods
+	// (PodIPCrossCheck), watching the pods bound to the node.
+	IPCrossCheck bool
 	// MemoryHysteresis is the memory probes' hysteresis.
 	MemoryHysteresis MemoryHysteresis
 	// MaxInterval bounds the time between writes, so that readers can tell
@@ -113,6 +116,7 @@ func DefaultConfig() Config {
 		CgroupRoot:          DefaultCgroupRoot,
 		CNIConfDir:          cniipam.DefaultConfDir,
 		IPHysteresisPercent: DefaultIPHysteresisPercent,
+		IPCrossCheck:        true,
 
 		IPLeakGrace:           DefaultIPLeakGrace,
 		ReclaimLeakedIPsAfter: DefaultReclaimLeakedIPsAfter,
@@ -192,6 +196,8 @@ type Agent struct {
 	// calico watches Calico's IPAM objects for the pod-IP probe; nil
 	// without a dynamic client.
 	calico *calicoipam.Watch
+	// crossCheck is the pod-IP probe's; nil when off.
+	crossCheck *PodIPCrossCheck
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -359,6 +365,7 @@ func (a *Agent) stopWatches() {
 	if a.calico != nil {
 		a.calico.Stop()
 	}
+	a.crossCheck.Stop()
 }
 
 // adopt takes the node's current annotations as the last write where they
@@ -587,6 +594,11 @@ func (a *Agent) ipProbe() *IPProbe {
 		}
 		a.calico = calicoipam.NewWatch(a.dynamic, a.cfg.NodeName)
 		p.Calico = a.calico
+	}
+	if a.cfg.IPCrossCheck {
+		p.CrossCheck = &PodIPCrossCheck{Pods: NewNodePodWatch(a.client, a.cfg.NodeName), Tolerance: DefaultIPCrossCheckTolerance,
+			TolerancePercent: DefaultIPCrossCheckTolerancePercent, Samples: DefaultIPCrossCheckSamples, Event: a.nodeEvent, Metrics: a.metrics}
+		a.crossCheck = p.CrossCheck
 	}
 	return p
 }

@@ -60,6 +60,9 @@ type IPProbe struct {
 	Event func(ctx context.Context, eventType, reason, message string)
 	// Metrics records the leak count and releases; may be nil.
 	Metrics *Metrics
+	// CrossCheck compares every source's figures with the node's pods;
+	// nil for none.
+	CrossCheck *PodIPCrossCheck
 
 	unknownLogged     string // the reason last logged for publishing nothing
 	leakUnknownLogged string // the reason last logged for publishing no leak count
@@ -147,6 +150,7 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	} else {
 		p.leakUnknown(ctx, leakErr)
 	}
+	s = p.crossCheck(ctx, "host-local", s, s.Used-s.Leaked, nil)
 	logger.V(5).Info("Read CNI IPAM state", "network", network.Name, "stateDir", network.StateDir,
 		"capacity", s.Capacity, "used", s.Used, "leaked", s.Leaked, "leakedKnown", s.LeakedKnown, "rangeSets", u.RangeSets)
 	return p.sample(s), nil
@@ -214,7 +218,9 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	}
 	p.known(ctx, "ipam", "cilium", "mode", u.Mode, "fromAgent", u.FromAgent)
 	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
-	s := ipstats.NewNodeStats(u.Capacity, u.Used, now)
+	// Cilium's router (cilium_host) and health addresses are in use too:
+	// the tolerance covers them.
+	s := p.crossCheck(ctx, "cilium", ipstats.NewNodeStats(u.Capacity, u.Used, now), u.Used, nil)
 	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
 	return p.sample(s), nil
 }

@@ -25,6 +25,11 @@ type Metrics struct {
 	// podIPsReleased counts containers whose leaked addresses were released.
 	podIPsLeaked   *metrics.Gauge
 	podIPsReleased *metrics.Counter
+	// podIPCrossCheckDifference is the last PodIPCrossCheck's source count
+	// less the pods' (absent when not known); disagreements counts the
+	// reported ones.
+	podIPCrossCheckDifference    *metrics.GaugeVec
+	podIPCrossCheckDisagreements *metrics.CounterVec
 	// The figures of the latest successful sample of each probe, as the
 	// annotations would carry them; absent before the first (vectors
 	// without labels, so that "not known" does not read as 0).
@@ -80,11 +85,22 @@ func NewMetrics() *Metrics {
 			Help:           "Containers whose leaked pod IPs --reclaim-leaked-ips released.",
 			StabilityLevel: metrics.ALPHA,
 		}),
+		podIPCrossCheckDifference: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Subsystem: metricsSubsystem, Name: "pod_ip_cross_check_difference",
+			Help:           "At the last sample, the pod-IP source's count of addresses held by pods less the node's pods the API server shows holding one; absent when the pods are not known.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"source"}),
+		podIPCrossCheckDisagreements: metrics.NewCounterVec(&metrics.CounterOpts{
+			Subsystem: metricsSubsystem, Name: "pod_ip_cross_check_disagreements_total",
+			Help:           "Disagreements beyond the tolerance between the pod-IP source and the node's pods, reported with a PodIPFiguresDisagree Event.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"source"}),
 	}
 	var c clock.PassiveClock = clock.RealClock{}
 	m.clock.Store(&c)
 	own := []metrics.Registerable{m.samples, m.probeErrors, m.writes, m.writeFailures,
-		m.pidsUsed, m.pidsCapacity, m.pidsReserved, m.podIPsUsed, m.podIPsCapacity, m.memoryUsed, m.memoryCapacity, m.podIPsLeaked, m.podIPsReleased}
+		m.pidsUsed, m.pidsCapacity, m.pidsReserved, m.podIPsUsed, m.podIPsCapacity, m.memoryUsed, m.memoryCapacity, m.podIPsLeaked, m.podIPsReleased,
+		m.podIPCrossCheckDifference, m.podIPCrossCheckDisagreements}
 	m.registry.MustRegister(own...)
 	m.podIPsLeaked.Set(math.NaN())
 	raw := []prometheus.Collector{

@@ -40,6 +40,7 @@ type Options struct {
 	HysteresisPIDs      int64
 	HysteresisPercent   float64
 	IPHysteresisPercent float64
+	IPCrossCheck        bool
 	// MemoryHysteresisBytes is a byte count, given in Kubernetes quantity
 	// syntax (100Mi) or as a plain integer.
 	MemoryHysteresisBytes   int64
@@ -69,6 +70,7 @@ func NewOptions(nodeName, podUID string) *Options {
 		IPLeakGrace:             d.IPLeakGrace,
 		ReclaimAfter:            d.ReclaimLeakedIPsAfter,
 		IPHysteresisPercent:     d.IPHysteresisPercent,
+		IPCrossCheck:            d.IPCrossCheck,
 		MetricsAddress:          DefaultMetricsAddress,
 		Interval:                d.Interval,
 		MaxInterval:             d.MaxInterval,
@@ -118,6 +120,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"hysteresis as a percentage of allocatable PIDs; see --hysteresis-pids")
 	fs.Float64Var(&o.IPHysteresisPercent, "ip-hysteresis-percent", o.IPHysteresisPercent,
 		"write when pod IPs in use moved by at least max(1, this percentage of the pool) since the last write, and on every change once no more than that many are free")
+	fs.BoolVar(&o.IPCrossCheck, "ip-cross-check", o.IPCrossCheck,
+		"cross-check the pod-IP figures against the pods bound to the node (watched with fieldSelector spec.nodeName): a source that counts fewer addresses than they hold is reported (Warning Event PodIPFiguresDisagree, metric) and the pods' count published")
 	fs.Var((*byteQuantity)(&o.MemoryHysteresisBytes), "memory-hysteresis-bytes",
 		"write when the node's memory working set moved by more than max(this, --memory-hysteresis-percent of the node's memory) since the last write, or one pod's working set by more than this; a quantity (100Mi) or a byte count")
 	fs.Float64Var(&o.MemoryHysteresisPercent, "memory-hysteresis-percent", o.MemoryHysteresisPercent,
@@ -175,6 +179,7 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.ReclaimLeakedIPs = o.ReclaimLeakedIPs
 	cfg.ReclaimLeakedIPsAfter = o.ReclaimAfter
 	cfg.IPHysteresisPercent = o.IPHysteresisPercent
+	cfg.IPCrossCheck = o.IPCrossCheck
 	cfg.ReservedPIDs = o.ReservedPIDs
 	cfg.Interval = o.Interval
 	cfg.MaxInterval = o.MaxInterval
