@@ -56,7 +56,9 @@ func (p *IPProbe) sampleCalico(ctx context.Context, now time.Time, network *cnii
 	}
 	p.known(ctx, "ipam", calicoipam.IPAMType, "network", network.Network)
 	p.leakUnknown(ctx, errors.New("Calico's IPAM: leaked addresses are not told"))
-	s := ipstats.NewNodeStats(u.Capacity, u.Used, now)
+	// Calico's attributes name each address's pod: the node's tunnel
+	// address is not one.
+	s := p.crossCheck(ctx, "calico", ipstats.NewNodeStats(u.Capacity, u.Used, now), u.Pods, nil)
 	klog.FromContext(ctx).V(5).Info("Read Calico's IPAM", "capacity", s.Capacity, "used", s.Used, "pods", u.Pods, "families", u.Families)
 	return p.sample(s), nil
 }

@@ -30,3 +30,23 @@ func (p *IPProbe) ciliumUsage(ctx context.Context, obj map[string]any) (ciliumip
 	}
 	return ciliumipam.FromObjectWithAgent(obj, &agent)
 }
+
+// ciliumSource names the figures' source for the cross-check: the Cilium
+// agent's own list, or the CiliumNode's status.
+func ciliumSource(u ciliumipam.Usage) string {
+	if u.FromAgent {
+		return "cilium-agent"
+	}
+	return "cilium"
+}
+
+// ciliumSourcePods is the source's count of addresses held by pods: where
+// the agent names owners, its pods' (the router's and health's addresses
+// are not pods'); else every address in use, which the cross-check's
+// tolerance covers.
+func ciliumSourcePods(u ciliumipam.Usage) int64 {
+	if u.FromAgent && u.Pods >= 0 {
+		return u.Pods
+	}
+	return u.Used
+}

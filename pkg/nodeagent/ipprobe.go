@@ -220,7 +220,7 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
 	// Cilium's router (cilium_host) and health addresses are in use too:
 	// the tolerance covers them.
-	s := p.crossCheck(ctx, "cilium", ipstats.NewNodeStats(u.Capacity, u.Used, now), u.Used, nil)
+	s := p.crossCheck(ctx, ciliumSource(u), ipstats.NewNodeStats(u.Capacity, u.Used, now), ciliumSourcePods(u), nil)
 	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
 	return p.sample(s), nil
 }
