@@ -30,7 +30,7 @@ var ErrNotSynced = errors.New("the watches of Calico's IPAM objects have not com
 // declare none). So every agent lists and watches every block: one block
 // write (each pod start or stop on any node) is one watch event to every
 // agent. What each agent keeps is bounded: a transform replaces every
-// block, as it arrives, by its Block summary (a few dozen bytes), never the
+// block, as it arrives, by its Block summary (some 400 bytes), never the
 // object with its allocation attributes. The watch runs only while it is
 // used: Usage starts it, Stop ends it.
 //
