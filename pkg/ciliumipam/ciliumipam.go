@@ -72,7 +72,7 @@ type FamilyUsage struct {
 	IPv6     bool
 	Capacity int64
 	Used     int64
-	// Pods is, of Used, the pods' addresses where the agent names owners.
+	// Pods is, of Used, the addresses whose owner is a pod (IsPod).
 	Pods int64
 }
 
@@ -90,8 +90,8 @@ type Usage struct {
 	// FromAgent: the addresses in use are the Cilium agent's own list
 	// (FromObjectWithAgent), not the CiliumNode's status.
 	FromAgent bool
-	// Pods is, of Used, the addresses whose owner the agent names as a pod
-	// (IsPod); -1 where no owners are known (from the CiliumNode).
+	// Pods is, of Used, the addresses whose owner is a pod (IsPod): the
+	// owner the agent names, or status.ipam.used's owner field.
 	Pods int64
 }
 
@@ -153,7 +153,8 @@ func fromJSON(b []byte, agent *AgentIPAM) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	u := Usage{Pods: -1}
+	owners := usedOwners(n.Status.IPAM.Used, n.Status.IPAM.IPv6Used)
+	var u Usage
 	if len(n.Spec.IPAM.Pool)+len(n.Spec.IPAM.IPv6Pool) > 0 {
 		pool, err := addrs("spec.ipam.pool", n.Spec.IPAM.Pool, n.Spec.IPAM.IPv6Pool)
 		if err != nil {
@@ -167,6 +168,9 @@ func fromJSON(b []byte, agent *AgentIPAM) (Usage, error) {
 					f.Capacity++
 					if used[a] {
 						f.Used++
+						if IsPod(owners[a]) {
+							f.Pods++
+						}
 					}
 				}
 			}
@@ -181,6 +185,7 @@ func fromJSON(b []byte, agent *AgentIPAM) (Usage, error) {
 			for _, a := range agent.Addrs {
 				used[a] = true
 			}
+			owners = agent.Owners
 		}
 		prefixes := make([]netip.Prefix, 0, len(n.Spec.IPAM.PodCIDRs))
 		for _, s := range n.Spec.IPAM.PodCIDRs {
@@ -206,7 +211,7 @@ func fromJSON(b []byte, agent *AgentIPAM) (Usage, error) {
 			for a := range used {
 				if inHostScope(p, a) {
 					f.Used++
-					if u.FromAgent && IsPod(agent.Owners[a]) {
+					if IsPod(owners[a]) {
 						f.Pods++
 					}
 				}
@@ -225,13 +230,30 @@ func fromJSON(b []byte, agent *AgentIPAM) (Usage, error) {
 	}
 	for i, f := range u.Families {
 		if i == 0 || f.Free() < u.Capacity-u.Used {
-			u.Capacity, u.Used = f.Capacity, f.Used
-			if u.FromAgent {
-				u.Pods = f.Pods
-			}
+			u.Capacity, u.Used, u.Pods = f.Capacity, f.Used, f.Pods
 		}
 	}
 	return u, nil
+}
+
+// usedOwners reads the owner of each address of status.ipam.used maps
+// (Cilium's AllocationIP); an entry that is not one has none. The keys
+// are parsed, and checked, by addrs.
+func usedOwners(maps ...map[string]json.RawMessage) map[netip.Addr]string {
+	owners := map[netip.Addr]string{}
+	for _, m := range maps {
+		for k, v := range m {
+			var ip struct {
+				Owner string `json:"owner"`
+			}
+			a, err := netip.ParseAddr(k)
+			if err != nil || json.Unmarshal(v, &ip) != nil {
+				continue
+			}
+			owners[a.Unmap()] = ip.Owner
+		}
+	}
+	return owners
 }
 
 // addrs parses the keys of an IPv4 and an IPv6 allocation map.

@@ -40,13 +40,7 @@ func ciliumSource(u ciliumipam.Usage) string {
 	return "cilium"
 }
 
-// ciliumSourcePods is the source's count of addresses held by pods: where
-// the agent names owners, its pods' (the router's and health's addresses
-// are not pods'); else every address in use, which the cross-check's
-// tolerance covers.
-func ciliumSourcePods(u ciliumipam.Usage) int64 {
-	if u.FromAgent && u.Pods >= 0 {
-		return u.Pods
-	}
-	return u.Used
-}
+// ciliumSourcePods is the source's count of addresses held by pods: those
+// whose owner (the agent's, or status.ipam.used's) names a pod; the
+// router's and the health endpoint's are not pods'.
+func ciliumSourcePods(u ciliumipam.Usage) int64 { return u.Pods }

@@ -218,8 +218,8 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	}
 	p.known(ctx, "ipam", "cilium", "mode", u.Mode, "fromAgent", u.FromAgent)
 	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
-	// Cilium's router (cilium_host) and health addresses are in use too:
-	// the tolerance covers them.
+	// Only the addresses whose owner is a pod: Cilium's router
+	// (cilium_host) and health addresses are in use, but not pods'.
 	s := p.crossCheck(ctx, ciliumSource(u), ipstats.NewNodeStats(u.Capacity, u.Used, now), ciliumSourcePods(u), nil)
 	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
 	return p.sample(s), nil

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/cilium/api/v1/server/restapi"
 	"github.com/cilium/cilium/api/v1/server/restapi/daemon"
 	"github.com/cilium/cilium/pkg/ipam/service/ipallocator"
+	ipamtypes "github.com/cilium/cilium/pkg/ipam/types"
 	ciliumv2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	"github.com/go-openapi/loads"
 	"github.com/go-openapi/runtime/middleware"
@@ -335,4 +336,67 @@ func (e *env) waitEventText(pod, reason, text string) {
 	if err != nil {
 		e.t.Fatalf("no %s Event containing %q on pod %s; events: %q", reason, text, pod, seen)
 	}
+}
+
+// TestCiliumNodeCountCrossChecked: a CiliumNode in pool mode whose
+// status.ipam.used lists the router's address and 3 pods' while the API
+// server shows 9 pods running on the node with addresses: the node agent's
+// cross-check reports it (a PodIPFiguresDisagree Event naming the source
+// "cilium") and publishes the pods' count, not the CiliumNode's.
+func TestCiliumNodeCountCrossChecked(t *testing.T) {
+	e := startWith(t, controlplane.Options{Kwok: true})
+	const node = "pool-node"
+	pool := ipamtypes.AllocationMap{}
+	for i := 4; i < 34; i++ {
+		pool[fmt.Sprintf("10.10.1.%d", i)] = ipamtypes.AllocationIP{Resource: "eni-0"}
+	}
+	cn := &ciliumv2.CiliumNode{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	cn.Spec.IPAM.Pool = pool
+	cn.Status.IPAM.Used = owners("default", "10.10.1.4", "10.10.1.5", "10.10.1.6", "10.10.1.7")
+	e.ciliumNode(cn)
+	if _, err := e.cp.CreateNode(e.ctx, node, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}
+		if _, err := e.cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := nodeagent.DefaultConfig()
+	cfg.NodeName, cfg.CNIConfDir, cfg.ContainerRuntimeEndpoint = node, e.confDir, ""
+	cfg.CgroupRoot = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg.CgroupRoot, "kubepods"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := nodeagent.New(e.cp.Client, cfg, nodeagent.WithDynamicClient(e.dynamic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev corev1.Event
+	err = wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_ = agent.Tick(ctx)
+		evs, err := e.cp.Client.CoreV1().Events(nodeagent.EventNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=PodIPFiguresDisagree"})
+		if err != nil || len(evs.Items) == 0 {
+			return false, err
+		}
+		ev = evs.Items[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no PodIPFiguresDisagree Event: %v", err)
+	}
+	if !strings.Contains(ev.Message, "source cilium counts 3") || !strings.Contains(ev.Message, "9 pods") {
+		t.Fatalf("Event %q", ev.Message)
+	}
+	err = wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_ = agent.Tick(ctx)
+		s, err := ipstats.ParseNode(e.annotations(node), time.Now(), 0)
+		return err == nil && s.Capacity == 30 && s.Used == 4+6, nil
+	})
+	if err != nil {
+		t.Fatalf("published use not raised to the pods' count: %v", e.annotations(node))
+	}
+	t.Logf("cross-check: %s", ev.Message)
 }
