@@ -156,9 +156,18 @@ func TestCount(t *testing.T) {
 			}
 		})
 	}
+	// Pods: the node's tunnel address is allocated, not a pod's; a
+	// borrowed address is the node's pod's.
+	holders := calicotest.Pods("a", 1, 3)
+	holders[0] = calicotest.Holder{Node: "a"}
+	b, _ := json.Marshal(calicotest.Block("10.0.0.0/28", "host:a", holders))
+	u, err := Count("a", v4, []Block{mustBlock(t, b, "a"), mustBlock(t, bBlock, "a")}, []Pool{mustPool(t, pool)}, DefaultConfig)
+	if err != nil || u.Used != 4+2 || u.Pods != 3+2 {
+		t.Fatalf("pods: %+v %v, want 6 used of which 5 pods'", u, err)
+	}
 	// A disabled pool: what is allocated counts, nothing more is reachable.
 	disabled := mustPool(t, `{"spec": {"cidr": "10.0.0.0/26", "blockSize": 28, "disabled": true}}`)
-	u, err := Count("a", v4, []Block{mustBlock(t, aBlock, "a")}, []Pool{disabled}, DefaultConfig)
+	u, err = Count("a", v4, []Block{mustBlock(t, aBlock, "a")}, []Pool{disabled}, DefaultConfig)
 	if err != nil || u.Capacity != 10 || u.Used != 10 {
 		t.Fatalf("disabled pool: %+v %v", u, err)
 	}
