@@ -97,3 +97,30 @@ func TestIPProbeCalico(t *testing.T) {
 		t.Fatalf("Sample of another network = %v, %v; watch stopped %d times", s, err, src.stops)
 	}
 }
+
+// The Calico source's pods (its tunnel address left out) go through the
+// cross-check: a block that says 2 pods while the node runs 8 is reported
+// with the source "calico", and the published use raised by the 6.
+func TestIPProbeCalicoCrossChecked(t *testing.T) {
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "10-calico.conflist"), []byte(`{"cniVersion": "0.3.1", "name": "k8s-pod-network",
+		"plugins": [{"type": "calico", "ipam": {"type": "calico-ipam"}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var events []recordedEvent
+	p := &IPProbe{ConfDir: confDir, Calico: &fakeCalico{u: calicoipam.Usage{Capacity: 64, Used: 3, Pods: 2}},
+		CrossCheck: &PodIPCrossCheck{Pods: &staticPods{pods: podsWithIPs(8)}, Tolerance: DefaultIPCrossCheckTolerance, Samples: 1,
+			Event: func(_ context.Context, eventType, reason, message string) {
+				events = append(events, recordedEvent{eventType, reason, message})
+			}}}
+	s, err := p.Sample(context.Background(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.(ipSample).stats; st.Capacity != 64 || st.Used != 3+6 {
+		t.Fatalf("sample %+v, want 9 of 64 used", st)
+	}
+	if len(events) != 1 || events[0].reason != "PodIPFiguresDisagree" || !strings.Contains(events[0].message, "source calico counts 2") {
+		t.Fatalf("events %+v", events)
+	}
+}
