@@ -16,7 +16,9 @@
 // hand out but nothing in use is one whose agent does not report its
 // allocations there (cluster-pool and kubernetes modes keep them in the
 // agent's memory as of Cilium v1.20; multi-pool and ENI multi-pool clear
-// them): its figures are unknown, an *UnsupportedError, never zero.
+// them): its figures are unknown, an *UnsupportedError, never zero —
+// unless the agent's own list is given (FromObjectWithAgent: the agent's
+// API, AgentClient), which then counts as the addresses in use.
 //
 // NodeWatch keeps the node's CiliumNode current with a watch of that one
 // object, so that reading it often costs the API server nothing.
@@ -70,6 +72,8 @@ type FamilyUsage struct {
 	IPv6     bool
 	Capacity int64
 	Used     int64
+	// Pods is, of Used, the addresses whose owner is a pod (IsPod).
+	Pods int64
 }
 
 // Free is Capacity − Used.
@@ -83,6 +87,12 @@ type Usage struct {
 	Capacity int64
 	Used     int64
 	Families []FamilyUsage
+	// FromAgent: the addresses in use are the Cilium agent's own list
+	// (FromObjectWithAgent), not the CiliumNode's status.
+	FromAgent bool
+	// Pods is, of Used, the addresses whose owner is a pod (IsPod): the
+	// owner the agent names, or status.ipam.used's owner field.
+	Pods int64
 }
 
 // ciliumNode is the part of a CiliumNode this package reads.
@@ -107,15 +117,25 @@ type ciliumNode struct {
 // naming the field; an object whose figures cannot be told is an
 // *UnsupportedError.
 func FromObject(obj map[string]any) (Usage, error) {
+	return FromObjectWithAgent(obj, nil)
+}
+
+// FromObjectWithAgent is FromObject where the addresses in use of the pod
+// CIDR modes (cluster-pool, kubernetes), which the CiliumNode does not
+// list, are the Cilium agent's own (AgentIPAM); agent nil is FromObject.
+// A CiliumNode that lists them is read as FromObject reads it.
+func FromObjectWithAgent(obj map[string]any, agent *AgentIPAM) (Usage, error) {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return Usage{}, fmt.Errorf("CiliumNode: %w", err)
 	}
-	return FromJSON(b)
+	return fromJSON(b, agent)
 }
 
 // FromJSON is FromObject for the object's JSON.
-func FromJSON(b []byte) (Usage, error) {
+func FromJSON(b []byte) (Usage, error) { return fromJSON(b, nil) }
+
+func fromJSON(b []byte, agent *AgentIPAM) (Usage, error) {
 	var n ciliumNode
 	if err := json.Unmarshal(b, &n); err != nil {
 		return Usage{}, fmt.Errorf("CiliumNode: %w", err)
@@ -133,6 +153,7 @@ func FromJSON(b []byte) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
+	owners := usedOwners(n.Status.IPAM.Used, n.Status.IPAM.IPv6Used)
 	var u Usage
 	if len(n.Spec.IPAM.Pool)+len(n.Spec.IPAM.IPv6Pool) > 0 {
 		pool, err := addrs("spec.ipam.pool", n.Spec.IPAM.Pool, n.Spec.IPAM.IPv6Pool)
@@ -147,6 +168,9 @@ func FromJSON(b []byte) (Usage, error) {
 					f.Capacity++
 					if used[a] {
 						f.Used++
+						if IsPod(owners[a]) {
+							f.Pods++
+						}
 					}
 				}
 			}
@@ -156,6 +180,13 @@ func FromJSON(b []byte) (Usage, error) {
 		}
 	} else if len(n.Spec.IPAM.PodCIDRs) > 0 {
 		u.Mode = ModePodCIDRs
+		if len(used) == 0 && agent != nil {
+			u.FromAgent = true
+			for _, a := range agent.Addrs {
+				used[a] = true
+			}
+			owners = agent.Owners
+		}
 		prefixes := make([]netip.Prefix, 0, len(n.Spec.IPAM.PodCIDRs))
 		for _, s := range n.Spec.IPAM.PodCIDRs {
 			p, err := netip.ParsePrefix(s)
@@ -180,6 +211,9 @@ func FromJSON(b []byte) (Usage, error) {
 			for a := range used {
 				if inHostScope(p, a) {
 					f.Used++
+					if IsPod(owners[a]) {
+						f.Pods++
+					}
 				}
 			}
 			u.Families = append(u.Families, f)
@@ -188,15 +222,38 @@ func FromJSON(b []byte) (Usage, error) {
 		return Usage{}, &UnsupportedError{Reason: "spec.ipam gives the node neither a pool nor podCIDRs (multi-pool or ENI multi-pool mode, or not yet allocated)"}
 	}
 	if len(used) == 0 {
+		if u.FromAgent {
+			return Usage{}, &UnsupportedError{Reason: fmt.Sprintf("spec.ipam (%s) gives the node addresses but neither status.ipam.used nor the Cilium agent (%q) lists any, not even the router's", u.Mode, agent.Status)}
+		}
 		return Usage{}, &UnsupportedError{Reason: fmt.Sprintf("spec.ipam (%s) gives the node addresses but status.ipam.used lists none, not even the router's: "+
 			"the agent keeps its allocations elsewhere (cluster-pool and kubernetes modes)", u.Mode)}
 	}
 	for i, f := range u.Families {
 		if i == 0 || f.Free() < u.Capacity-u.Used {
-			u.Capacity, u.Used = f.Capacity, f.Used
+			u.Capacity, u.Used, u.Pods = f.Capacity, f.Used, f.Pods
 		}
 	}
 	return u, nil
+}
+
+// usedOwners reads the owner of each address of status.ipam.used maps
+// (Cilium's AllocationIP); an entry that is not one has none. The keys
+// are parsed, and checked, by addrs.
+func usedOwners(maps ...map[string]json.RawMessage) map[netip.Addr]string {
+	owners := map[netip.Addr]string{}
+	for _, m := range maps {
+		for k, v := range m {
+			var ip struct {
+				Owner string `json:"owner"`
+			}
+			a, err := netip.ParseAddr(k)
+			if err != nil || json.Unmarshal(v, &ip) != nil {
+				continue
+			}
+			owners[a.Unmap()] = ip.Owner
+		}
+	}
+	return owners
 }
 
 // addrs parses the keys of an IPv4 and an IPv6 allocation map.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 )
@@ -78,6 +79,9 @@ type Config struct {
 	// ContainerRuntimeEndpoint is the CRI endpoint asked for the node's pod
 	// sandboxes, to tell leaked host-local allocations; empty for none.
 	ContainerRuntimeEndpoint string
+	// CiliumAgentSocket is the Cilium agent's API socket, asked where the
+	// CiliumNode does not list the addresses in use; empty not to ask.
+	CiliumAgentSocket string
 	// PodUID is the agent's own pod's UID: the runtime's answer is trusted
 	// only when it lists that pod's sandbox.
 	PodUID string
@@ -224,6 +228,9 @@ type Agent struct {
 	// azureNNC watches the node's NodeNetworkConfig; nil without a dynamic
 	// client.
 	azureNNC *ciliumipam.NodeWatch
+	// calico watches Calico's IPAM objects for the pod-IP probe; nil
+	// without a dynamic client.
+	calico *calicoipam.Watch
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -376,6 +383,9 @@ func (a *Agent) Once(ctx context.Context) error {
 	if a.azureNNC != nil {
 		a.azureNNC.SyncWait = a.cfg.RequestTimeout
 	}
+	if a.calico != nil {
+		a.calico.SyncWait = a.cfg.RequestTimeout
+	}
 	if a.nodePods != nil {
 		a.nodePods.SyncWait = a.cfg.RequestTimeout
 	}
@@ -398,6 +408,9 @@ func (a *Agent) stopWatches() {
 	}
 	if a.azureNNC != nil {
 		a.azureNNC.Stop()
+	}
+	if a.calico != nil {
+		a.calico.Stop()
 	}
 	if a.nodePods != nil {
 		a.nodePods.Stop()
@@ -651,6 +664,11 @@ func (a *Agent) ipProbe() *IPProbe {
 	if a.dynamic != nil {
 		a.ciliumNode = ciliumipam.NewNodeWatch(a.dynamic, a.cfg.NodeName)
 		p.CiliumNode = a.ciliumNode
+		if a.cfg.CiliumAgentSocket != "" {
+			p.CiliumAgent = ciliumipam.NewAgentClient(a.cfg.CiliumAgentSocket, a.cfg.RequestTimeout)
+		}
+		a.calico = calicoipam.NewWatch(a.dynamic, a.cfg.NodeName)
+		p.Calico = a.calico
 	}
 	a.nodePods = NewNodePodWatch(a.client, a.cfg.NodeName)
 	if a.cfg.IPCrossCheck {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/headroom-k8s/headroom/pkg/awsipam"
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
@@ -50,6 +51,12 @@ type IPProbe struct {
 	// CiliumNode gives the node's CiliumNode; nil when the agent cannot
 	// read it.
 	CiliumNode CiliumNodeSource
+	// CiliumAgent is the Cilium agent's API, asked where the CiliumNode
+	// does not list the addresses in use; nil not to ask.
+	CiliumAgent CiliumAgentSource
+	// Calico counts the node's Calico IPAM figures; nil when the agent
+	// cannot read them (calicosource.go).
+	Calico CalicoSource
 	// Event records an Event on the Node; may be nil.
 	Event func(ctx context.Context, eventType, reason, message string)
 	// Metrics records the leak count and releases; may be nil.
@@ -97,13 +104,22 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
 		return p.sampleCilium(ctx, now)
 	}
+	isCalico := errors.As(err, &unsupported) && unsupported.IPAMType == calicoipam.IPAMType
+	if isCalico && p.Calico != nil {
+		return p.sampleCalico(ctx, now, unsupported)
+	}
 	if s, ok, err := p.sampleCloud(ctx, unsupported, now); ok {
 		return s, err
 	}
-	if p.CiliumNode != nil && (err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err)) {
+	if err == nil || cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {
 		// Another network, or none: no watch. An unreadable configuration
 		// (one being rewritten) leaves it running.
-		p.CiliumNode.Stop()
+		if p.CiliumNode != nil {
+			p.CiliumNode.Stop()
+		}
+		if p.Calico != nil {
+			p.Calico.Stop()
+		}
 	}
 	if cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {
 		p.unknown(ctx, err.Error())
@@ -201,7 +217,7 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading the node's CiliumNode: %w", err)
 	}
-	u, err := ciliumipam.FromObject(obj)
+	u, err := p.ciliumUsage(ctx, obj)
 	if errors.Is(err, ciliumipam.ErrUnsupported) {
 		p.unknown(ctx, err.Error())
 		return nil, nil
@@ -209,11 +225,11 @@ func (p *IPProbe) sampleCilium(ctx context.Context, now time.Time) (Sample, erro
 	if err != nil {
 		return nil, err
 	}
-	p.known(ctx, "ipam", "cilium", "mode", u.Mode)
+	p.known(ctx, "ipam", "cilium", "mode", u.Mode, "fromAgent", u.FromAgent)
 	p.leakUnknown(ctx, errors.New("Cilium's IPAM: leaked addresses are not told"))
-	// Cilium's router (cilium_host) and health addresses are in use too:
-	// the tolerance covers them.
-	s := p.crossCheck(ctx, "cilium", ipstats.NewNodeStats(u.Capacity, u.Used, now), u.Used, nil)
+	// Only the addresses whose owner is a pod: Cilium's router
+	// (cilium_host) and health addresses are in use, but not pods'.
+	s := p.crossCheck(ctx, ciliumSource(u), ipstats.NewNodeStats(u.Capacity, u.Used, now), ciliumSourcePods(u), nil)
 	klog.FromContext(ctx).V(5).Info("Read the CiliumNode's IPAM", "mode", u.Mode, "capacity", s.Capacity, "used", s.Used, "families", u.Families)
 	return p.sample(s), nil
 }

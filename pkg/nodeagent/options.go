@@ -15,6 +15,8 @@ import (
 	// The json logging format (--logging-format=json), as kube-scheduler
 	// registers it.
 	_ "k8s.io/component-base/logs/json/register"
+
+	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 )
 
 // Options are the command-line settings of headroom-node-agent.
@@ -25,6 +27,7 @@ type Options struct {
 	CgroupRoot          string
 	CNIConfDir          string
 	RuntimeEndpoint     string
+	CiliumAgentSocket   string
 	PodUID              string
 	IPLeakGrace         time.Duration
 	ReclaimLeakedIPs    bool
@@ -98,6 +101,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"the container runtime's CNI configuration directory: the first .conflist/.conf/.json file in lexical order is the pod network, whose host-local IPAM state gives the pod-IP figures; another IPAM publishes none")
 	fs.StringVar(&o.RuntimeEndpoint, "container-runtime-endpoint", o.RuntimeEndpoint,
 		"CRI endpoint of the node's container runtime (e.g. "+ContainerdEndpoint+"), asked for its pod sandboxes (as crictl pods) to tell host-local allocations that belong to none (headroom.dev/ip-leaked); empty (the default) to publish no leak count")
+	fs.StringVar(&o.CiliumAgentSocket, "cilium-agent-socket", o.CiliumAgentSocket,
+		"the Cilium agent's API socket (e.g. "+ciliumipam.DefaultAgentSocket+"), asked for the addresses it has allocated where the node's CiliumNode does not list them (cluster-pool and kubernetes modes); empty (the default) not to ask: those nodes publish no pod-IP figures")
 	fs.StringVar(&o.PodUID, "pod-uid", o.PodUID,
 		"UID of the agent's own pod (default $POD_UID, from the downward API's metadata.uid): the container runtime's answer counts only when it lists this pod's sandbox")
 	fs.DurationVar(&o.IPLeakGrace, "ip-leak-grace", o.IPLeakGrace,
@@ -184,6 +189,7 @@ func (o *Options) Config(fs *pflag.FlagSet) (Config, error) {
 	cfg.CgroupRoot = o.CgroupRoot
 	cfg.CNIConfDir = o.CNIConfDir
 	cfg.ContainerRuntimeEndpoint = o.RuntimeEndpoint
+	cfg.CiliumAgentSocket = o.CiliumAgentSocket
 	cfg.PodUID = o.PodUID
 	cfg.IPLeakGrace = o.IPLeakGrace
 	cfg.ReclaimLeakedIPs = o.ReclaimLeakedIPs

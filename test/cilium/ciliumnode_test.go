@@ -63,8 +63,11 @@ type env struct {
 }
 
 // start runs a kube-apiserver with Cilium's CiliumNode CRD installed.
-func start(t *testing.T) *env {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+func start(t *testing.T) *env { return startWith(t, controlplane.Options{}) }
+
+// startWith is start with the control plane's options (kwok, for one).
+func startWith(t *testing.T, opts controlplane.Options) *env {
+	cp := controlplane.StartForTest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, cp: cp, confDir: t.TempDir()}

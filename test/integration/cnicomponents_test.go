@@ -1,0 +1,91 @@
+package integration
+
+import (
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestNodeAgentCNIComponents holds the opt-in components for the CNIs whose
+// pod-IP state the agent reads through another party, and the chart values
+// that give the same, to each other and to their rights:
+//   - calico-ipam (nodeAgent.calicoIPAM): list and watch of Calico's three
+//     IPAM resources, nothing else, and the DaemonSet unchanged;
+//   - cilium-agent (nodeAgent.ciliumAgent): the Cilium agent's socket
+//     directory, read-only, type Directory, group 0, the flag naming the
+//     socket, and still non-root.
+func TestNodeAgentCNIComponents(t *testing.T) {
+	const ds = "DaemonSet " + chartNS + "/headroom-node-agent"
+	const role, binding = "ClusterRole headroom-node-agent-calico-ipam", "ClusterRoleBinding headroom-node-agent-calico-ipam"
+	shipped := renderKustomize(t)
+	if _, ok := shipped[role]; ok {
+		t.Fatalf("%s is shipped by default; it is opt-in", role)
+	}
+
+	t.Run("calico-ipam", func(t *testing.T) {
+		kustomize := renderKustomizeWith(t, "node-agent/calico-ipam")
+		chart := renderChart(t, "-f", valuesFile(t, "nodeAgent: {calicoIPAM: {enabled: true}}"))
+		pick := func(objs map[string]object) map[string]object {
+			return map[string]object{ds: objs[ds], role: objs[role], binding: objs[binding]}
+		}
+		compareObjects(t, pick(kustomize), pick(chart))
+		compareObjects(t, map[string]object{ds: shipped[ds]}, map[string]object{ds: kustomize[ds]})
+		rules, _ := kustomize[role]["rules"].([]any)
+		if len(rules) != 1 {
+			t.Fatalf("%s rules %v, want one", role, rules)
+		}
+		r := rules[0].(map[string]any)
+		if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
+			!equalStrings(r["verbs"], "list", "watch") {
+			t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
+		}
+	})
+
+	t.Run("cilium-agent", func(t *testing.T) {
+		kustomize := renderKustomizeWith(t, "node-agent/cilium-agent")
+		chart := renderChart(t, "-f", valuesFile(t, "nodeAgent: {ciliumAgent: {enabled: true}}"))
+		compareObjects(t, map[string]object{ds: kustomize[ds]}, map[string]object{ds: chart[ds]})
+		spec := decodeTyped[*appsv1.DaemonSet](t, kustomize, ds).Spec.Template.Spec
+		c := spec.Containers[0]
+		if !slices.Contains(c.Args, "--cilium-agent-socket=/var/run/cilium/cilium.sock") {
+			t.Errorf("args %v lack --cilium-agent-socket", c.Args)
+		}
+		var vol *corev1.HostPathVolumeSource
+		for _, v := range spec.Volumes {
+			if v.Name == "cilium-run" {
+				vol = v.HostPath
+			}
+		}
+		if vol == nil || vol.Path != "/var/run/cilium" || vol.Type == nil || *vol.Type != corev1.HostPathDirectory {
+			t.Errorf("cilium-run volume %+v, want the directory /var/run/cilium, type Directory", vol)
+		}
+		var mounted bool
+		for _, m := range c.VolumeMounts {
+			if m.Name == "cilium-run" {
+				mounted = m.ReadOnly && m.MountPath == "/var/run/cilium"
+			}
+		}
+		if !mounted {
+			t.Errorf("cilium-run not mounted read-only at /var/run/cilium: %+v", c.VolumeMounts)
+		}
+		psc := spec.SecurityContext
+		if !slices.Equal(psc.SupplementalGroups, []int64{0}) || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+			t.Errorf("pod security context %+v, want non-root with group 0 for the socket", psc)
+		}
+	})
+}
+
+func equalStrings(v any, want ...string) bool {
+	l, _ := v.([]any)
+	if len(l) != len(want) {
+		return false
+	}
+	for i, s := range l {
+		if s != want[i] {
+			return false
+		}
+	}
+	return true
+}
