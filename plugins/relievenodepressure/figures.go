@@ -65,11 +65,12 @@ type figure struct {
 	// fits, when set, is a further rule a replacement must meet on another
 	// node with free and allocatable, for need (PIDs: NodePIDs' floor).
 	fits func(free, allocatable, need int64) bool
-	// requested, when set, ranks the pods across workloads while the
-	// figure's trigger is pending as the kubelet ranks them for eviction:
-	// by how far their measured use exceeds what they request, most first
-	// (memory: the working set above the memory request). See
-	// nodeRelief.walk.
+	// rank compares two pods as the kubelet's eviction manager ranks them
+	// for the figure's signal (rankPIDPressure, rankMemoryPressure); see
+	// nodeRelief.kubeletRanking.
+	rank func(a, b rankKey) int
+	// requested, when set, is what a pod requests of the figure, which the
+	// kubelet's ranking weighs its use against (memory).
 	requested func(*v1.Pod) int64
 }
 
@@ -109,8 +110,17 @@ func pidsFigure(t *PIDsTrigger) *figure {
 	defaultPIDs, maxAge := *t.DefaultPodPIDs, t.MaxSampleAge.Duration
 	floor := pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
 	// A pod's declared PIDs do not depend on its node: one function for
-	// every node's reading.
-	declared := func(pod *v1.Pod) (int64, error) { return pidstats.PodPIDs(pod, defaultPIDs) }
+	// every node's reading. Where the plugin takes a declaration for what a
+	// pod holds (its gain, its replacement's need) it counts at least the
+	// default: headroom.dev/pids is the pod's own to write, and a "0" would
+	// make the pod look free to place anywhere and, evicted, to free nothing,
+	// so that the plan passed over it and took another workload's pods. A
+	// declaration above the default counts as written: NodePIDs places the
+	// pod's replacement by it.
+	declared := func(pod *v1.Pod) (int64, error) {
+		n, err := pidstats.PodPIDs(pod, defaultPIDs)
+		return max(n, defaultPIDs), err
+	}
 	return &figure{
 		id: figurePIDs, name: "PIDs", noun: "PID", key: keyPIDs,
 		format: func(n int64) string { return strconv.FormatInt(n, 10) }, unit: " PIDs",
@@ -132,6 +142,7 @@ func pidsFigure(t *PIDsTrigger) *figure {
 			return r, nil
 		},
 		fits: floor.Fits,
+		rank: rankPIDPressure,
 	}
 }
 
@@ -164,6 +175,7 @@ func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
 				estimate:      func(pods []*v1.Pod) sample.Usage { return memstats.Estimate(s, pods, declared) },
 			}, nil
 		},
+		rank:      rankMemoryPressure,
 		requested: memstats.PodRequest,
 	}
 }
@@ -328,18 +340,6 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 	declared, err := m.declared(pod)
 	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
 	return n, err
-}
-
-// excess is how far pod's measured use of the figure exceeds its request:
-// its figure in the sample's per-pod list less what it requests; 0 for a
-// pod the list does not name (nothing measured it) or one within its
-// request.
-func (m *measured) excess(pod *v1.Pod) int64 {
-	held, ok := m.pods.Lookup(pod.UID)
-	if !ok {
-		return 0
-	}
-	return max(held-m.requested(pod), 0)
 }
 
 // accounts reports whether the estimate stops counting what pod holds once
