@@ -123,6 +123,17 @@ func TestUnlistedPodsOfAFullListHoldLessThanTheSmallestListed(t *testing.T) {
 		t.Fatalf("evicted %v, want unlisted and three listed pods", got)
 	}
 
+	// A workload of its own, without annotations, it ranks across workloads
+	// by that bound, 200, but after the listed pods of 200: the list says it
+	// held less than each of them, and the kubelet, which has its stats,
+	// ranks it there. Not Ready, it leads the neutral order that breaks
+	// other ties.
+	alone := withOpts(unlisted, ownedBy("other"), notReady, func(p *v1.Pod) { delete(p.Annotations, "controller.alpha.kubernetes.io/delete-priority") })
+	e = newEnv(t, setup{}, objects([]*v1.Node{full, spareNode("n2")}, append(slices.Clone(pods[:len(pods)-1]), alone))...)
+	if got := e.run(t, full, spareNode("n2")); len(got) != 4 || slices.Contains(got, "unlisted") {
+		t.Fatalf("evicted %v, want four listed pods", got)
+	}
+
 	// Without a list its declared PIDs count: it alone relieves the node.
 	bare := pidNode("n1", 10000, 9700)
 	e = newEnv(t, setup{}, objects([]*v1.Node{bare, spareNode("n2")}, pods)...)
