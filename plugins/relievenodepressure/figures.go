@@ -72,6 +72,17 @@ type figure struct {
 	// requested, when set, is what a pod requests of the figure, which the
 	// kubelet's ranking weighs its use against (memory).
 	requested func(*v1.Pod) int64
+	// declaredFloor is the least a declaration counts for where it stands
+	// in for what a pod holds or will hold: its gain where the sample held
+	// it but cannot say how much (no usable list, or not on a full one),
+	// and its replacement's need (nodeRelief.need). A declaration the pod's
+	// owner writes (headroom.dev/pids) could otherwise say "0", making the
+	// pod look free to place anywhere and, evicted, to free nothing, so that
+	// the plan passed over it and took another workload's pods. Where the
+	// sample cannot hold the pod the declaration is what the shared estimate
+	// counted it at, and counts as written. A declaration above the floor
+	// counts as written too: NodePIDs places the replacement by it.
+	declaredFloor int64
 }
 
 // amount renders n with the figure's unit.
@@ -110,17 +121,8 @@ func pidsFigure(t *PIDsTrigger) *figure {
 	defaultPIDs, maxAge := *t.DefaultPodPIDs, t.MaxSampleAge.Duration
 	floor := pidstats.Floor{MinFreePIDs: *t.MinFreePIDs, MinFreePercent: *t.MinFreePercent}
 	// A pod's declared PIDs do not depend on its node: one function for
-	// every node's reading. Where the plugin takes a declaration for what a
-	// pod holds (its gain, its replacement's need) it counts at least the
-	// default: headroom.dev/pids is the pod's own to write, and a "0" would
-	// make the pod look free to place anywhere and, evicted, to free nothing,
-	// so that the plan passed over it and took another workload's pods. A
-	// declaration above the default counts as written: NodePIDs places the
-	// pod's replacement by it.
-	declared := func(pod *v1.Pod) (int64, error) {
-		n, err := pidstats.PodPIDs(pod, defaultPIDs)
-		return max(n, defaultPIDs), err
-	}
+	// every node's reading.
+	declared := func(pod *v1.Pod) (int64, error) { return pidstats.PodPIDs(pod, defaultPIDs) }
 	return &figure{
 		id: figurePIDs, name: "PIDs", noun: "PID", key: keyPIDs,
 		format: func(n int64) string { return strconv.FormatInt(n, 10) }, unit: " PIDs",
@@ -143,6 +145,8 @@ func pidsFigure(t *PIDsTrigger) *figure {
 		},
 		fits: floor.Fits,
 		rank: rankPIDPressure,
+		// headroom.dev/pids is the pod's own to write.
+		declaredFloor: defaultPIDs,
 	}
 }
 
@@ -330,7 +334,8 @@ func (p *oomPressure) pending() bool {
 //     then: sample.InSample): what it declares, as the estimate counts it;
 //   - otherwise, with a complete list: 0 (it held nothing at the sample);
 //     with a full list: what it declares, at most the smallest listed
-//     figure; without a list: what it declares.
+//     figure; without a list: what it declares; a declaration here counts
+//     at least the figure's declaredFloor.
 //
 // The error reports a malformed declaration, counted as the default.
 func (m *measured) gain(pod *v1.Pod) (int64, error) {
@@ -338,6 +343,9 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 		return n, nil
 	}
 	declared, err := m.declared(pod)
+	if sample.InSample(pod, m.sampledAt) {
+		declared = max(declared, m.declaredFloor)
+	}
 	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
 	return n, err
 }

@@ -157,12 +157,14 @@ nodes:
 
 // need is what pod's replacement is counted for by figure f on a node whose
 // declared function is declared: the larger of what the pod declares there
-// and what the node agent listed it holding on its own node. A replacement
+// (at least the figure's declaredFloor) and what the node agent listed it
+// holding on its own node. A replacement
 // holds what the pod held: a pod listed at 5,000 PIDs that declares nothing
 // is not moved to a node that can take 1,488, though the scheduler,
 // counting its declaration, would place it there.
 func (n *nodeRelief) need(f *figure, declared func(*v1.Pod) (int64, error), pod *v1.Pod) int64 {
 	want, _ := declared(pod)
+	want = max(want, f.declaredFloor)
 	if nf := n.figureOf(f, n.node, nil); nf.err == nil {
 		if held, ok := nf.pods.Lookup(pod.UID); ok {
 			want = max(want, held)
