@@ -254,9 +254,11 @@ func (c *cycle) assessFigure(f *figure, node *v1.Node, pods []*v1.Pod) (*measure
 	if nf.err != nil {
 		return nil, nf.err
 	}
-	if r := c.state.records[node.Name]; r.Relieved != nil && r.awaits(f.key) && !nf.sampledAt.After(*r.Relieved) {
-		return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s: the sample of %s still counts what the pods evicted then held",
-			f.noun, r.Relieved.UTC().Format(time.RFC3339), nf.sampledAt.UTC().Format(time.RFC3339))
+	if r := c.state.records[node.Name]; r.Relieved != nil {
+		if wait, since := r.waitsFor(f.key, nf.sampledAt); wait {
+			return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s (a sample stamped after %s): the sample of %s still counts what the pods evicted then held",
+				f.noun, r.Relieved.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), nf.sampledAt.UTC().Format(time.RFC3339))
+		}
 	}
 	if nf.allocatable == 0 {
 		return nil, fmt.Errorf("%s", nf.noAllocatable)

@@ -449,6 +449,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			if s.target >= 0 {
 				n.room.take(s.target, s.need)
 			}
+			n.saveRelief(ctx, st)
 			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
 			continue
 		}
@@ -462,6 +463,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			// Recorded as evicted: if it was, the next runs must not evict
 			// again for the PIDs it held.
 			n.evictedPods = append(n.evictedPods, s.pod)
+			n.saveRelief(ctx, st)
 			// Planning again would take the pods after it: if the API
 			// server did evict it, that is one eviction more than the plan.
 			// The next cycle sees the pod terminating or gone (its listed
