@@ -110,6 +110,25 @@ func (s *fuzzSource) pod(ns, name string) *corev1.Pod {
 	if flags&8 != 0 {
 		pod.Status.Phase = corev1.PodSucceeded
 	}
+	if flags&16 != 0 { // being resized in place: allocated and running figures in status
+		for _, c := range pod.Spec.Containers {
+			cs := corev1.ContainerStatus{Name: c.Name, AllocatedResources: corev1.ResourceList{},
+				Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}}
+			if q, ok := s.quantity(); ok {
+				cs.AllocatedResources[corev1.ResourceMemory] = q
+				cs.Resources.Requests[corev1.ResourceMemory] = q
+			}
+			if q, ok := s.quantity(); ok {
+				cs.Resources.Limits[corev1.ResourceMemory] = q
+			}
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
+		}
+	}
+	if flags&32 != 0 {
+		if q, ok := s.quantity(); ok {
+			pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: q}
+		}
+	}
 	return pod
 }
 
