@@ -211,7 +211,7 @@ func (s NodeStats) PodSwap(pod *corev1.Pod) int64 {
 	if pod == nil {
 		return 0
 	}
-	n, _ := s.SwapPods.Lookup(pod.UID)
+	n, _ := s.SwapPods.LookupPod(pod)
 	return n
 }
 

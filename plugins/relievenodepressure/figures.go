@@ -324,7 +324,7 @@ func (p *oomPressure) pending() bool {
 //
 // The error reports a malformed declaration, counted as the default.
 func (m *measured) gain(pod *v1.Pod) (int64, error) {
-	if n, ok := m.pods.Lookup(pod.UID); ok {
+	if n, ok := m.pods.LookupPod(pod); ok {
 		return n, nil
 	}
 	declared, err := m.declared(pod)
@@ -337,7 +337,7 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 // pod the list does not name (nothing measured it) or one within its
 // request.
 func (m *measured) excess(pod *v1.Pod) int64 {
-	held, ok := m.pods.Lookup(pod.UID)
+	held, ok := m.pods.LookupPod(pod)
 	if !ok {
 		return 0
 	}
@@ -353,7 +353,7 @@ func (m *measured) accounts(pod *v1.Pod) bool {
 	if m == nil {
 		return true
 	}
-	if _, ok := m.pods.Lookup(pod.UID); ok {
+	if _, ok := m.pods.LookupPod(pod); ok {
 		return true
 	}
 	return m.pods.Complete() || !sample.InSample(pod, m.sampledAt)

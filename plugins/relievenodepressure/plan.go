@@ -20,6 +20,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	deschedulerutils "sigs.k8s.io/descheduler/pkg/utils"
 )
 
 // maxNamedUsers is how many of a node's largest users of a figure the
@@ -340,6 +341,11 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return s, "terminating: what it holds is already being freed"
+	case deschedulerutils.IsMirrorPod(pod):
+		// Whatever the evictor is told (its evict annotation lets any pod
+		// through): the kubelet runs a static pod from its manifest and
+		// makes its mirror pod again; evicting it frees nothing.
+		return s, "a static pod's mirror pod: the kubelet runs it whatever the API says"
 	case !n.schedulers.Has(schedulerName(pod)):
 		return s, fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
 	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
