@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/kubernetes/pkg/kubelet/qos"
 
@@ -157,5 +158,37 @@ func TestSwapCountsInBadness(t *testing.T) {
 	n, _ = NewNode(testNode("n", 16*Gi, 15*Gi), []*corev1.Pod{plain, swapped}, DefaultEstimate, WithMemorySample(s))
 	if first := n.KillOrder()[0]; first.Pod != "a-plain" || first.Points != 2*Gi+16*Gi {
 		t.Errorf("without swap: %s first with %d points", first.Pod, first.Points)
+	}
+}
+
+// A terminating pod holds its memory until its processes exit: the kernel
+// still counts, and may kill, a pod in its grace period. Once the kubelet
+// reports every container terminated, it holds nothing, in the declared
+// model and on a memory sample (its listed figure no longer counts).
+func TestTerminatingPodsCountUntilTheirProcessesExit(t *testing.T) {
+	stay := inSample(guaranteed("stay", 2*Gi), 1)
+	going := inSample(burstable("going", Gi, 4*Gi), 2)
+	going.DeletionTimestamp = &metav1.Time{Time: sampledAt}
+	exitedPod := going.DeepCopy()
+	exitedPod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	s := memSample(5*Gi, map[*corev1.Pod]int64{stay: 2 * Gi, going: 3 * Gi})
+	for _, c := range []struct {
+		name                string
+		pod                 *corev1.Pod
+		worst, used, victim int64
+	}{
+		{"running in its grace period", going, 6 * Gi, 5 * Gi, 2},
+		{"its containers exited", exitedPod, 2 * Gi, 2 * Gi, 1},
+	} {
+		pods := []*corev1.Pod{stay, c.pod}
+		n := mustNode(t, testNode("n", 16*Gi, 15*Gi), pods, DefaultEstimate)
+		m, err := NewNode(testNode("n", 16*Gi, 15*Gi), pods, DefaultEstimate, WithMemorySample(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.TotalWorst() != c.worst || m.UsedNow() != c.used || int64(len(m.KillOrder())) != c.victim {
+			t.Errorf("%s: worst %d, used now %d, %d containers; want %d, %d, %d",
+				c.name, n.TotalWorst(), m.UsedNow(), len(m.KillOrder()), c.worst, c.used, c.victim)
+		}
 	}
 }

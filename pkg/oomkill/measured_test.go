@@ -277,6 +277,7 @@ func FuzzAssessMeasured(f *testing.F) {
 		}
 		x := s.pod("", "")
 		x.Status.Phase = corev1.PodPending
+		x.DeletionTimestamp = nil // the scheduler places no terminating pod
 		a := n.Assess(NewIncoming(x))
 		now := a.Now
 		if !a.Measured || now.RiskPPM < 0 || now.RiskPPM > 1_000_000 || now.CollateralBytes < 0 || now.ShortfallAfter < now.ShortfallBefore || now.PodNow < 0 {

@@ -11,6 +11,7 @@ import (
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 
 	"github.com/headroom-k8s/headroom/pkg/memstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // ErrUnknownMemory is returned (wrapped) by NewNode for a node whose memory
@@ -104,7 +105,10 @@ func MemoryOf(node *corev1.Node) (capacity, allocatable int64, err error) {
 // NewNode builds the model of node holding pods. Capacity is the node's
 // memory capacity (the kubelet derives oom_score_adj from machine memory),
 // allocatable its allocatable memory (what pods may use before the node is
-// short). Pods in a terminal phase, and pods without containers, are ignored.
+// short). Pods whose processes are gone (sample.Terminal: a terminal phase,
+// or terminating with every container exited), and pods without
+// containers, are ignored; a terminating pod whose processes still run
+// counts in full, as the kernel sees it.
 func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option) (*Node, error) {
 	var o options
 	for _, opt := range opts {
@@ -136,7 +140,7 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 	var estimated []bool
 	var pm podMemory
 	for _, pod := range pods {
-		if pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if pod == nil || sample.Terminal(pod) {
 			continue
 		}
 		refs = refsOf(pod, refs)

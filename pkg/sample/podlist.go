@@ -406,10 +406,41 @@ func (t *Tally) Usage(reported int64) Usage {
 	return Usage{Held: SaturatingAdd(used, t.added), Leaving: t.leaving}
 }
 
-// Terminal reports whether the pod has ended (Succeeded or Failed): it holds
-// nothing any more.
+// Terminal reports whether the pod's processes are gone, so that it holds
+// nothing any more as the kernel sees it: it has ended (Succeeded or
+// Failed), or it is terminating and the kubelet reports every one of its
+// containers terminated and none running (between its containers' exit and
+// the status that ends it, or its removal). A terminating pod whose
+// processes still run holds all it held: the kernel frees its memory, PIDs
+// and address only when they exit, up to its grace period and beyond for a
+// pod stuck terminating.
 func Terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	return pod.DeletionTimestamp != nil && exited(pod)
+}
+
+// exited reports whether the pod's status names its containers, every
+// regular one terminated, and no container of any kind running.
+func exited(pod *corev1.Pod) bool {
+	st := &pod.Status
+	if len(st.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Terminated == nil || cs.State.Running != nil {
+			return false
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.EphemeralContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // SaturatingAdd returns a + b for non-negative operands, clamped at
