@@ -202,6 +202,8 @@ type oomPressure struct {
 	start, shortfall  int64
 	threshold, target int64
 	evicted           []*v1.Pod
+	// swapErr is why the node's swap figures were ignored, or nil.
+	swapErr error
 }
 
 // gains are what evicting a pod frees by each measured figure.
@@ -279,7 +281,11 @@ func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPre
 		RequestMultiplierPercent:      *t.NoLimitRequestPercent,
 		FractionOfAllocatablePermille: *t.NoLimitAllocatablePermille,
 	}
-	opts, _, _ := oomkill.MemorySampleOf(node, c.now, t.MaxSampleAge.Duration)
+	opts, stats, sampleErr := oomkill.MemorySampleOf(node, c.now, t.MaxSampleAge.Duration)
+	var swapErr error
+	if sampleErr == nil {
+		swapErr = stats.SwapErr
+	}
 	model, err := oomkill.NewNode(node, pods, est, opts...)
 	if err != nil {
 		return nil, err
@@ -289,7 +295,7 @@ func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPre
 	}
 	return &oomPressure{
 		model: model, start: model.Shortfall(), shortfall: model.Shortfall(),
-		threshold: *t.ThresholdPercent, target: *t.TargetPercent,
+		threshold: *t.ThresholdPercent, target: *t.TargetPercent, swapErr: swapErr,
 	}, nil
 }
 
