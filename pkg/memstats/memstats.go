@@ -6,9 +6,14 @@
 // node agent: the node's working set (as the kubelet computes it: usage −
 // inactive file, of the root cgroup), the sample's time, and the working
 // sets of the node's biggest memory users at the same sample, measured from
-// each pod's cgroup. The estimate of memory in use now (Estimate) is the one
-// rule every reader applies; it is pidstats' estimate over another figure
-// (sample.Tally).
+// each pod's cgroup. On a node with swap two more travel with them, of the
+// agent's own design (not in the project contract): the node's swap space
+// (AnnotationSwapTotal) and its biggest pods' swapped-out bytes
+// (AnnotationSwapPods), which the OOM model counts in the kernel's badness.
+// The estimate of memory in use now (Estimate) is the one rule every reader
+// applies; it is pidstats' estimate over another figure (sample.Tally). A
+// pod's declarations are read as the scheduler reads them
+// (ResourceOptions).
 package memstats
 
 import (
