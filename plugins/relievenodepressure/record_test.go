@@ -6,8 +6,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 // The relief record is written after each eviction, not only at the end of
@@ -88,5 +90,53 @@ func TestNewerSampleJudgedByTheNodesClock(t *testing.T) {
 	e.plugin.now = func() time.Time { return now.Add(time.Minute) }
 	if got, want := e.run(t, newer...), []string{"bystander"}; !equal(got, want) {
 		t.Fatalf("after a newer sample (node clock %s) evicted %v, want %v", skew, got, want)
+	}
+}
+
+// A run that ends midway leaves its plan to the next run: where the sample
+// lists the evicted pods, the next run, on the same sample, plans from it
+// less what they held and evicts the rest of the plan, without waiting for
+// the pressure to last pressureSamples samples again (the record keeps the
+// samples seen until the run is done with the node).
+func TestTheNextRunFinishesAPlanCutShort(t *testing.T) {
+	var pods []*v1.Pod
+	usage := map[*v1.Pod]int64{}
+	for i, name := range []string{"w1", "w2", "w3", "w4", "w5"} {
+		p := testPod(name, "n1", restarts(int32(9-i)))
+		pods, usage[p] = append(pods, p), 200
+	}
+	args := RelieveNodePressureArgs{PressureSamples: ptr.To[int32](2)}
+	node := func(age time.Duration) []*v1.Node {
+		return []*v1.Node{listed(sampledAt(pidNode("n1", 10000, 9990), 9990, now.Add(-age)), usage), spareNode("n2")}
+	}
+	// Two samples above the threshold: the second run relieves, and is cut
+	// short at its second eviction.
+	e := newEnv(t, setup{args: args}, objects(node(2*time.Minute), pods)...)
+	if got := e.run(t, node(2*time.Minute)...); len(got) != 0 {
+		t.Fatalf("first sample: evicted %v", got)
+	}
+	state := e.stateOf(t)
+	nodes := node(time.Minute)
+	e = newEnv(t, setup{args: args}, append(objects(nodes, pods), state...)...)
+	var crashed []runtime.Object // the ConfigMap when w2's eviction is requested
+	ns, name, _ := parseStateConfigMap(DefaultStateConfigMap)
+	e.client.PrependReactor("create", "pods", func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "eviction" && action.(clientgotesting.CreateAction).GetObject().(metav1.Object).GetName() == "w2" {
+			if cm, err := e.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("configmaps"), ns, name); err == nil {
+				cm := cm.(*v1.ConfigMap).DeepCopy()
+				cm.ResourceVersion = ""
+				crashed = []runtime.Object{cm}
+			}
+		}
+		return false, nil, nil
+	})
+	if got := e.run(t, nodes...); len(got) != 5 {
+		t.Fatalf("second sample: evicted %v, want all five", got)
+	}
+	// The process is killed as w2's eviction is requested: the next run
+	// has w1 gone and the record saved after w1.
+	next := newEnv(t, setup{args: args}, append(objects(nodes, pods[1:]), crashed...)...)
+	if got, want := next.run(t, nodes...), []string{"w2", "w3", "w4", "w5"}; !equal(got, want) {
+		t.Fatalf("the next run evicted %v, want the rest of the plan %v", got, want)
 	}
 }

@@ -277,11 +277,24 @@ func (c *cycle) calm(node *v1.Node) {
 // figure whose sample does not account for every evicted pod waits for a
 // newer sample of it.
 func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
+	c.relief(n, st, true)
+}
+
+// relief records the node's relief so far; finished: the run is done with
+// the node, and the pressure seen so far is spent. Until then the record
+// keeps the samples seen, so that a run that ends midway leaves its plan to
+// the next run, which carries out the rest of it from the same sample (less
+// what the sample accounts for of the pods evicted) without waiting for the
+// pressure to last again.
+func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 	if len(n.evictedPods) == 0 {
 		return
 	}
 	at := c.now
 	r := nodeRecord{Relieved: &at, Accounted: true}
+	if !finished {
+		r.Seen = c.state.records[n.node.Name].Seen
+	}
 	for _, m := range st.measured {
 		if m == nil {
 			continue
@@ -308,12 +321,14 @@ func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
 
 // saveRelief records the node's relief so far and writes the records at
 // once, so that a run that ends before its last eviction (the process
-// killed, the node drained under it) does not forget the evictions it made:
-// the next run would otherwise evict again for the same pressure. A failed
+// killed, the API server gone) does not forget the evictions it made: the
+// next run would otherwise plan again from a sample that still counts them.
+// The relief is recorded as under way (relief, not finished): the next run
+// finishes the plan from what the sample accounts for. A failed
 // write is logged; the run's final save tries again. Without a store (the
 // records live in the process) there is nothing to write.
 func (n *nodeRelief) saveRelief(ctx context.Context, st *pressure) {
-	n.recordRelief(n, st)
+	n.relief(n, st, false)
 	if n.store == nil {
 		return
 	}
