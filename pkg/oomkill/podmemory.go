@@ -1,6 +1,8 @@
 package oomkill
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
@@ -26,14 +28,24 @@ type podMemory struct {
 	// do not cap themselves, and a pod with an unlimited container and no
 	// pod-level limit has no limit at all.
 	podLimit int64
+
+	// Scratch reused from pod to pod (NewNode reads a node's pods with one
+	// podMemory): the per-container figures and the helpers' result map.
+	regular, sidecar []int64
+	reuse            corev1.ResourceList
 }
 
 // readPodMemory reads pod's memory declarations for refs (refsOf) into pm,
 // reusing its slices.
 func readPodMemory(pod *corev1.Pod, refs []ref, pm *podMemory) {
 	opts := memstats.ResourceOptions()
-	pm.requests = perContainer(pod, refs, opts, resourcehelper.AggregateContainerRequests, pm.requests)
-	pm.limits = perContainer(pod, refs, opts, resourcehelper.AggregateContainerLimits, pm.limits)
+	if pm.reuse == nil {
+		pm.reuse = corev1.ResourceList{}
+	}
+	opts.Reuse = pm.reuse
+	pm.requests = pm.perContainer(pod, refs, opts, resourcehelper.AggregateContainerRequests, pm.requests)
+	pm.limits = pm.perContainer(pod, refs, opts, resourcehelper.AggregateContainerLimits, pm.limits)
+	opts.Reuse = nil
 	pm.podLimit = 0
 	if !opts.SkipPodLevelResources && pod.Spec.Resources != nil && memoryOf(pod.Spec.Resources.Limits) > 0 {
 		pm.podLimit = memoryOf(resourcehelper.PodLimits(pod, opts))
@@ -45,10 +57,13 @@ func readPodMemory(pod *corev1.Pod, refs []ref, pm *podMemory) {
 // helper calls ContainerFn with each regular container's figures in order,
 // then with each init container's, where a sidecar's are the running sum
 // of the sidecars so far (its own is the difference).
-func perContainer(pod *corev1.Pod, refs []ref, opts resourcehelper.PodResourcesOptions,
+func (pm *podMemory) perContainer(pod *corev1.Pod, refs []ref, opts resourcehelper.PodResourcesOptions,
 	aggregate func(*corev1.Pod, resourcehelper.PodResourcesOptions) corev1.ResourceList, dst []int64) []int64 {
-	regular := make([]int64, len(pod.Spec.Containers))
-	sidecar := make([]int64, len(pod.Spec.InitContainers))
+	pm.regular = slices.Grow(pm.regular[:0], len(pod.Spec.Containers))[:len(pod.Spec.Containers)]
+	pm.sidecar = slices.Grow(pm.sidecar[:0], len(pod.Spec.InitContainers))[:len(pod.Spec.InitContainers)]
+	regular, sidecar := pm.regular, pm.sidecar
+	clear(regular)
+	clear(sidecar)
 	var r, i int
 	var sidecars int64 // the running sum of the sidecars' figures so far
 	opts.ContainerFn = func(rl corev1.ResourceList, t resourcehelper.ContainerType) {
@@ -66,7 +81,7 @@ func perContainer(pod *corev1.Pod, refs []ref, opts resourcehelper.PodResourcesO
 		}
 	}
 	aggregate(pod, opts)
-	dst = append(dst[:0], make([]int64, len(refs))...)
+	dst = slices.Grow(dst[:0], len(refs))[:len(refs)]
 	for k, ref := range refs {
 		if ref.init {
 			dst[k] = sidecar[ref.i]
