@@ -80,3 +80,21 @@ func TestMirrorPodsAreFoundUnderTheStaticPodsUID(t *testing.T) {
 		t.Errorf("LookupPod(mirror of a static pod with its own UID) = %d, %v", n, ok)
 	}
 }
+
+// FuzzStaticPodUID: whatever a cgroup's name holds, StaticPodUID never
+// panics, and what it accepts is a pod UID the per-pod lists accept, the
+// same hex digits in the same order.
+func FuzzStaticPodUID(f *testing.F) {
+	f.Add("0a1b2c3d4e5f60718293a4b5c6d7e8f9")
+	f.Add("6a0b5b6e-2f60-4c1e-9a53-3b1c0d1e2f01")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		uid, ok := StaticPodUID(s)
+		if !ok {
+			return
+		}
+		if !IsPodUID(string(uid)) || strings.ReplaceAll(string(uid), "-", "") != strings.ReplaceAll(s, "-", "") {
+			t.Fatalf("StaticPodUID(%q) = %q", s, uid)
+		}
+	})
+}
