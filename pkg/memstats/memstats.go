@@ -6,9 +6,14 @@
 // node agent: the node's working set (as the kubelet computes it: usage −
 // inactive file, of the root cgroup), the sample's time, and the working
 // sets of the node's biggest memory users at the same sample, measured from
-// each pod's cgroup. The estimate of memory in use now (Estimate) is the one
-// rule every reader applies; it is pidstats' estimate over another figure
-// (sample.Tally).
+// each pod's cgroup. On a node with swap two more travel with them, of the
+// agent's own design (not in the project contract): the node's swap space
+// (AnnotationSwapTotal) and its biggest pods' swapped-out bytes
+// (AnnotationSwapPods), which the OOM model counts in the kernel's badness.
+// The estimate of memory in use now (Estimate) is the one rule every reader
+// applies; it is pidstats' estimate over another figure (sample.Tally). A
+// pod's declarations are read as the scheduler reads them
+// (ResourceOptions).
 package memstats
 
 import (
@@ -18,7 +23,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/headroom-k8s/headroom/pkg/sample"
 )
@@ -33,6 +40,18 @@ const (
 	// users at the same sample: comma-separated <pod UID>=<bytes>, largest
 	// first.
 	AnnotationPods = "headroom.dev/memory-pods"
+
+	// AnnotationSwapTotal is the node's swap space in bytes (SwapTotal of
+	// /proc/meminfo) when sampled; written only where the node has swap,
+	// with the memory sample (its time is AnnotationSampledAt).
+	AnnotationSwapTotal = "headroom.dev/swap-total"
+	// AnnotationSwapPods lists what the node's biggest swap users had
+	// swapped out at the same sample, from each pod's cgroup (cgroup v2
+	// memory.swap.current; v1 memory.memsw.usage_in_bytes −
+	// memory.usage_in_bytes): comma-separated <pod UID>=<bytes>, largest
+	// first, bounded like AnnotationPods; written only with
+	// AnnotationSwapTotal.
+	AnnotationSwapPods = "headroom.dev/swap-pods"
 )
 
 // MaxBytes is the largest figure accepted, for the node and for one pod:
@@ -45,6 +64,10 @@ const MaxListedPods = 32
 
 // PodListFormat is AnnotationPods' format.
 var PodListFormat = sample.PodListFormat{Key: AnnotationPods, Unit: "bytes", MaxEntries: MaxListedPods, MaxValue: MaxBytes}
+
+// SwapPodListFormat is AnnotationSwapPods' format: AnnotationPods' under
+// its own key.
+var SwapPodListFormat = sample.PodListFormat{Key: AnnotationSwapPods, Unit: "bytes", MaxEntries: MaxListedPods, MaxValue: MaxBytes}
 
 const sampleKind = "memory"
 
@@ -66,6 +89,15 @@ type NodeStats struct {
 	// Pods are the biggest pods' working sets at the same sample. The zero
 	// PodList (no annotation, or a malformed one) lists nothing.
 	Pods sample.PodList
+	// SwapTotal is the node's swap space in bytes; 0 for a node without
+	// swap, or whose annotation is missing or malformed (SwapErr says).
+	SwapTotal int64
+	// SwapPods are the biggest pods' swapped-out bytes at the same sample
+	// (a complete list names every pod with anything in swap); the zero
+	// PodList where the node reports no swap.
+	SwapPods sample.PodList
+	// SwapErr is why the node's swap annotations were ignored, or nil.
+	SwapErr error
 }
 
 // Annotations are the Node annotations of s, as the node agent writes them.
@@ -77,6 +109,12 @@ func (s NodeStats) Annotations() map[string]string {
 	}
 	if s.Pods.Err() == nil && (s.Pods.Len() > 0 || s.Pods.Complete()) {
 		a[AnnotationPods] = s.Pods.String()
+	}
+	if s.SwapTotal > 0 {
+		a[AnnotationSwapTotal] = strconv.FormatInt(s.SwapTotal, 10)
+		if s.SwapPods.Err() == nil && (s.SwapPods.Len() > 0 || s.SwapPods.Complete()) {
+			a[AnnotationSwapPods] = s.SwapPods.String()
+		}
 	}
 	return a
 }
@@ -120,17 +158,78 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 	if v, ok := annotations[AnnotationPods]; ok {
 		s.Pods, _ = PodListFormat.Parse(v) // malformed: lists nothing, Pods.Err says why
 	}
+	s.SwapTotal, s.SwapPods, s.SwapErr = parseSwap(annotations)
 	if err := s.CheckAge(now, maxAge); err != nil {
 		return s, err
 	}
 	return s, nil
 }
 
+// ResourceOptions are the options of component-helpers' PodRequests and
+// PodLimits with which the scheduler counts a bound pod's resources
+// (framework.PodInfo.CalculateResource in Kubernetes v1.36), under the
+// process's feature gates: pod-level resources (spec.resources, KEP-2837)
+// where PodLevelResources is on, and, for a pod being resized in place, the
+// larger of what it asks for (spec), what the kubelet allocated
+// (status.containerStatuses[].allocatedResources) and what runs
+// (status.containerStatuses[].resources), as InPlacePodVerticalScaling and
+// InPlacePodLevelResourcesVerticalScaling have it. Every model that reads a
+// pod's memory declarations reads them with these options.
+func ResourceOptions() resourcehelper.PodResourcesOptions {
+	return resourcehelper.PodResourcesOptions{
+		UseStatusResources: utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling),
+		InPlacePodLevelResourcesVerticalScalingEnabled: utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodLevelResourcesVerticalScaling),
+		SkipPodLevelResources:                          !utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
+	}
+}
+
+// parseSwap reads the node's swap annotations. Without AnnotationSwapTotal
+// the node reports no swap (the swap list alone belongs to no sample); a
+// malformed total, or a malformed list, is ignored with the error: the
+// model then counts no swap, as on a node without it, and the memory
+// sample stays usable.
+func parseSwap(annotations map[string]string) (int64, sample.PodList, error) {
+	v, ok := annotations[AnnotationSwapTotal]
+	if !ok {
+		return 0, sample.PodList{}, nil
+	}
+	total, err := sample.ParseCount(AnnotationSwapTotal, v, MaxBytes)
+	if err != nil {
+		return 0, sample.PodList{}, err
+	}
+	lv, ok := annotations[AnnotationSwapPods]
+	if !ok {
+		return total, sample.PodList{}, nil
+	}
+	list, err := SwapPodListFormat.Parse(lv)
+	if err != nil {
+		return total, sample.PodList{}, err
+	}
+	return total, list, nil
+}
+
+// PodSwap is what pod had swapped out at the sample: its listed figure, or
+// 0 (on a complete list it swapped nothing; without a list, or for a pod
+// placed after the sample, nothing is known and a pod that has just started
+// has swapped little).
+func (s NodeStats) PodSwap(pod *corev1.Pod) int64 {
+	if pod == nil {
+		return 0
+	}
+	n, _ := s.SwapPods.LookupPod(pod)
+	return n
+}
+
 // PodRequest is the memory a pod declares, in bytes: its effective request
 // as the scheduler counts it (containers, init containers and sidecars,
-// pod-level requests, overhead), at most MaxBytes.
+// pod-level requests, a resize in progress, overhead; ResourceOptions), at
+// most MaxBytes.
 func PodRequest(pod *corev1.Pod) int64 {
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return requestOf(pod, ResourceOptions())
+}
+
+func requestOf(pod *corev1.Pod, opts resourcehelper.PodResourcesOptions) int64 {
+	reqs := resourcehelper.PodRequests(pod, opts)
 	q, ok := reqs[corev1.ResourceMemory]
 	if !ok || q.Sign() <= 0 {
 		return 0
@@ -142,12 +241,23 @@ func PodRequest(pod *corev1.Pod) int64 {
 }
 
 // Declared is what a pod is taken to hold when nothing measured it: its
-// memory request, or noRequest for a pod that requests no memory (the
-// caller's figure, e.g. OOMRisk's estimate of a container without a limit
-// or a request); at most MaxBytes.
+// memory request, or, for a pod whose containers and pod level request no
+// memory, noRequest (the caller's figure, e.g. OOMRisk's estimate of a
+// container without a limit or a request); at most MaxBytes. The pod's
+// overhead (its RuntimeClass's, spec.overhead) is counted in both cases, as
+// the scheduler's PodRequests adds it to every pod's requests: overhead
+// alone never makes a pod that requests nothing look like one that
+// requests that little.
 func Declared(pod *corev1.Pod, noRequest int64) int64 {
+	opts := ResourceOptions()
 	if r := PodRequest(pod); r > 0 {
-		return r
+		opts.ExcludeOverhead = true
+		if requestOf(pod, opts) > 0 {
+			return r
+		}
+		// Only the overhead: the estimate of a pod without a request, and
+		// the overhead on top.
+		return min(sample.SaturatingAdd(max(noRequest, 0), r), MaxBytes)
 	}
 	return min(max(noRequest, 0), MaxBytes)
 }
@@ -196,6 +306,12 @@ func Estimate(s NodeStats, pods []*corev1.Pod, declared func(*corev1.Pod) int64)
 func (s NodeStats) Validate() error {
 	if s.Used < 0 || s.Used > MaxBytes {
 		return &sample.InvalidError{Key: AnnotationUsed, Value: strconv.FormatInt(s.Used, 10), Reason: fmt.Sprintf("not within [0, %d]", MaxBytes)}
+	}
+	if s.SwapTotal < 0 || s.SwapTotal > MaxBytes {
+		return &sample.InvalidError{Key: AnnotationSwapTotal, Value: strconv.FormatInt(s.SwapTotal, 10), Reason: fmt.Sprintf("not within [0, %d]", MaxBytes)}
+	}
+	if err := s.SwapPods.Err(); err != nil {
+		return err
 	}
 	return s.Pods.Err()
 }

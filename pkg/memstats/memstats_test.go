@@ -208,3 +208,74 @@ func FuzzParseNode(f *testing.F) {
 		}
 	})
 }
+
+// A node with swap publishes its swap total and its pods' swap with the
+// memory sample; malformed swap annotations are ignored with SwapErr (the
+// node's memory sample stays usable, the model counts no swap), and a swap
+// list without the total belongs to no sample.
+func TestSwapAnnotations(t *testing.T) {
+	s := NodeStats{Used: 3 * gi, SampledAt: now.Truncate(time.Second), SwapTotal: 2 * gi,
+		SwapPods: SwapPodListFormat.New([]sample.PodFigure{{UID: uid(1), Value: gi}})}
+	got, err := ParseNode(s.Annotations(), now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SwapTotal != 2*gi || got.SwapErr != nil || got.PodSwap(pod(1, "", now)) != gi || got.PodSwap(pod(2, "", now)) != 0 {
+		t.Errorf("round trip: swap total %d, err %v, pod 1 %d", got.SwapTotal, got.SwapErr, got.PodSwap(pod(1, "", now)))
+	}
+	if _, ok := (NodeStats{Used: 1, SampledAt: now, SwapPods: s.SwapPods}).Annotations()[AnnotationSwapPods]; ok {
+		t.Error("a swap list was written for a node without swap")
+	}
+	at := sample.FormatTime(now.Add(-30 * time.Second))
+	for name, c := range map[string]struct {
+		total, pods string
+		wantTotal   int64
+		wantErr     bool
+	}{
+		"no swap":                {total: "-", pods: "-"},
+		"list without total":     {total: "-", pods: string(uid(1)) + "=5"},
+		"total, no list":         {total: "7", pods: "-", wantTotal: 7},
+		"malformed total":        {total: "lots", pods: "-", wantErr: true},
+		"total beyond 1 PiB":     {total: "1125899906842625", pods: "-", wantErr: true},
+		"malformed list":         {total: "7", pods: "x=1", wantTotal: 7, wantErr: true},
+		"list not largest first": {total: "7", pods: string(uid(1)) + "=1," + string(uid(2)) + "=2", wantTotal: 7, wantErr: true},
+	} {
+		a := annotations("5", at, "-")
+		if c.total != "-" {
+			a[AnnotationSwapTotal] = c.total
+		}
+		if c.pods != "-" {
+			a[AnnotationSwapPods] = c.pods
+		}
+		got, err := ParseNode(a, now, 0)
+		if err != nil || got.Used != 5 {
+			t.Errorf("%s: the memory sample is unusable (%v)", name, err)
+		}
+		if got.SwapTotal != c.wantTotal || (got.SwapErr != nil) != c.wantErr || got.PodSwap(pod(1, "", now)) != 0 && c.wantErr {
+			t.Errorf("%s: swap total %d, err %v; want %d, error %v", name, got.SwapTotal, got.SwapErr, c.wantTotal, c.wantErr)
+		}
+	}
+}
+
+// FuzzParseSwap: whatever the swap annotations hold, ParseNode never
+// panics, never loses the memory sample over them, and what it accepts
+// stays within bounds.
+func FuzzParseSwap(f *testing.F) {
+	f.Add("1073741824", string(uid(1))+"=5")
+	f.Add("x", "")
+	f.Add("-1", "=")
+	f.Fuzz(func(t *testing.T, total, pods string) {
+		a := annotations("5", sample.FormatTime(now), "-")
+		a[AnnotationSwapTotal], a[AnnotationSwapPods] = total, pods
+		s, err := ParseNode(a, now, 0)
+		if err != nil || s.Used != 5 {
+			t.Fatalf("memory sample lost: %v", err)
+		}
+		if s.SwapTotal < 0 || s.SwapTotal > MaxBytes || s.SwapPods.Total() < 0 {
+			t.Fatalf("out of bounds: %d, %d", s.SwapTotal, s.SwapPods.Total())
+		}
+		if s.SwapErr == nil && s.Validate() != nil {
+			t.Fatalf("accepted what the agent may not write: %v", s.Validate())
+		}
+	})
+}

@@ -306,6 +306,7 @@ func New(client kubernetes.Interface, cfg Config, opts ...Option) (*Agent, error
 			a.ipProbe(),
 			&MemoryProbe{CgroupRoot: cfg.CgroupRoot, ProcRoot: cfg.ProcRoot, Hysteresis: cfg.MemoryHysteresis, MaxAge: cfg.MaxInterval},
 			&MemoryPodsProbe{CgroupRoot: cfg.CgroupRoot, HysteresisBytes: cfg.MemoryHysteresis.Bytes},
+			&SwapPodsProbe{CgroupRoot: cfg.CgroupRoot, ProcRoot: cfg.ProcRoot, HysteresisBytes: cfg.MemoryHysteresis.Bytes},
 		}
 	}
 	a.started = a.clock.Now()

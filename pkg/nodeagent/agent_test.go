@@ -644,6 +644,7 @@ headroom_node_agent_samples_total{probe="memory"} 2
 headroom_node_agent_samples_total{probe="memory-pods"} 2
 headroom_node_agent_samples_total{probe="pid-pods"} 2
 headroom_node_agent_samples_total{probe="pids"} 2
+headroom_node_agent_samples_total{probe="swap-pods"} 2
 # HELP headroom_node_agent_write_failures_total [ALPHA] Node annotation patches that failed.
 # TYPE headroom_node_agent_write_failures_total counter
 headroom_node_agent_write_failures_total 1

@@ -25,7 +25,8 @@ import (
 //     UUID, "=", the figure) separated by commas. For pid-pods the figure
 //     is at most 7 digits (2^22 = 4194304), pidstats.MaxPodListBytes in
 //     all; for memory-pods, bytes held, at most 16 digits (memstats.MaxBytes
-//     = 2^50 = 1125899906842624), memstats.PodListFormat.MaxBytes() in all.
+//     = 2^50 = 1125899906842624), memstats.PodListFormat.MaxBytes() in all;
+//     swap-pods the same (memstats.SwapPodListFormat).
 const (
 	MaxIntegerBytes = 20
 	MaxTimeBytes    = len(time.RFC3339Nano)
@@ -56,6 +57,8 @@ var AnnotationCaps = map[string]int{
 	memstats.AnnotationUsed:      MaxIntegerBytes,
 	memstats.AnnotationSampledAt: MaxTimeBytes,
 	memstats.AnnotationPods:      MaxMemoryPodsBytes,
+	memstats.AnnotationSwapTotal: MaxIntegerBytes,
+	memstats.AnnotationSwapPods:  MaxMemoryPodsBytes,
 }
 
 // CheckAnnotation reports an error when the agent's admission policy would

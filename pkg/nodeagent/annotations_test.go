@@ -30,13 +30,19 @@ var contractNodeAnnotations = []string{
 	"headroom.dev/memory-used", "headroom.dev/memory-sampled-at", "headroom.dev/memory-pods",
 }
 
+// agentNodeAnnotations are the Node annotations the agent writes: the
+// contract's, and those of its own design documented in
+// cmd/node-agent/README.md (a node's swap, with its memory sample).
+var agentNodeAnnotations = append(slices.Clone(contractNodeAnnotations),
+	"headroom.dev/swap-total", "headroom.dev/swap-pods")
+
 // TestAdmissionPolicyCaps holds the admission policy that confines the
 // agent's ServiceAccount (the kustomize tree's and the chart's copy) to
 // AnnotationCaps: its headroomAnnotationCaps variable, evaluated as CEL,
 // must name the same keys with the same caps.
 func TestAdmissionPolicyCaps(t *testing.T) {
-	if got := slices.Sorted(maps.Keys(AnnotationCaps)); !slices.Equal(got, slices.Sorted(slices.Values(contractNodeAnnotations))) {
-		t.Errorf("AnnotationCaps names %q, want the contract's Node annotations %q", got, contractNodeAnnotations)
+	if got := slices.Sorted(maps.Keys(AnnotationCaps)); !slices.Equal(got, slices.Sorted(slices.Values(agentNodeAnnotations))) {
+		t.Errorf("AnnotationCaps names %q, want the contract's Node annotations and the agent's swap figures %q", got, agentNodeAnnotations)
 	}
 	want := map[string]int64{}
 	for k, v := range AnnotationCaps {

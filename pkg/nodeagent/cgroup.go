@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // DefaultCgroupRoot is where the host's cgroup filesystem is mounted.
@@ -136,10 +136,13 @@ type PodCgroup struct {
 
 // PodCgroups lists the pod cgroups of every QoS class. Directories that
 // are not pod cgroups (containers of the kubelet's own, other slices) are
-// skipped, and so are static pods: the kubelet names them by a hash of
-// their manifest (32 hex digits, pkg/kubelet/config), not by the UID of
-// their mirror pod in the API, so readers could never match them. A QoS directory that vanishes while listed is skipped too; an
-// unreadable kubepods directory is an error.
+// skipped. Static pods are listed too: they hold memory and PIDs like any
+// pod. The kubelet names their cgroups by a hash of their manifest (32 hex
+// digits, pkg/kubelet/config), which their mirror pod in the API carries
+// in its kubernetes.io/config.mirror annotation; the UID is that hash in
+// the form of a UUID (sample.StaticPodUID), under which readers find the
+// mirror pod (sample.ListUID). A QoS directory that vanishes while listed
+// is skipped; an unreadable kubepods directory is an error.
 func (l CgroupLayout) PodCgroups() ([]PodCgroup, error) {
 	top, err := os.ReadDir(l.Dir)
 	if err != nil {
@@ -210,10 +213,7 @@ func (l CgroupLayout) podUID(name, qos string) (types.UID, bool) {
 		}
 		uid = strings.ReplaceAll(rest, "_", "-")
 	}
-	if !pidstats.IsPodUID(uid) {
-		return "", false
-	}
-	return types.UID(uid), true
+	return sample.StaticPodUID(uid)
 }
 
 // ReadPIDsCurrent reads pids.current of a cgroup directory: the tasks

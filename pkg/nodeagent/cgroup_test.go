@@ -74,7 +74,10 @@ func TestPodPIDsProbeLayouts(t *testing.T) {
 				writeFile(t, filepath.Join(base, "podnot-a-uid", pidsCurrent), "99\n")
 				writeFile(t, filepath.Join(base, "kubepods-podnot_a_uid.slice", pidsCurrent), "99\n")
 				writeFile(t, filepath.Join(base, "system.slice", pidsCurrent), "99\n")
-				// A static pod (named by its manifest's hash) and an empty pod.
+				// A static pod (named by its manifest's hash, listed as the
+				// UUID those 32 hex digits spell, the key its mirror pod is
+				// found by) and an empty pod (not listed).
+				want["0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"] = 99
 				if driver == DriverCgroupfs {
 					writeFile(t, filepath.Join(base, "pod0a1b2c3d4e5f60718293a4b5c6d7e8f9", pidsCurrent), "99\n")
 					writeFile(t, filepath.Join(base, "pod6a0b5b6e-2f60-4c1e-9a53-3b1c0d1e2f09", pidsCurrent), "0\n")

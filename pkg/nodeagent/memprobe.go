@@ -54,6 +54,22 @@ const (
 	memTotalPrefix  = "MemTotal:"
 )
 
+// Swap, as the kernel counts it per cgroup. cgroup v2: memory.swap.current
+// (the cgroup's and its descendants' swap, hierarchical like
+// memory.current). cgroup v1 with swap accounting: memory.memsw.usage_in_bytes
+// − memory.usage_in_bytes (memory+swap less memory, both hierarchical),
+// or, where the memsw file is not there, total_swap of memory.stat (the
+// hierarchical swap; v1 memory.stat's swap counts the cgroup's own pages
+// only, and a pod's pages are its containers'). The node's swap space is
+// SwapTotal of meminfo, in kB, as the kernel's totalpages of oom_badness
+// adds it to RAM.
+const (
+	swapCurrentV2   = "memory.swap.current"
+	memswUsageV1    = "memory.memsw.usage_in_bytes"
+	totalSwapV1     = "total_swap"
+	swapTotalPrefix = "SwapTotal:"
+)
+
 // MemoryHysteresis is when a change of the node's working set is worth a
 // Node write.
 type MemoryHysteresis struct {
@@ -85,6 +101,9 @@ type MemoryProbe struct {
 	MaxAge time.Duration
 
 	unknownLogged bool // "no memory controller" was logged
+	// hadSwap: the node had swap figures (sampled, or in the annotations
+	// adopted at start); a sample without swap then withdraws them.
+	hadSwap bool
 }
 
 // MemoryProbeName is the MemoryProbe's name in logs and metrics.
@@ -122,12 +141,18 @@ func (p *MemoryProbe) Sample(ctx context.Context, now time.Time) (Sample, error)
 	if err != nil {
 		return nil, err
 	}
-	s := memstats.NodeStats{Used: used, SampledAt: now}
+	swap, err := ReadSwapTotal(p.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	s := memstats.NodeStats{Used: used, SampledAt: now, SwapTotal: swap}
+	withdrawSwap := swap == 0 && p.hadSwap
+	p.hadSwap = p.hadSwap || swap > 0
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	logger.V(5).Info("Read the node's working set", "cgroup", where, "workingSetBytes", used, "capacityBytes", capacity)
-	return memSample{stats: s, capacity: capacity, hysteresis: p.Hysteresis}, nil
+	logger.V(5).Info("Read the node's working set", "cgroup", where, "workingSetBytes", used, "capacityBytes", capacity, "swapBytes", swap)
+	return memSample{stats: s, capacity: capacity, hysteresis: p.Hysteresis, withdrawSwap: withdrawSwap}, nil
 }
 
 // Adopt implements Probe: the node's memory annotations are adopted when
@@ -138,6 +163,10 @@ func (p *MemoryProbe) Adopt(annotations map[string]string, now time.Time) (Sampl
 		return nil, err
 	}
 	s.Pods = memstats.NodeStats{}.Pods // the per-pod probe's
+	s.SwapPods = memstats.NodeStats{}.SwapPods
+	_, total := annotations[memstats.AnnotationSwapTotal]
+	_, pods := annotations[memstats.AnnotationSwapPods]
+	p.hadSwap = p.hadSwap || total || pods
 	return memSample{stats: s, hysteresis: p.Hysteresis}, nil
 }
 
@@ -147,12 +176,24 @@ type memSample struct {
 	// sample, whose annotations do not carry it.
 	capacity   int64
 	hysteresis MemoryHysteresis
+	// withdrawSwap: the node has no swap now but had swap figures written.
+	withdrawSwap bool
 }
 
 func (s memSample) Annotations() map[string]string { return s.stats.Annotations() }
-func (s memSample) SampledAt() time.Time           { return s.stats.SampledAt }
+
+// Withdrawn implements Withdrawer: a node whose swap is gone (swapoff
+// since the figures were written) carries no swap figures, which would
+// otherwise stay from an earlier sample.
+func (s memSample) Withdrawn() []string {
+	if !s.withdrawSwap {
+		return nil
+	}
+	return []string{memstats.AnnotationSwapTotal, memstats.AnnotationSwapPods}
+}
+func (s memSample) SampledAt() time.Time { return s.stats.SampledAt }
 func (s memSample) String() string {
-	return fmt.Sprintf("workingSet=%d capacity=%d", s.stats.Used, s.capacity)
+	return fmt.Sprintf("workingSet=%d capacity=%d swap=%d", s.stats.Used, s.capacity, s.stats.SwapTotal)
 }
 
 // Changed writes the working set when it moved by more than the hysteresis
@@ -164,6 +205,9 @@ func (s memSample) Changed(last Sample) (bool, string) {
 	l, ok := last.(memSample)
 	if !ok {
 		return true, "no memory sample written"
+	}
+	if s.capacity > 0 && s.stats.SwapTotal != l.stats.SwapTotal {
+		return true, fmt.Sprintf("swap space changed from %d to %d bytes", l.stats.SwapTotal, s.stats.SwapTotal)
 	}
 	delta := s.stats.Used - l.stats.Used // both in [0, MaxBytes]
 	if delta < 0 {
@@ -230,6 +274,97 @@ func (p *MemoryPodsProbe) Adopt(annotations map[string]string, _ time.Time) (Sam
 
 func (p *MemoryPodsProbe) emptySample() podSample {
 	return podSample{format: memstats.PodListFormat, unit: "bytes", hysteresis: p.HysteresisBytes}
+}
+
+// SwapPodsProbe publishes what the node's biggest swap users have swapped
+// out as memstats.AnnotationSwapPods, read from each pod's cgroup in the
+// memory hierarchy, on a node with swap (SwapTotal of meminfo above 0);
+// elsewhere it publishes nothing. It is the memory-pods probe's
+// counterpart for swap: the kernel's oom_badness counts a task's swap
+// entries with its resident memory.
+type SwapPodsProbe struct {
+	CgroupRoot string
+	// ProcRoot is where meminfo is read (SwapTotal).
+	ProcRoot string
+	// HysteresisBytes: as MemoryPodsProbe's.
+	HysteresisBytes int64
+}
+
+// SwapPodsProbeName is the SwapPodsProbe's name in logs and metrics.
+const SwapPodsProbeName = "swap-pods"
+
+// Name implements Probe.
+func (p *SwapPodsProbe) Name() string { return SwapPodsProbeName }
+
+// DependsOn implements Dependent: the list is one sample with the node's
+// working set and swap space.
+func (p *SwapPodsProbe) DependsOn() string { return MemoryProbeName }
+
+// Sample implements Probe, with MemoryPodsProbe's completeness rule. A pod
+// cgroup without the swap figures on a node with swap (v1 without swap
+// accounting, swapaccount=0) withdraws the list with an error naming the
+// file: readers then count no pod's swap, as on a node without it.
+func (p *SwapPodsProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
+	if _, _, ok := memoryHierarchy(p.CgroupRoot); !ok {
+		return nil, nil // the node's memory is unknown (MemoryProbe)
+	}
+	swap, err := ReadSwapTotal(p.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	if swap == 0 {
+		return nil, nil // no swap: MemoryProbe withdraws the swap figures
+	}
+	return samplePodList(ctx, p.CgroupRoot, cgroupV1Memory, func(pod PodCgroup, l CgroupLayout) (int64, error) {
+		n, err := ReadSwap(pod.Dir, l.V1)
+		if errors.Is(err, fs.ErrNotExist) && isDir(pod.Dir) {
+			return 0, fmt.Errorf("pod cgroup %s has no swap figures (is swap accounted for cgroups?): %v", pod.Dir, err)
+		}
+		return n, err
+	}, p.emptySample())
+}
+
+// Adopt implements Probe.
+func (p *SwapPodsProbe) Adopt(annotations map[string]string, _ time.Time) (Sample, error) {
+	return adoptPodList(annotations, p.emptySample())
+}
+
+func (p *SwapPodsProbe) emptySample() podSample {
+	return podSample{format: memstats.SwapPodListFormat, unit: "bytes", hysteresis: p.HysteresisBytes}
+}
+
+// ReadSwap reads what the cgroup in dir has swapped out, in bytes (see the
+// rule above), v1 for a cgroup v1 memory hierarchy. Errors name the file; a
+// missing file's error wraps fs.ErrNotExist.
+func ReadSwap(dir string, v1 bool) (int64, error) {
+	if !v1 {
+		n, err := readCgroupUint(filepath.Join(dir, swapCurrentV2))
+		return int64(min(n, math.MaxInt64)), err
+	}
+	memsw, err := readCgroupUint(filepath.Join(dir, memswUsageV1))
+	if errors.Is(err, fs.ErrNotExist) {
+		stat, serr := readMemoryStat(filepath.Join(dir, memoryStat))
+		if serr != nil {
+			return 0, serr
+		}
+		if n, ok := stat[totalSwapV1]; ok {
+			return int64(min(n, math.MaxInt64)), nil
+		}
+		return 0, fmt.Errorf("%s: no %s and no %s in %s", dir, memswUsageV1, totalSwapV1, memoryStat)
+	}
+	if err != nil {
+		return 0, err
+	}
+	usage, err := readCgroupUint(filepath.Join(dir, memoryUsageV1))
+	if err != nil {
+		return 0, err
+	}
+	// The two files are read one after the other: memory may move in
+	// between, never below 0 swap.
+	if memsw < usage {
+		return 0, nil
+	}
+	return int64(min(memsw-usage, math.MaxInt64)), nil
 }
 
 // memoryHierarchy is the root cgroup of the memory controller under
@@ -305,7 +440,7 @@ func readMemoryStat(path string) (map[string]uint64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	want := map[string]bool{inactiveFileV1: true, inactiveFileV2: true, anonV2: true, fileV2: true}
+	want := map[string]bool{inactiveFileV1: true, inactiveFileV2: true, anonV2: true, fileV2: true, totalSwapV1: true}
 	stat := map[string]uint64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
@@ -340,26 +475,48 @@ func readCgroupUint(path string) (uint64, error) {
 	return n, nil
 }
 
+// ReadSwapTotal reads the node's swap space in bytes from
+// <procRoot>/meminfo (SwapTotal, in kB); 0 without swap. A meminfo without
+// a SwapTotal line (a kernel built without swap) has none.
+func ReadSwapTotal(procRoot string) (int64, error) {
+	n, found, err := readMeminfo(procRoot, swapTotalPrefix, true)
+	if err != nil || !found {
+		return 0, err
+	}
+	return n, nil
+}
+
 // ReadMemTotal reads the node's memory capacity in bytes from
 // <procRoot>/meminfo (MemTotal, in kB), as cAdvisor's machine info does for
 // the Node's capacity.memory.
 func ReadMemTotal(procRoot string) (int64, error) {
+	n, found, err := readMeminfo(procRoot, memTotalPrefix, false)
+	if err == nil && !found {
+		err = fmt.Errorf("%s has no %s line", filepath.Join(procRoot, "meminfo"), memTotalPrefix)
+	}
+	return n, err
+}
+
+// readMeminfo reads the line of <procRoot>/meminfo with prefix, a size in
+// kB, in bytes: positive (zero too where zeroOK), at most memstats.MaxBytes.
+// found is false when there is no such line.
+func readMeminfo(procRoot, prefix string, zeroOK bool) (n int64, found bool, err error) {
 	path := filepath.Join(procRoot, "meminfo")
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", path, err)
+		return 0, false, fmt.Errorf("reading %s: %w", path, err)
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		v, ok := strings.CutPrefix(line, memTotalPrefix)
+		v, ok := strings.CutPrefix(line, prefix)
 		if !ok {
 			continue
 		}
 		kb, ok := strings.CutSuffix(strings.TrimSpace(v), " kB")
 		n, err := strconv.ParseInt(strings.TrimSpace(kb), 10, 64)
-		if !ok || err != nil || n <= 0 || n > memstats.MaxBytes/1024 {
-			return 0, fmt.Errorf("%s: %s %q is not a size in kB", path, memTotalPrefix, strings.TrimSpace(v))
+		if !ok || err != nil || n < 0 || (n == 0 && !zeroOK) || n > memstats.MaxBytes/1024 {
+			return 0, true, fmt.Errorf("%s: %s %q is not a size in kB", path, prefix, strings.TrimSpace(v))
 		}
-		return n * 1024, nil
+		return n * 1024, true, nil
 	}
-	return 0, fmt.Errorf("%s has no %s line", path, memTotalPrefix)
+	return 0, false, nil
 }

@@ -8,7 +8,20 @@
 //
 // Containers. A pod contributes its regular containers and its restartable
 // init containers (sidecars): what runs at steady state. Ordinary init
-// containers have exited; pods in phase Succeeded or Failed hold no memory.
+// containers have exited. A pod holds memory until its processes exit:
+// pods in phase Succeeded or Failed, and terminating pods whose containers
+// the kubelet reports all terminated (sample.Terminal), hold none; a
+// terminating pod whose processes still run counts in full, as the kernel
+// still sees (and may kill) it.
+//
+// Declarations. A pod's requests and limits are read as the scheduler
+// reads them: component-helpers' PodRequests, PodLimits and their
+// per-container aggregates with the scheduler's options
+// (memstats.ResourceOptions: pod-level resources, and for a pod being
+// resized in place the larger of its spec, what the kubelet allocated,
+// status.containerStatuses[].allocatedResources, and what runs,
+// status.containerStatuses[].resources). The kubelet computes adj on the
+// allocated requests.
 //
 // oom_score_adj. Each container gets the adj the kubelet gives it, from the
 // kubelet's own qos.GetContainerOOMScoreAdjust, called with the node's memory
@@ -32,7 +45,12 @@
 // one it is the Estimate: max(request × RequestMultiplierPercent / 100,
 // allocatable × FractionOfAllocatablePermille / 1000), by default
 // (DefaultEstimate) twice the request and at least 10 % of the node's
-// allocatable memory. A pod-level memory limit caps each of its containers.
+// allocatable memory. A pod-level memory limit (KEP-2837) caps the pod's
+// cgroup, so it caps the sum of its containers' worst cases: where they add
+// up to more, each is scaled down to its share of the pod's limit in
+// proportion to its own worst case. The pod's limit is PodLimits', overhead
+// included, as the kubelet's ResourceConfigForPod sets the pod cgroup's
+// memory.max.
 //
 // Badness. The kernel's oom_badness is a task's resident memory plus
 // oom_score_adj × totalpages / 1000; the task with the highest badness dies
@@ -82,6 +100,20 @@
 // set (memstats.Estimate) plus the incoming pod at its request (at most its
 // worst case) against allocatable: Assessment.Now. TestWorkedExampleMeasured
 // pins the example of plugins/oomrisk/README.md, "Worked example, measured".
+//
+// # Swap
+//
+// On a node with swap (memstats.NodeStats.SwapTotal > 0, the node agent's
+// headroom.dev/swap-total), the kernel's oom_badness counts a task's swap
+// entries with its resident pages, and its totalpages is RAM plus swap. A
+// container's Swap is its pod's headroom.dev/swap-pods figure, shared out
+// over its containers as Used is, and on a measured model
+//
+//	points = used + swap + adj × (capacity + swap total) / 1000
+//
+// An incoming pod has swapped nothing yet. The shortfalls, Used and the
+// worst case stay in memory (swap relieves neither the node's working set
+// nor its allocatable); adj stays the kubelet's, on memory capacity.
 //
 // # Use
 //

@@ -45,20 +45,14 @@ func (e Estimate) Validate() error {
 	return nil
 }
 
-// worst returns the worst-case memory of a container in bytes. limit and
-// podLimit are 0 when unset; the kubelet sets no cgroup limit for a zero
-// memory limit either. A pod-level limit caps each of its containers, since
-// they all live inside the pod's cgroup. Invalid (negative) settings count as 0.
-func (e Estimate) worst(request, limit, podLimit, allocatable int64) (worst int64, estimated bool) {
+// worst returns the worst-case memory of a container in bytes. limit is 0
+// when unset; the kubelet sets no cgroup limit for a zero memory limit
+// either. A pod-level limit is the pod's (Estimate.worsts). Invalid
+// (negative) settings count as 0.
+func (e Estimate) worst(request, limit, allocatable int64) (worst int64, estimated bool) {
 	if limit > 0 {
-		worst = limit
-	} else {
-		estimated = true
-		worst = max(mulDiv(request, e.RequestMultiplierPercent, 100),
-			mulDiv(allocatable, e.FractionOfAllocatablePermille, 1000))
+		return limit, false
 	}
-	if podLimit > 0 && worst > podLimit {
-		worst = podLimit
-	}
-	return worst, estimated
+	return max(mulDiv(request, e.RequestMultiplierPercent, 100),
+		mulDiv(allocatable, e.FractionOfAllocatablePermille, 1000)), true
 }

@@ -60,7 +60,7 @@ func (n *Node) ExplainWith(in *Incoming) Explanation {
 		next = hi
 		r := in.refs[i]
 		c := r.of(in.pod)
-		_, estimated := n.est.worst(in.requests[i], in.limits[i], in.podLimit, n.allocatable)
+		_, estimated := n.est.worst(in.mem.requests[i], in.mem.limits[i], n.allocatable)
 		order = append(order, Victim{
 			Namespace: in.pod.Namespace,
 			Pod:       in.pod.Name,
@@ -70,7 +70,7 @@ func (n *Node) ExplainWith(in *Incoming) Explanation {
 			Incoming:  true,
 			QOS:       in.qos,
 			Adj:       p.adj[j],
-			Request:   in.requests[i],
+			Request:   in.mem.requests[i],
 			Worst:     p.worst[j],
 			Estimated: estimated,
 			Points:    p.points[j],

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fuzzSource turns fuzz bytes into model inputs; it reads zeros once the
@@ -110,6 +111,33 @@ func (s *fuzzSource) pod(ns, name string) *corev1.Pod {
 	if flags&8 != 0 {
 		pod.Status.Phase = corev1.PodSucceeded
 	}
+	if flags&16 != 0 { // being resized in place: allocated and running figures in status
+		for _, c := range pod.Spec.Containers {
+			cs := corev1.ContainerStatus{Name: c.Name, AllocatedResources: corev1.ResourceList{},
+				Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}}
+			if q, ok := s.quantity(); ok {
+				cs.AllocatedResources[corev1.ResourceMemory] = q
+				cs.Resources.Requests[corev1.ResourceMemory] = q
+			}
+			if q, ok := s.quantity(); ok {
+				cs.Resources.Limits[corev1.ResourceMemory] = q
+			}
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
+		}
+	}
+	if flags&64 != 0 { // terminating, its containers exited or not
+		pod.DeletionTimestamp = &metav1.Time{}
+		for i := range pod.Status.ContainerStatuses {
+			if s.byte()%2 == 0 {
+				pod.Status.ContainerStatuses[i].State.Terminated = &corev1.ContainerStateTerminated{}
+			}
+		}
+	}
+	if flags&32 != 0 {
+		if q, ok := s.quantity(); ok {
+			pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: q}
+		}
+	}
 	return pod
 }
 
@@ -138,6 +166,7 @@ func FuzzAssess(f *testing.F) {
 		}
 		x := s.pod("", "")
 		x.Status.Phase = corev1.PodPending
+		x.DeletionTimestamp = nil // the scheduler places no terminating pod
 
 		n, err := NewNode(node, pods, est)
 		if err != nil {

@@ -17,12 +17,13 @@ import (
 // estimate) and kept: a cluster has few shapes, and Assess is then free of
 // allocation. It is safe for concurrent use.
 type Incoming struct {
-	pod      *corev1.Pod
-	qos      corev1.PodQOSClass
-	refs     []ref
-	requests []int64
-	limits   []int64
-	podLimit int64
+	pod  *corev1.Pod
+	qos  corev1.PodQOSClass
+	refs []ref
+	// mem is the pod's memory declarations (readPodMemory).
+	mem podMemory
+	// allocated is the pod as the kubelet computes its adj (allocatedPod).
+	allocated *corev1.Pod
 
 	// last is the plan used last: nodes of a cluster mostly share a shape,
 	// so that is a lock-free hit for Score running in parallel over nodes.
@@ -34,7 +35,9 @@ type Incoming struct {
 // shape is what the per-node figures of an incoming pod depend on.
 type shape struct {
 	capacity, allocatable int64
-	est                   Estimate
+	// totalPages is the node's totalpages (capacity plus swap).
+	totalPages int64
+	est        Estimate
 	// measured: the node's model is built on a memory sample, so the pod
 	// ranks in the kill order by what it will hold when it starts.
 	measured bool
@@ -64,14 +67,8 @@ func NewIncoming(pod *corev1.Pod) *Incoming {
 	}
 	in.qos = v1qos.GetPodQOS(pod)
 	in.refs = refsOf(pod, nil)
-	in.requests = make([]int64, len(in.refs))
-	in.limits = make([]int64, len(in.refs))
-	for k, r := range in.refs {
-		c := r.of(pod)
-		in.requests[k] = memoryOf(c.Resources.Requests)
-		in.limits[k] = memoryOf(c.Resources.Limits)
-	}
-	in.podLimit = podMemoryLimit(pod)
+	readPodMemory(pod, in.refs, &in.mem)
+	in.allocated = allocatedPod(pod)
 	return in
 }
 
@@ -82,7 +79,7 @@ func (in *Incoming) Pod() *corev1.Pod { return in.pod }
 func (in *Incoming) QOS() corev1.PodQOSClass { return in.qos }
 
 func (in *Incoming) planFor(n *Node) *plan {
-	key := shape{capacity: n.capacity, allocatable: n.allocatable, est: n.est, measured: n.measured}
+	key := shape{capacity: n.capacity, allocatable: n.allocatable, totalPages: n.totalPages, est: n.est, measured: n.measured}
 	if p := in.last.Load(); p != nil && p.shape == key {
 		return p
 	}
@@ -109,16 +106,13 @@ func (in *Incoming) newPlan(s shape) *plan {
 	k := len(in.refs)
 	p := &plan{shape: s, idx: make([]int, k), adj: make([]int, k), worst: make([]int64, k), points: make([]int64, k), now: make([]int64, k)}
 	adj := make([]int, k)
-	kubeletAdjs(withQOS(in.pod, in.qos), in.refs, s.capacity, adj)
+	kubeletAdjs(withQOS(in.allocated, in.qos), in.refs, s.capacity, adj)
 	worst := make([]int64, k)
 	held := worst // what ranks a container: its worst case, or what it holds on a measured node
 	for j := range k {
 		p.idx[j] = j
-		worst[j], _ = s.est.worst(in.requests[j], in.limits[j], in.podLimit, s.allocatable)
 	}
-	for j := range k {
-		p.podWorst = addSat(p.podWorst, worst[j])
-	}
+	p.podWorst = s.est.worsts(in.mem.requests, in.mem.limits, in.mem.podLimit, s.allocatable, worst, nil)
 	if s.measured {
 		// What the pod declares, at most its worst case, so that its worst
 		// case is the same on every node of the shape, measured or not.
@@ -128,14 +122,14 @@ func (in *Incoming) newPlan(s shape) *plan {
 	// The same order NewNode gives the containers of one pod.
 	slices.SortStableFunc(p.idx, func(a, b int) int {
 		return cmp.Or(
-			cmp.Compare(badness(held[b], adj[b], s.capacity), badness(held[a], adj[a], s.capacity)),
+			cmp.Compare(badness(held[b], adj[b], s.totalPages), badness(held[a], adj[a], s.totalPages)),
 			cmp.Compare(in.refs[a].of(in.pod).Name, in.refs[b].of(in.pod).Name),
 		)
 	})
 	for j, i := range p.idx {
 		p.adj[j] = adj[i]
 		p.worst[j] = worst[i]
-		p.points[j] = badness(held[i], adj[i], s.capacity)
+		p.points[j] = badness(held[i], adj[i], s.totalPages)
 		if s.measured {
 			p.now[j] = held[i]
 			p.podNow = addSat(p.podNow, held[i])
@@ -163,10 +157,5 @@ func (in *Incoming) WorstWithin(allocatable int64, est Estimate) int64 {
 	if in == nil {
 		return 0
 	}
-	var w int64
-	for k := range in.refs {
-		cw, _ := est.worst(in.requests[k], in.limits[k], in.podLimit, allocatable)
-		w = addSat(w, cw)
-	}
-	return w
+	return est.podWorstOf(in.mem.requests, in.mem.limits, in.mem.podLimit, allocatable)
 }

@@ -26,7 +26,7 @@ func WithMemorySample(s memstats.NodeStats) Option {
 // nothing measured it: the estimate of a container without a limit or a
 // request on the node, the same figure the declared model counts for it.
 func (e Estimate) noRequest(allocatable int64) int64 {
-	w, _ := e.worst(0, 0, 0, allocatable)
+	w, _ := e.worst(0, 0, allocatable)
 	return w
 }
 
@@ -80,7 +80,13 @@ func (n *Node) measure(s *memstats.NodeStats, pod *corev1.Pod, first int, worst,
 		vs[k].Used = shares[k]
 		vs[k].Measured = measured
 		vs[k].Worst = max(vs[k].Worst, vs[k].Used)
-		vs[k].Points = badness(vs[k].Used, vs[k].Adj, n.capacity)
+	}
+	// What the pod has swapped out counts in its badness as the kernel's
+	// oom_badness counts swap entries; shared out like what it holds.
+	spread(s.PodSwap(pod), worst[:len(vs)], shares)
+	for k := range vs {
+		vs[k].Swap = shares[k]
+		vs[k].Points = badness(addSat(vs[k].Used, vs[k].Swap), vs[k].Adj, n.totalPages)
 	}
 }
 

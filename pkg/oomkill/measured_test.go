@@ -235,6 +235,7 @@ func FuzzAssessMeasured(f *testing.F) {
 	f.Add([]byte{1, 2, 0, 16, 3, 200, 100, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, int64(8*Gi), int64(Gi))
 	f.Add([]byte(strings.Repeat("\x10\x02\x01\x0a\x07", 60)), int64(1<<50), int64(1<<50))
 	f.Fuzz(func(t *testing.T, data []byte, used, perPod int64) {
+		swapTotal := int64(0)
 		s := &fuzzSource{b: data}
 		node := testNode("n", 0, 0)
 		if q, ok := s.quantity(); ok {
@@ -253,13 +254,21 @@ func FuzzAssessMeasured(f *testing.F) {
 			}
 		}
 		ms := memSample(min(max(used, 0), memstats.MaxBytes), figures)
+		if sw := s.byte(); sw%2 != 0 { // a node with swap, its pods' swap as big as what they hold
+			swapTotal = min(max(used, 0), memstats.MaxBytes) >> (sw % 8)
+			var swapped []sample.PodFigure
+			for p, b := range figures {
+				swapped = append(swapped, sample.PodFigure{UID: p.UID, Value: b})
+			}
+			ms.SwapTotal, ms.SwapPods = swapTotal, memstats.SwapPodListFormat.New(swapped)
+		}
 		n, err := NewNode(node, pods, DefaultEstimate, WithMemorySample(ms))
 		if err != nil {
 			return
 		}
 		order := n.KillOrder()
 		for i, v := range order {
-			if v.Used < 0 || v.Worst < v.Used {
+			if v.Used < 0 || v.Swap < 0 || v.Worst < v.Used || (swapTotal == 0 && v.Swap != 0) {
 				t.Fatalf("container %+v holds more than its worst case or less than nothing", v)
 			}
 			if i > 0 && order[i-1].Points < v.Points {
@@ -268,6 +277,7 @@ func FuzzAssessMeasured(f *testing.F) {
 		}
 		x := s.pod("", "")
 		x.Status.Phase = corev1.PodPending
+		x.DeletionTimestamp = nil // the scheduler places no terminating pod
 		a := n.Assess(NewIncoming(x))
 		now := a.Now
 		if !a.Measured || now.RiskPPM < 0 || now.RiskPPM > 1_000_000 || now.CollateralBytes < 0 || now.ShortfallAfter < now.ShortfallBefore || now.PodNow < 0 {

@@ -210,33 +210,20 @@ func TestShortfallWithoutAndPodWorst(t *testing.T) {
 	}
 }
 
-func TestPodLevelLimitCapsWorst(t *testing.T) {
-	p := testPod("default", "p", ctr{name: "a", req: Gi}, ctr{name: "b", req: Gi, lim: 8 * Gi})
-	p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: bytesQ(3 * Gi)}}
-	n := mustNode(t, testNode("n", 64*Gi, 60*Gi), []*corev1.Pod{p}, DefaultEstimate)
-	// a: no limit, estimate max(2·1Gi, 6Gi) = 6Gi, capped at 3Gi; b: 8Gi capped at 3Gi.
-	for _, v := range n.KillOrder() {
-		if v.Worst != 3*Gi {
-			t.Errorf("%s: worst %d, want 3Gi", v.Container, v.Worst)
-		}
-	}
-}
-
 func TestEstimate(t *testing.T) {
 	e := Estimate{RequestMultiplierPercent: 150, FractionOfAllocatablePermille: 50}
 	for _, c := range []struct {
-		request, limit, podLimit, allocatable int64
-		want                                  int64
-		estimated                             bool
+		request, limit, allocatable int64
+		want                        int64
+		estimated                   bool
 	}{
 		{request: Gi, limit: 5 * Gi, allocatable: 100 * Gi, want: 5 * Gi},                         // the limit
 		{request: 4 * Gi, allocatable: 100 * Gi, want: 6 * Gi, estimated: true},                   // 150 % of 4Gi > 5Gi
 		{request: Gi, allocatable: 100 * Gi, want: 5 * Gi, estimated: true},                       // 5 % of 100Gi > 1.5Gi
 		{request: math.MaxInt64, allocatable: Gi, want: math.MaxInt64, estimated: true},           // saturates
 		{request: math.MaxInt64 / 2, allocatable: Gi, want: 6917529027641081854, estimated: true}, // ⌊1.5·(2⁶²−1)⌋, 128-bit product
-		{request: Gi, limit: 5 * Gi, podLimit: 2 * Gi, allocatable: 100 * Gi, want: 2 * Gi},       // pod cgroup caps it
 	} {
-		got, estimated := e.worst(c.request, c.limit, c.podLimit, c.allocatable)
+		got, estimated := e.worst(c.request, c.limit, c.allocatable)
 		if got != c.want || estimated != c.estimated {
 			t.Errorf("worst(%+v) = %d, %v; want %d, %v", c, got, estimated, c.want, c.estimated)
 		}

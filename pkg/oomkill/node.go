@@ -11,6 +11,7 @@ import (
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 
 	"github.com/headroom-k8s/headroom/pkg/memstats"
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // ErrUnknownMemory is returned (wrapped) by NewNode for a node whose memory
@@ -37,6 +38,11 @@ type Victim struct {
 	// Estimate when it has none (Estimated).
 	Worst     int64
 	Estimated bool
+	// Swap is what the container has swapped out, as the node's memory
+	// sample tells (its pod's headroom.dev/swap-pods figure shared out like
+	// Used); 0 where the node reports no swap. The kernel counts it in the
+	// container's badness.
+	Swap int64
 	// Used is what the container holds now, as the node's memory sample
 	// tells (its pod's measured working set shared out over its containers
 	// by worst case, or what the pod declares when the sample did not
@@ -44,8 +50,8 @@ type Victim struct {
 	Used     int64
 	Measured bool
 	// Points is the kernel's badness in bytes: what the container holds
-	// (Used in a model built on a memory sample, else Worst) + Adj ×
-	// capacity / 1000.
+	// (Used + Swap in a model built on a memory sample, else Worst) + Adj ×
+	// totalpages / 1000, totalpages the node's capacity plus its swap.
 	Points int64
 	// AtRisk marks a container the killer takes to cover the shortfall.
 	AtRisk bool
@@ -60,12 +66,16 @@ type Node struct {
 	name        string
 	capacity    int64
 	allocatable int64
-	est         Estimate
-	victims     []Victim // kill order, first to die first
-	points      []int64  // victims[i].Points, for binary search
-	prefix      []int64  // prefix[i] = Σ Worst of victims[:i], saturating
-	shortfall   int64
-	killed      int // victims[:killed] die covering the shortfall
+	// totalPages is the kernel's totalpages of oom_badness, in bytes: the
+	// node's memory capacity plus its swap (a model on a memory sample that
+	// reports swap; see "Swap" in the package documentation).
+	totalPages int64
+	est        Estimate
+	victims    []Victim // kill order, first to die first
+	points     []int64  // victims[i].Points, for binary search
+	prefix     []int64  // prefix[i] = Σ Worst of victims[:i], saturating
+	shortfall  int64
+	killed     int // victims[:killed] die covering the shortfall
 
 	// The model on a memory sample: what the containers hold now, in kill
 	// order, and the node's working set as the shared estimate has it.
@@ -95,7 +105,10 @@ func MemoryOf(node *corev1.Node) (capacity, allocatable int64, err error) {
 // NewNode builds the model of node holding pods. Capacity is the node's
 // memory capacity (the kubelet derives oom_score_adj from machine memory),
 // allocatable its allocatable memory (what pods may use before the node is
-// short). Pods in a terminal phase, and pods without containers, are ignored.
+// short). Pods whose processes are gone (sample.Terminal: a terminal phase,
+// or terminating with every container exited), and pods without
+// containers, are ignored; a terminating pod whose processes still run
+// counts in full, as the kernel sees it.
 func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option) (*Node, error) {
 	var o options
 	for _, opt := range opts {
@@ -108,7 +121,10 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{name: node.Name, capacity: capacity, allocatable: allocatable, est: est}
+	n := &Node{name: node.Name, capacity: capacity, allocatable: allocatable, totalPages: capacity, est: est}
+	if o.sample != nil {
+		n.totalPages = addSat(capacity, o.sample.SwapTotal)
+	}
 
 	size := 0
 	for _, pod := range pods {
@@ -121,8 +137,10 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 	var refs []ref
 	var adjs []int
 	var worst, shares []int64
+	var estimated []bool
+	var pm podMemory
 	for _, pod := range pods {
-		if pod == nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if pod == nil || sample.Terminal(pod) {
 			continue
 		}
 		refs = refsOf(pod, refs)
@@ -131,13 +149,14 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		}
 		adjs = slices.Grow(adjs[:0], len(refs))[:len(refs)]
 		class := v1qos.GetPodQOS(pod)
-		kubeletAdjs(withQOS(pod, class), refs, n.capacity, adjs)
-		podLimit := podMemoryLimit(pod)
+		kubeletAdjs(withQOS(allocatedPod(pod), class), refs, n.capacity, adjs)
+		readPodMemory(pod, refs, &pm)
+		worst = slices.Grow(worst[:0], len(refs))[:len(refs)]
+		estimated = slices.Grow(estimated[:0], len(refs))[:len(refs)]
+		est.worsts(pm.requests, pm.limits, pm.podLimit, n.allocatable, worst, estimated)
 		first := len(n.victims)
 		for k, r := range refs {
 			c := r.of(pod)
-			request := memoryOf(c.Resources.Requests)
-			worst, estimated := est.worst(request, memoryOf(c.Resources.Limits), podLimit, n.allocatable)
 			n.victims = append(n.victims, Victim{
 				Namespace: pod.Namespace,
 				Pod:       pod.Name,
@@ -146,10 +165,10 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 				Sidecar:   r.init,
 				QOS:       class,
 				Adj:       adjs[k],
-				Request:   request,
-				Worst:     worst,
-				Estimated: estimated,
-				Points:    badness(worst, adjs[k], n.capacity),
+				Request:   pm.requests[k],
+				Worst:     worst[k],
+				Estimated: estimated[k],
+				Points:    badness(worst[k], adjs[k], n.totalPages),
 			})
 		}
 		if n.measured {
@@ -218,14 +237,6 @@ func withQOS(pod *corev1.Pod, class corev1.PodQOSClass) *corev1.Pod {
 	cp := *pod
 	cp.Status.QOSClass = class
 	return &cp
-}
-
-// podMemoryLimit returns the pod-level memory limit in bytes; 0 when unset.
-func podMemoryLimit(pod *corev1.Pod) int64 {
-	if pod.Spec.Resources == nil {
-		return 0
-	}
-	return memoryOf(pod.Spec.Resources.Limits)
 }
 
 // reach returns the smallest t in [lo, hi] with prefix[t] + extra ≥ target,

@@ -208,6 +208,53 @@ func (p PodList) Lookup(uid types.UID) (int64, bool) {
 	return p.l.entries[p.l.byUID[k]].Value, true
 }
 
+// LookupPod returns the figure of pod, and whether it is listed: under its
+// UID, or, for the mirror pod of a static pod, under the static pod's UID
+// (ListUID), the one its cgroup is named by.
+func (p PodList) LookupPod(pod *corev1.Pod) (int64, bool) {
+	if pod == nil {
+		return 0, false
+	}
+	return p.Lookup(ListUID(pod))
+}
+
+// ListUID is the UID under which a node agent lists pod: its UID, or, for
+// the mirror pod of a static pod (the kubelet's kubernetes.io/config.mirror
+// annotation), the static pod's own UID, which the annotation holds and
+// which names the pod's cgroup (StaticPodUID puts it in the canonical form
+// of a UUID). The API gives a mirror pod a UID of its own, which no cgroup
+// bears.
+func ListUID(pod *corev1.Pod) types.UID {
+	if v, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		if uid, ok := StaticPodUID(v); ok {
+			return uid
+		}
+	}
+	return pod.UID
+}
+
+// StaticPodUID returns the UID under which a node agent lists a pod the
+// kubelet knows by kubeletUID, and whether it can list it at all: a
+// canonical UUID as it is; a static pod's UID, which the kubelet derives
+// from its manifest as 32 lowercase hex digits (an MD5 sum, pkg/kubelet/
+// config), as the UUID those digits spell (8-4-4-4-12), so that per-pod
+// lists keep one form of UID.
+func StaticPodUID(kubeletUID string) (types.UID, bool) {
+	if IsPodUID(kubeletUID) {
+		return types.UID(kubeletUID), true
+	}
+	if len(kubeletUID) != 32 {
+		return "", false
+	}
+	for i := 0; i < len(kubeletUID); i++ {
+		if c := kubeletUID[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", false
+		}
+	}
+	h := kubeletUID
+	return types.UID(h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]), true
+}
+
 // Total is the sum of the listed figures.
 func (p PodList) Total() int64 {
 	if p.l == nil {
@@ -331,7 +378,7 @@ func NewTally(list PodList) Tally { return Tally{list: list} }
 
 // Listed counts pod when the list names it and reports whether it did.
 func (t *Tally) Listed(pod *corev1.Pod) bool {
-	n, ok := t.list.Lookup(pod.UID)
+	n, ok := t.list.LookupPod(pod)
 	if !ok {
 		return false
 	}
@@ -359,10 +406,41 @@ func (t *Tally) Usage(reported int64) Usage {
 	return Usage{Held: SaturatingAdd(used, t.added), Leaving: t.leaving}
 }
 
-// Terminal reports whether the pod has ended (Succeeded or Failed): it holds
-// nothing any more.
+// Terminal reports whether the pod's processes are gone, so that it holds
+// nothing any more as the kernel sees it: it has ended (Succeeded or
+// Failed), or it is terminating and the kubelet reports every one of its
+// containers terminated and none running (between its containers' exit and
+// the status that ends it, or its removal). A terminating pod whose
+// processes still run holds all it held: the kernel frees its memory, PIDs
+// and address only when they exit, up to its grace period and beyond for a
+// pod stuck terminating.
 func Terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	return pod.DeletionTimestamp != nil && exited(pod)
+}
+
+// exited reports whether the pod's status names its containers, every
+// regular one terminated, and no container of any kind running.
+func exited(pod *corev1.Pod) bool {
+	st := &pod.Status
+	if len(st.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Terminated == nil || cs.State.Running != nil {
+			return false
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.EphemeralContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // SaturatingAdd returns a + b for non-negative operands, clamped at
@@ -385,7 +463,7 @@ func SaturatingAdd(a, b int64) int64 {
 //     with a full list: declared, at most the smallest listed figure;
 //     without a list: declared.
 func PodFigureOf(list PodList, sampledAt time.Time, pod *corev1.Pod, declared int64) (int64, bool) {
-	if n, ok := list.Lookup(pod.UID); ok {
+	if n, ok := list.LookupPod(pod); ok {
 		return n, true
 	}
 	switch {

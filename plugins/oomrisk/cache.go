@@ -39,6 +39,8 @@ type nodeEntry struct {
 	sampleErr error
 	// podsErr is why the sample's per-pod list was ignored, or nil.
 	podsErr error
+	// swapErr is why the sample's swap figures were ignored, or nil.
+	swapErr error
 	// staleAfter is when the memory sample the model is built on passes
 	// maxSampleAge; zero when it never does or the model has none. A
 	// sample ages without any Node update, so Score judges it each time,
@@ -85,7 +87,7 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 	e := nodeEntry{slack: -1}
 	opts, stats, err := oomkill.MemorySampleOf(ni.Node(), time.Now(), pl.maxSampleAge)
 	if e.sampleErr = err; err == nil {
-		e.podsErr = stats.Pods.Err()
+		e.podsErr, e.swapErr = stats.Pods.Err(), stats.SwapErr
 	}
 	pl.reportInvalid(ctx, ni.Node(), prev, &e)
 	if err == nil && pl.maxSampleAge > 0 {
@@ -144,6 +146,8 @@ func (e *nodeEntry) ignored() nodestate.IgnoredAnnotation {
 		return nodestate.IgnoredAnnotation{Key: ie.Key, Err: e.sampleErr, Consequence: "the node is judged on its pods' declared memory"}
 	case e.podsErr != nil:
 		return nodestate.IgnoredAnnotation{Key: memstats.AnnotationPods, Err: e.podsErr, Consequence: "the node's pods count at their declared memory"}
+	case errors.As(e.swapErr, &ie):
+		return nodestate.IgnoredAnnotation{Key: ie.Key, Err: e.swapErr, Consequence: "the node's swap is not counted in the kill order"}
 	}
 	return nodestate.IgnoredAnnotation{}
 }

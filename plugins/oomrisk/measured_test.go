@@ -119,6 +119,22 @@ func TestInvalidMemoryAnnotationIsIgnored(t *testing.T) {
 	}
 }
 
+// TestInvalidSwapAnnotationIsIgnored: a malformed swap figure leaves the
+// node measured, without swap, and is reported.
+func TestInvalidSwapAnnotationIsIgnored(t *testing.T) {
+	pods, busy := measuredNode("busy", "16642998272", "4187593113", 30*time.Second)
+	busy.Annotations[memstats.AnnotationSwapTotal] = "lots"
+	snapshot := cache.NewSnapshot(pods, []*corev1.Node{busy})
+	pl := newPlugin(t, defaultArgs(), snapshot)
+	if _, s := pl.Score(context.Background(), framework.NewCycleState(), pod("api", "", "1Gi", "4Gi"), nodeInfo(t, snapshot, "busy")); !s.IsSuccess() {
+		t.Fatalf("Score: %v", s)
+	}
+	e := pl.cache.Stored("busy")
+	if ig := e.ignored(); ig.Key != memstats.AnnotationSwapTotal || ig.Err == nil || !e.node.Measured() {
+		t.Errorf("ignored annotation = %+v, measured %v; want %s reported and the node measured", ig, e.node.Measured(), memstats.AnnotationSwapTotal)
+	}
+}
+
 // TestASampleThatAgesIsDroppedWithoutANodeUpdate: a sample ages while the
 // node and its pods stay as they are (a stopped node agent); once past
 // maxSampleAge Score judges the node on declarations alone, though the

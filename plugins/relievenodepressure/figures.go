@@ -218,6 +218,8 @@ type oomPressure struct {
 	start, shortfall  int64
 	threshold, target int64
 	evicted           []*v1.Pod
+	// swapErr is why the node's swap figures were ignored, or nil.
+	swapErr error
 }
 
 // gains are what evicting a pod frees by each measured figure.
@@ -270,9 +272,11 @@ func (c *cycle) assessFigure(f *figure, node *v1.Node, pods []*v1.Pod) (*measure
 	if nf.err != nil {
 		return nil, nf.err
 	}
-	if r := c.state.records[node.Name]; r.Relieved != nil && r.awaits(f.key) && !nf.sampledAt.After(*r.Relieved) {
-		return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s: the sample of %s still counts what the pods evicted then held",
-			f.noun, r.Relieved.UTC().Format(time.RFC3339), nf.sampledAt.UTC().Format(time.RFC3339))
+	if r := c.state.records[node.Name]; r.Relieved != nil {
+		if wait, since := r.waitsFor(f.key, nf.sampledAt); wait {
+			return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s (a sample stamped after %s): the sample of %s still counts what the pods evicted then held",
+				f.noun, r.Relieved.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), nf.sampledAt.UTC().Format(time.RFC3339))
+		}
 	}
 	if nf.allocatable == 0 {
 		return nil, fmt.Errorf("%s", nf.noAllocatable)
@@ -293,7 +297,11 @@ func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPre
 		RequestMultiplierPercent:      *t.NoLimitRequestPercent,
 		FractionOfAllocatablePermille: *t.NoLimitAllocatablePermille,
 	}
-	opts, _, _ := oomkill.MemorySampleOf(node, c.now, t.MaxSampleAge.Duration)
+	opts, stats, sampleErr := oomkill.MemorySampleOf(node, c.now, t.MaxSampleAge.Duration)
+	var swapErr error
+	if sampleErr == nil {
+		swapErr = stats.SwapErr
+	}
 	model, err := oomkill.NewNode(node, pods, est, opts...)
 	if err != nil {
 		return nil, err
@@ -303,7 +311,7 @@ func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPre
 	}
 	return &oomPressure{
 		model: model, start: model.Shortfall(), shortfall: model.Shortfall(),
-		threshold: *t.ThresholdPercent, target: *t.TargetPercent,
+		threshold: *t.ThresholdPercent, target: *t.TargetPercent, swapErr: swapErr,
 	}, nil
 }
 
@@ -339,7 +347,7 @@ func (p *oomPressure) pending() bool {
 //
 // The error reports a malformed declaration, counted as the default.
 func (m *measured) gain(pod *v1.Pod) (int64, error) {
-	if n, ok := m.pods.Lookup(pod.UID); ok {
+	if n, ok := m.pods.LookupPod(pod); ok {
 		return n, nil
 	}
 	declared, err := m.declared(pod)
@@ -359,7 +367,7 @@ func (m *measured) accounts(pod *v1.Pod) bool {
 	if m == nil {
 		return true
 	}
-	if _, ok := m.pods.Lookup(pod.UID); ok {
+	if _, ok := m.pods.LookupPod(pod); ok {
 		return true
 	}
 	return m.pods.Complete() || !sample.InSample(pod, m.sampledAt)

@@ -2,6 +2,7 @@ package relievenodepressure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,6 +12,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // NodePlan is what Deschedule would do on one node now: the node's figures,
@@ -187,6 +190,10 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 		if err := m.podListErr(); err != nil {
 			c.warnNode(logger, node, m.malformedPods, m.podsAnnotation, err, fmt.Sprintf("gains are the pods' declared %s", m.name))
 		}
+	}
+	var ie *sample.InvalidError
+	if o := st.oom; o != nil && errors.As(o.swapErr, &ie) {
+		c.warnNode(logger, node, ReasonMalformedSwap, ie.Key, o.swapErr, "the OOM model counts no swap")
 	}
 	n = &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
 	for _, pod := range n.order.neutral {

@@ -186,7 +186,7 @@ func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
 	keys := make(map[types.UID]rankKey, len(n.order.neutral))
 	for _, pod := range n.order.neutral {
 		k := rankKey{}
-		k.held, k.listed = m.pods.Lookup(pod.UID)
+		k.held, k.listed = m.pods.LookupPod(pod)
 		if !k.listed {
 			k.held, _ = m.gain(pod)
 		}

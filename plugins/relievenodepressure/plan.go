@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	deschedulerutils "sigs.k8s.io/descheduler/pkg/utils"
 )
 
 // maxNamedUsers is how many of a node's largest users of a figure the
@@ -359,6 +360,11 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return s, "terminating: what it holds is already being freed"
+	case deschedulerutils.IsMirrorPod(pod):
+		// Whatever the evictor is told (its evict annotation lets any pod
+		// through): the kubelet runs a static pod from its manifest and
+		// makes its mirror pod again; evicting it frees nothing.
+		return s, "a static pod's mirror pod: the kubelet runs it whatever the API says"
 	case !n.schedulers.Has(schedulerName(pod)):
 		return s, fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
 	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
@@ -469,6 +475,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			for _, c := range s.charges {
 				n.room.take(c.target, c.need)
 			}
+			n.saveRelief(ctx, st)
 			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
 			continue
 		}
@@ -482,6 +489,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			// Recorded as evicted: if it was, the next runs must not evict
 			// again for the PIDs it held.
 			n.evictedPods = append(n.evictedPods, s.pod)
+			n.saveRelief(ctx, st)
 			// Planning again would take the pods after it: if the API
 			// server did evict it, that is one eviction more than the plan.
 			// The next cycle sees the pod terminating or gone (its listed

@@ -42,6 +42,10 @@ const (
 	// whose headroom.dev/memory-pods does not parse: its pods' gains fall
 	// back to their declared memory.
 	ReasonMalformedMemoryPods = "MalformedMemoryPods"
+	// ReasonMalformedSwap is recorded on a Node above the OOM threshold
+	// whose headroom.dev/swap-total or headroom.dev/swap-pods does not
+	// parse: the OOM model counts no swap on it.
+	ReasonMalformedSwap = "MalformedSwap"
 )
 
 // maxEventReason is the API server's limit on an Event's reason; the

@@ -166,7 +166,7 @@ func (n *nodeRelief) need(f *figure, declared func(*v1.Pod) (int64, error), pod 
 	want, _ := declared(pod)
 	want = max(want, f.declaredFloor)
 	if nf := n.figureOf(f, n.node, nil); nf.err == nil {
-		if held, ok := nf.pods.Lookup(pod.UID); ok {
+		if held, ok := nf.pods.LookupPod(pod); ok {
 			want = max(want, held)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,30 @@ type nodeRecord struct {
 	// ("memory") whose sample did not account for every pod evicted then:
 	// their triggers wait for a sample of that figure newer than Relieved.
 	Awaiting []string `json:"awaiting,omitempty"`
+	// SampledAt holds, for each figure a trigger waits on (keyPIDs for
+	// !Accounted, the keys of Awaiting), the time of the sample the relief
+	// was planned on, as the node agent stamped it (its sampled-at
+	// annotation): the trigger waits for a sample of that figure stamped
+	// later. Comparing the agent's stamps with each other keeps the wait
+	// free of the skew between the node's clock and the descheduler's,
+	// which would otherwise end it too early (a node clock ahead) or keep
+	// the node waiting until its samples go stale (behind). Records
+	// written before this field wait for a sample newer than Relieved.
+	SampledAt map[string]time.Time `json:"sampledAt,omitempty"`
+}
+
+// waitsFor reports whether, after the node's last relief, the trigger of
+// the figure with key waits for a newer sample than one stamped sampledAt,
+// and the stamp a sample must be later than.
+func (r nodeRecord) waitsFor(key string, sampledAt time.Time) (bool, time.Time) {
+	if r.Relieved == nil || !r.awaits(key) {
+		return false, time.Time{}
+	}
+	since, ok := r.SampledAt[key]
+	if !ok {
+		since = *r.Relieved
+	}
+	return !sampledAt.After(since), since
 }
 
 // awaits reports whether, after the node's last relief, the trigger of the
@@ -160,14 +185,23 @@ func (s *stateStore) save(ctx context.Context, st *state, now time.Time, horizon
 		}
 		cm.Data[node] = string(raw)
 	}
-	var err error
+	var (
+		written *v1.ConfigMap
+		err     error
+	)
 	if st.exists {
-		_, err = s.client.CoreV1().ConfigMaps(s.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		written, err = s.client.CoreV1().ConfigMaps(s.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 	} else {
-		_, err = s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
+		written, err = s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("writing ConfigMap %s/%s: %w", s.namespace, s.name, err)
+	}
+	// The run may save again (after each eviction): the next write updates
+	// the ConfigMap just written, at its new version.
+	st.exists, st.changed = true, false
+	if written != nil {
+		st.resourceVersion = written.ResourceVersion
 	}
 	s.saved = st.clone()
 	return nil
@@ -186,6 +220,7 @@ func (st *state) clone() *state {
 	for node, r := range st.records {
 		r.Seen = slices.Clone(r.Seen)
 		r.Awaiting = slices.Clone(r.Awaiting)
+		r.SampledAt = maps.Clone(r.SampledAt)
 		c.records[node] = r
 	}
 	return &c
@@ -242,11 +277,24 @@ func (c *cycle) calm(node *v1.Node) {
 // figure whose sample does not account for every evicted pod waits for a
 // newer sample of it.
 func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
+	c.relief(n, st, true)
+}
+
+// relief records the node's relief so far; finished: the run is done with
+// the node, and the pressure seen so far is spent. Until then the record
+// keeps the samples seen, so that a run that ends midway leaves its plan to
+// the next run, which carries out the rest of it from the same sample (less
+// what the sample accounts for of the pods evicted) without waiting for the
+// pressure to last again.
+func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 	if len(n.evictedPods) == 0 {
 		return
 	}
 	at := c.now
 	r := nodeRecord{Relieved: &at, Accounted: true}
+	if !finished {
+		r.Seen = c.state.records[n.node.Name].Seen
+	}
 	for _, m := range st.measured {
 		if m == nil {
 			continue
@@ -260,9 +308,31 @@ func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
 			} else {
 				r.Awaiting = append(r.Awaiting, m.key)
 			}
+			if r.SampledAt == nil {
+				r.SampledAt = map[string]time.Time{}
+			}
+			r.SampledAt[m.key] = m.sampledAt
 			break
 		}
 	}
 	c.state.records[n.node.Name] = r
 	c.state.changed = true
+}
+
+// saveRelief records the node's relief so far and writes the records at
+// once, so that a run that ends before its last eviction (the process
+// killed, the API server gone) does not forget the evictions it made: the
+// next run would otherwise plan again from a sample that still counts them.
+// The relief is recorded as under way (relief, not finished): the next run
+// finishes the plan from what the sample accounts for. A failed
+// write is logged; the run's final save tries again. Without a store (the
+// records live in the process) there is nothing to write.
+func (n *nodeRelief) saveRelief(ctx context.Context, st *pressure) {
+	n.relief(n, st, false)
+	if n.store == nil {
+		return
+	}
+	if err := n.store.save(ctx, n.state, n.now, n.stateHorizon()); err != nil {
+		n.logger.Error(err, "Could not record the eviction yet; the run's end tries again")
+	}
 }

@@ -1,0 +1,142 @@
+package relievenodepressure
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgotesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// The relief record is written after each eviction, not only at the end of
+// the run: a run that dies between two evictions (here: the state the
+// ConfigMap holds when the second eviction is requested) leaves a record of
+// the first, and the next run, before a new sample, evicts nothing more for
+// the pressure it relieved. The pods are unlisted, so only the record holds
+// that run back.
+func TestReliefRecordSurvivesARunThatEndsMidway(t *testing.T) {
+	hog := testPod("hog", "n1", ownedBy("hog"), restarts(9), pids(600))
+	other := testPod("other", "n1", ownedBy("other"), restarts(5), pids(500))
+	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
+	nodes := []*v1.Node{pidNode("n1", 10000, 9700), spareNode("n2")}
+	e := newEnv(t, setup{}, objects(nodes, []*v1.Pod{hog, other, bystander})...)
+
+	var (
+		mu      sync.Mutex
+		crashed []runtime.Object // the ConfigMap as a process killed at the second eviction leaves it
+		seen    int
+	)
+	ns, name, _ := parseStateConfigMap(DefaultStateConfigMap)
+	e.client.PrependReactor("create", "pods", func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen++; seen == 2 {
+			if cm, err := e.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("configmaps"), ns, name); err == nil {
+				cm := cm.(*v1.ConfigMap).DeepCopy()
+				cm.ResourceVersion = ""
+				crashed = []runtime.Object{cm}
+			}
+		}
+		return false, nil, nil
+	})
+	// hog (most restarts) frees 600: 9100 > 9000; other 500 more.
+	if got, want := e.run(t, nodes...), []string{"hog", "other"}; !equal(got, want) {
+		t.Fatalf("first run evicted %v, want %v", got, want)
+	}
+	if crashed == nil {
+		t.Fatal("no relief record was written before the second eviction: a run killed there forgets the first")
+	}
+	// The hog is gone; other and bystander are still there, as the killed
+	// run left them. The sample, unchanged, still counts the hog.
+	next := newEnv(t, setup{}, append(objects(nodes, []*v1.Pod{other, bystander}), crashed...)...)
+	if got := next.run(t, nodes...); len(got) != 0 {
+		t.Fatalf("the run after one killed midway evicted %v again before a new sample", got)
+	}
+}
+
+// The wait for a sample newer than a relief compares the samples' own
+// times (the node agent's clock), never the descheduler's clock: on a node
+// whose clock is five minutes behind, a sample taken after the relief is
+// stamped before it, and would otherwise hold the trigger back until the
+// samples go stale.
+func TestNewerSampleJudgedByTheNodesClock(t *testing.T) {
+	skew := -5 * time.Minute
+	hog := testPod("hog", "n1", ownedBy("hog"), restarts(5), pids(800))
+	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
+	nodes := []*v1.Node{sampledAt(pidNode("n1", 10000, 9700), 9700, now.Add(skew-time.Minute)), spareNode("n2")}
+	e := newEnv(t, setup{}, objects(nodes, []*v1.Pod{hog, bystander})...)
+	if got, want := e.run(t, nodes...), []string{"hog"}; !equal(got, want) {
+		t.Fatalf("first run evicted %v, want %v", got, want)
+	}
+	state := e.stateOf(t)
+	left := []*v1.Pod{bystander}
+
+	// The same sample: the record holds the trigger back.
+	e = newEnv(t, setup{}, append(objects(nodes, left), state...)...)
+	e.plugin.now = func() time.Time { return now.Add(time.Minute) }
+	if got := e.run(t, nodes...); len(got) != 0 {
+		t.Fatalf("before a new sample evicted %v", got)
+	}
+	// A sample taken 30 s after the relief, stamped by the node's clock.
+	newer := []*v1.Node{sampledAt(nodes[0], 9700, now.Add(skew+30*time.Second)), nodes[1]}
+	e = newEnv(t, setup{}, append(objects(newer, left), state...)...)
+	e.plugin.now = func() time.Time { return now.Add(time.Minute) }
+	if got, want := e.run(t, newer...), []string{"bystander"}; !equal(got, want) {
+		t.Fatalf("after a newer sample (node clock %s) evicted %v, want %v", skew, got, want)
+	}
+}
+
+// A run that ends midway leaves its plan to the next run: where the sample
+// lists the evicted pods, the next run, on the same sample, plans from it
+// less what they held and evicts the rest of the plan, without waiting for
+// the pressure to last pressureSamples samples again (the record keeps the
+// samples seen until the run is done with the node).
+func TestTheNextRunFinishesAPlanCutShort(t *testing.T) {
+	var pods []*v1.Pod
+	usage := map[*v1.Pod]int64{}
+	for i, name := range []string{"w1", "w2", "w3", "w4", "w5"} {
+		p := testPod(name, "n1", restarts(int32(9-i)))
+		pods, usage[p] = append(pods, p), 200
+	}
+	args := RelieveNodePressureArgs{PressureSamples: ptr.To[int32](2)}
+	node := func(age time.Duration) []*v1.Node {
+		return []*v1.Node{listed(sampledAt(pidNode("n1", 10000, 9990), 9990, now.Add(-age)), usage), spareNode("n2")}
+	}
+	// Two samples above the threshold: the second run relieves, and is cut
+	// short at its second eviction.
+	e := newEnv(t, setup{args: args}, objects(node(2*time.Minute), pods)...)
+	if got := e.run(t, node(2*time.Minute)...); len(got) != 0 {
+		t.Fatalf("first sample: evicted %v", got)
+	}
+	state := e.stateOf(t)
+	nodes := node(time.Minute)
+	e = newEnv(t, setup{args: args}, append(objects(nodes, pods), state...)...)
+	var crashed []runtime.Object // the ConfigMap when w2's eviction is requested
+	ns, name, _ := parseStateConfigMap(DefaultStateConfigMap)
+	e.client.PrependReactor("create", "pods", func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "eviction" && action.(clientgotesting.CreateAction).GetObject().(metav1.Object).GetName() == "w2" {
+			if cm, err := e.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("configmaps"), ns, name); err == nil {
+				cm := cm.(*v1.ConfigMap).DeepCopy()
+				cm.ResourceVersion = ""
+				crashed = []runtime.Object{cm}
+			}
+		}
+		return false, nil, nil
+	})
+	if got := e.run(t, nodes...); len(got) != 5 {
+		t.Fatalf("second sample: evicted %v, want all five", got)
+	}
+	// The process is killed as w2's eviction is requested: the next run
+	// has w1 gone and the record saved after w1.
+	next := newEnv(t, setup{args: args}, append(objects(nodes, pods[1:]), crashed...)...)
+	if got, want := next.run(t, nodes...), []string{"w2", "w3", "w4", "w5"}; !equal(got, want) {
+		t.Fatalf("the next run evicted %v, want the rest of the plan %v", got, want)
+	}
+}
