@@ -2,11 +2,8 @@ package calicoipam
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,15 +11,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/headroom-k8s/headroom/pkg/watchcache"
 )
 
 // ErrNotSynced is what Watch.Usage returns until every watch has completed
 // its first list.
-var ErrNotSynced = errors.New("the watches of Calico's IPAM objects have not completed their first list")
+var ErrNotSynced = watchcache.ErrNotSynced
 
 // Watch keeps Calico's IPAM objects in a cache, filled by a list and watch
-// of each resource, so that counting a node's figures costs the API server
-// nothing per tick.
+// of each resource (watchcache), so that counting a node's figures costs the
+// API server nothing per tick.
 //
 // IPAMBlocks are cluster-scoped, named after their CIDR, and carry the node
 // only in spec.affinity, which the API server cannot select on (a CRD
@@ -36,30 +35,23 @@ var ErrNotSynced = errors.New("the watches of Calico's IPAM objects have not com
 //
 // Safe for concurrent use.
 type Watch struct {
-	client dynamic.Interface
-	node   string
-
-	// SyncWait is how long Usage waits for the first lists; zero returns
-	// ErrNotSynced at once. Set it before the first Usage.
-	SyncWait time.Duration
-
-	mu      sync.Mutex
-	running *runningWatch
-}
-
-type runningWatch struct {
-	blocks, pools, configs cache.SharedIndexInformer
-	cancel                 context.CancelFunc
-	done                   chan struct{}
-
-	mu      sync.Mutex
-	lastErr error
+	*watchcache.Watch
+	node string
 }
 
 // NewWatch returns a Watch counting for the node of that name. Nothing is
 // requested before the first Usage.
 func NewWatch(client dynamic.Interface, node string) *Watch {
-	return &Watch{client: client, node: node}
+	w := &Watch{node: node}
+	w.Watch = watchcache.New("Calico's IPAM objects", func() []cache.SharedIndexInformer {
+		inf := func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+			return dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		}
+		blocks := inf(IPAMBlocks)
+		_ = blocks.SetTransform(w.summarize)
+		return []cache.SharedIndexInformer{blocks, inf(IPPools), inf(IPAMConfigs)}
+	})
+	return w
 }
 
 // blockSummary is what the block informer's store keeps of an IPAMBlock.
@@ -86,21 +78,13 @@ func (w *Watch) summarize(obj any) (any, error) {
 // Usage counts the node's figures from the cache, with the network's
 // families. It starts the watches if they are not running, bound to ctx.
 func (w *Watch) Usage(ctx context.Context, fams Families) (Usage, error) {
-	r := w.start(ctx)
-	synced := func() bool { return r.blocks.HasSynced() && r.pools.HasSynced() && r.configs.HasSynced() }
-	if !synced() && w.SyncWait > 0 {
-		waitCtx, cancel := context.WithTimeout(ctx, w.SyncWait)
-		cache.WaitForCacheSync(waitCtx.Done(), synced)
-		cancel()
+	informers, err := w.Synced(ctx)
+	if err != nil {
+		return Usage{}, err
 	}
-	if !synced() {
-		if err := r.lastError(); err != nil {
-			return Usage{}, fmt.Errorf("watching Calico's IPAM objects: %w", err)
-		}
-		return Usage{}, ErrNotSynced
-	}
+	blockStore, poolStore, configStore := informers[0].GetStore(), informers[1].GetStore(), informers[2].GetStore()
 	var blocks []Block
-	for _, o := range r.blocks.GetStore().List() {
+	for _, o := range blockStore.List() {
 		s, ok := o.(*blockSummary)
 		if !ok {
 			return Usage{}, fmt.Errorf("an IPAMBlock is cached as %T", o)
@@ -111,7 +95,7 @@ func (w *Watch) Usage(ctx context.Context, fams Families) (Usage, error) {
 		blocks = append(blocks, s.Block)
 	}
 	var pools []Pool
-	for _, o := range r.pools.GetStore().List() {
+	for _, o := range poolStore.List() {
 		b, err := o.(*unstructured.Unstructured).MarshalJSON()
 		if err != nil {
 			return Usage{}, err
@@ -126,7 +110,7 @@ func (w *Watch) Usage(ctx context.Context, fams Families) (Usage, error) {
 	// stable when maxBlocksPerHost splits the claimable blocks.
 	slices.SortFunc(pools, func(a, b Pool) int { return a.CIDR.Addr().Compare(b.CIDR.Addr()) })
 	cfg := DefaultConfig
-	if o, ok, err := r.configs.GetStore().GetByKey(IPAMConfigName); err != nil {
+	if o, ok, err := configStore.GetByKey(IPAMConfigName); err != nil {
 		return Usage{}, err
 	} else if ok {
 		b, err := o.(*unstructured.Unstructured).MarshalJSON()
@@ -138,59 +122,4 @@ func (w *Watch) Usage(ctx context.Context, fams Families) (Usage, error) {
 		}
 	}
 	return Count(w.node, fams, blocks, pools, cfg)
-}
-
-// Stop ends the watches, if they run, and returns once their requests have
-// ended. A later Usage starts new ones.
-func (w *Watch) Stop() {
-	w.mu.Lock()
-	r := w.running
-	w.running = nil
-	w.mu.Unlock()
-	if r != nil {
-		r.cancel()
-		<-r.done
-	}
-}
-
-func (w *Watch) start(ctx context.Context) *runningWatch {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.running != nil {
-		select {
-		case <-w.running.done:
-		default:
-			return w.running
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	r := &runningWatch{cancel: cancel, done: make(chan struct{})}
-	inf := func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-		i := dynamicinformer.NewFilteredDynamicInformer(w.client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-		_ = i.SetWatchErrorHandlerWithContext(func(ctx context.Context, reflector *cache.Reflector, err error) {
-			r.mu.Lock()
-			r.lastErr = fmt.Errorf("%s: %w", gvr.Resource, err)
-			r.mu.Unlock()
-			cache.DefaultWatchErrorHandler(ctx, reflector, err)
-		})
-		return i
-	}
-	r.blocks, r.pools, r.configs = inf(IPAMBlocks), inf(IPPools), inf(IPAMConfigs)
-	_ = r.blocks.SetTransform(w.summarize)
-	var wg sync.WaitGroup
-	for _, i := range []cache.SharedIndexInformer{r.blocks, r.pools, r.configs} {
-		wg.Go(func() { i.RunWithContext(ctx) })
-	}
-	go func() {
-		wg.Wait()
-		close(r.done)
-	}()
-	w.running = r
-	return r
-}
-
-func (r *runningWatch) lastError() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lastErr
 }

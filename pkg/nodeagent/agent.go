@@ -25,6 +25,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
+	"github.com/headroom-k8s/headroom/pkg/watchcache"
 )
 
 // FieldManager names this agent in the Node's managedFields.
@@ -227,7 +228,7 @@ type Agent struct {
 	nodePods *NodePodWatch
 	// azureNNC watches the node's NodeNetworkConfig; nil without a dynamic
 	// client.
-	azureNNC *ciliumipam.NodeWatch
+	azureNNC *watchcache.Object
 	// calico watches Calico's IPAM objects for the pod-IP probe; nil
 	// without a dynamic client.
 	calico *calicoipam.Watch

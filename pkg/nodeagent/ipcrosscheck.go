@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/watchcache"
 )
 
 // Cross-check defaults; see PodIPCrossCheck.
@@ -214,72 +213,34 @@ func crossCheckTolerance(pods, abs int64, percent float64) int64 {
 // The watch starts at the first List and runs until Stop. Only the fields
 // HoldsPodIP and the sources' filters read are kept.
 type NodePodWatch struct {
-	client   kubernetes.Interface
-	nodeName string
-	// SyncWait is how long List waits for the first list; zero returns
-	// ErrPodsNotSynced at once. Set it before the first List.
-	SyncWait time.Duration
-
-	mu      sync.Mutex
-	running *podWatchRun
-}
-
-type podWatchRun struct {
-	informer cache.SharedIndexInformer
-	cancel   context.CancelFunc
-	done     chan struct{}
-
-	mu      sync.Mutex
-	lastErr error // of the last failed list or watch
+	*watchcache.Watch
 }
 
 // NewNodePodWatch returns a NodePodWatch of nodeName's pods.
 func NewNodePodWatch(client kubernetes.Interface, nodeName string) *NodePodWatch {
-	return &NodePodWatch{client: client, nodeName: nodeName}
+	w := &NodePodWatch{watchcache.New("the node's pods", func() []cache.SharedIndexInformer {
+		factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+		}))
+		inf := factory.Core().V1().Pods().Informer()
+		_ = inf.SetTransform(trimPod)
+		return []cache.SharedIndexInformer{inf}
+	})}
+	// A tick's context ends with the tick; the watch runs on until Stop.
+	w.Detached = true
+	return w
 }
 
 // List implements NodePodLister.
 func (w *NodePodWatch) List(ctx context.Context) ([]*corev1.Pod, error) {
-	w.mu.Lock()
-	if w.running == nil {
-		factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", w.nodeName).String()
-		}))
-		inf := factory.Core().V1().Pods().Informer()
-		_ = inf.SetTransform(trimPod)
-		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		r := &podWatchRun{informer: inf, cancel: cancel, done: make(chan struct{})}
-		// Keeps client-go's logging of the failure, and the failure for
-		// List (a watch that is forbidden never syncs).
-		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, reflector *cache.Reflector, err error) {
-			r.mu.Lock()
-			r.lastErr = err
-			r.mu.Unlock()
-			cache.DefaultWatchErrorHandler(ctx, reflector, err)
-		})
-		go func() {
-			defer close(r.done)
-			inf.RunWithContext(runCtx)
-		}()
-		w.running = r
-	}
-	r := w.running
-	w.mu.Unlock()
-	if !r.informer.HasSynced() && w.SyncWait > 0 {
-		waitCtx, cancel := context.WithTimeout(ctx, w.SyncWait)
-		cache.WaitForCacheSync(waitCtx.Done(), r.informer.HasSynced)
-		cancel()
-	}
-	if !r.informer.HasSynced() {
-		r.mu.Lock()
-		err := r.lastErr
-		r.mu.Unlock()
-		if err != nil {
-			return nil, fmt.Errorf("%w: watching the node's pods: %w", ErrPodsNotSynced, err)
-		}
+	informers, err := w.Synced(ctx)
+	if errors.Is(err, watchcache.ErrNotSynced) {
 		return nil, ErrPodsNotSynced
 	}
-	objs := r.informer.GetStore().List()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPodsNotSynced, err)
+	}
+	objs := informers[0].GetStore().List()
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
@@ -287,18 +248,6 @@ func (w *NodePodWatch) List(ctx context.Context) ([]*corev1.Pod, error) {
 		}
 	}
 	return pods, nil
-}
-
-// Stop implements NodePodLister.
-func (w *NodePodWatch) Stop() {
-	w.mu.Lock()
-	r := w.running
-	w.running = nil
-	w.mu.Unlock()
-	if r != nil {
-		r.cancel()
-		<-r.done
-	}
 }
 
 // trimPod keeps what the cross-check reads: a node's pods' specs and

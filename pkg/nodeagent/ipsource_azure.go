@@ -12,8 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/headroom-k8s/headroom/pkg/azureipam"
-	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/watchcache"
 )
 
 // AzureNNCConfig is where the node's NodeNetworkConfig is.
@@ -28,8 +28,8 @@ func DefaultAzureNNCConfig() AzureNNCConfig { return AzureNNCConfig{Namespace: a
 
 // newAzureNNCWatch watches the NodeNetworkConfig named as the node; nothing
 // is requested before the first Get.
-func newAzureNNCWatch(client dynamic.Interface, cfg AzureNNCConfig, nodeName string) *ciliumipam.NodeWatch {
-	return ciliumipam.NewObjectWatch(client, azureipam.NodeNetworkConfigs, cfg.Namespace, nodeName)
+func newAzureNNCWatch(client dynamic.Interface, cfg AzureNNCConfig, nodeName string) *watchcache.Object {
+	return watchcache.NewObject(client, azureipam.NodeNetworkConfigs, cfg.Namespace, nodeName)
 }
 
 // sampleAzure reads the figures of the node's NodeNetworkConfig: capacity
@@ -38,7 +38,7 @@ func newAzureNNCWatch(client dynamic.Interface, cfg AzureNNCConfig, nodeName str
 func (p *IPProbe) sampleAzure(ctx context.Context, now time.Time) (Sample, error) {
 	logger := klog.FromContext(ctx)
 	obj, err := p.AzureNNC.Get(ctx)
-	if errors.Is(err, ciliumipam.ErrNotSynced) {
+	if errors.Is(err, watchcache.ErrNotSynced) {
 		logger.V(2).Info("Pod-IP figures not known yet", "reason", err)
 		return nil, nil
 	}
