@@ -87,10 +87,16 @@ func ParsePriority(pod *corev1.Pod, key string) (int32, error) {
 
 // Ranks returns, for each pod, the number of active pods in pods (not
 // Succeeded, not Failed, not being deleted) that are on the same node and have
-// the same controller owner UID, the pod itself included when it is active.
+// the same controller owner (its namespace and UID), the pod itself included
+// when it is active.
 // This is the rank the ReplicaSet controller gives a pod on scale-down
 // (getPodsRankedByRelatedPodsOnSameNode), with the owner UID in place of the
 // ReplicaSet because Headroom sorts the pods of many controllers together.
+//
+// An owner is namespaced, and the ReplicaSet controller counts only its own
+// pods, all in its namespace: a pod of another namespace whose ownerReference
+// names the same UID is not its sibling, so that no tenant can raise another's
+// ranks by claiming its owner.
 //
 // Unscheduled pods of one owner count together, under the empty node name,
 // exactly as the ReplicaSet controller counts them. A pod without a
@@ -99,15 +105,15 @@ func ParsePriority(pod *corev1.Pod, key string) (int32, error) {
 // up.
 func Ranks(pods []*corev1.Pod) []int {
 	type group struct {
-		node  string
-		owner types.UID
+		node, namespace string
+		owner           types.UID
 	}
 	groupOf := func(pod *corev1.Pod) (group, bool) {
 		ref := metav1.GetControllerOfNoCopy(pod)
 		if ref == nil {
 			return group{}, false
 		}
-		return group{node: pod.Spec.NodeName, owner: ref.UID}, true
+		return group{node: pod.Spec.NodeName, namespace: pod.Namespace, owner: ref.UID}, true
 	}
 
 	active := make(map[group]int)

@@ -65,6 +65,8 @@ func deletionCost(v string) podOption { return annotate(deletionCostAnnotation, 
 
 func onNode(node string) podOption { return func(p *corev1.Pod) { p.Spec.NodeName = node } }
 
+func inNamespace(ns string) podOption { return func(p *corev1.Pod) { p.Namespace = ns } }
+
 func phase(ph corev1.PodPhase) podOption { return func(p *corev1.Pod) { p.Status.Phase = ph } }
 
 func notReady() podOption {
@@ -420,6 +422,10 @@ func TestRanks(t *testing.T) {
 		}, ownedBy("rs-1")), 2},
 		{newPod("c-rs3-alone", onNode("node-c"), ownedBy("rs-3")), 1},
 		{newPod("c-rs3-deleting", onNode("node-c"), ownedBy("rs-3"), deleting()), 1},
+		// an owner is namespaced: pods of another namespace whose
+		// ownerReference claims rs-3's UID are not its siblings
+		{newPod("c-other-ns-claims-rs3-1", onNode("node-c"), ownedBy("rs-3"), inNamespace("other")), 2},
+		{newPod("c-other-ns-claims-rs3-2", onNode("node-c"), ownedBy("rs-3"), inNamespace("other")), 2},
 	}
 	in := make([]*corev1.Pod, len(pods))
 	for i, p := range pods {

@@ -19,7 +19,7 @@
 //     feature gate, on by default). A missing or invalid cost counts as 0;
 //     upstream rejects a leading "+" or leading zeros here.
 //  5. Doubled up first: the pod with more active pods of its own controller
-//     on its node goes first (see Ranks).
+//     on its node goes first (see Ranks; an owner is its namespace and UID).
 //  6. Both ready: the pod that became ready more recently goes first; a
 //     ready pod without a ready time goes first.
 //  7. More container restarts first (regular containers, then sidecars).

@@ -63,8 +63,9 @@ func TestNeverTwiceForTheSamePressure(t *testing.T) {
 			}
 			nodes := []*v1.Node{n1, spareNode("n2")}
 			e := newEnv(t, setup{}, objects(nodes, []*v1.Pod{hog, other, bystander})...)
-			// other (most restarts first) frees 500: 9200 > 9000; hog 600 more.
-			if got, want := e.run(t, nodes...), []string{"other", "hog"}; !equal(got, want) {
+			// The kubelet's PID ranking, the most PIDs first: hog frees 600,
+			// 9100 > 9000; other 500 more.
+			if got, want := e.run(t, nodes...), []string{"hog", "other"}; !equal(got, want) {
 				t.Fatalf("first run evicted %v, want %v", got, want)
 			}
 			state := e.stateOf(t)

@@ -65,12 +65,24 @@ type figure struct {
 	// fits, when set, is a further rule a replacement must meet on another
 	// node with free and allocatable, for need (PIDs: NodePIDs' floor).
 	fits func(free, allocatable, need int64) bool
-	// requested, when set, ranks the pods across workloads while the
-	// figure's trigger is pending as the kubelet ranks them for eviction:
-	// by how far their measured use exceeds what they request, most first
-	// (memory: the working set above the memory request). See
-	// nodeRelief.walk.
+	// rank compares two pods as the kubelet's eviction manager ranks them
+	// for the figure's signal (rankPIDPressure, rankMemoryPressure); see
+	// nodeRelief.kubeletRanking.
+	rank func(a, b rankKey) int
+	// requested, when set, is what a pod requests of the figure, which the
+	// kubelet's ranking weighs its use against (memory).
 	requested func(*v1.Pod) int64
+	// declaredFloor is the least a declaration counts for where it stands
+	// in for what a pod holds or will hold: its gain where the sample held
+	// it but cannot say how much (no usable list, or not on a full one),
+	// and its replacement's need (nodeRelief.need). A declaration the pod's
+	// owner writes (headroom.dev/pids) could otherwise say "0", making the
+	// pod look free to place anywhere and, evicted, to free nothing, so that
+	// the plan passed over it and took another workload's pods. Where the
+	// sample cannot hold the pod the declaration is what the shared estimate
+	// counted it at, and counts as written. A declaration above the floor
+	// counts as written too: NodePIDs places the replacement by it.
+	declaredFloor int64
 }
 
 // amount renders n with the figure's unit.
@@ -132,6 +144,9 @@ func pidsFigure(t *PIDsTrigger) *figure {
 			return r, nil
 		},
 		fits: floor.Fits,
+		rank: rankPIDPressure,
+		// headroom.dev/pids is the pod's own to write.
+		declaredFloor: defaultPIDs,
 	}
 }
 
@@ -164,6 +179,7 @@ func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
 				estimate:      func(pods []*v1.Pod) sample.Usage { return memstats.Estimate(s, pods, declared) },
 			}, nil
 		},
+		rank:      rankMemoryPressure,
 		requested: memstats.PodRequest,
 	}
 }
@@ -318,7 +334,8 @@ func (p *oomPressure) pending() bool {
 //     then: sample.InSample): what it declares, as the estimate counts it;
 //   - otherwise, with a complete list: 0 (it held nothing at the sample);
 //     with a full list: what it declares, at most the smallest listed
-//     figure; without a list: what it declares.
+//     figure; without a list: what it declares; a declaration here counts
+//     at least the figure's declaredFloor.
 //
 // The error reports a malformed declaration, counted as the default.
 func (m *measured) gain(pod *v1.Pod) (int64, error) {
@@ -326,20 +343,11 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 		return n, nil
 	}
 	declared, err := m.declared(pod)
+	if sample.InSample(pod, m.sampledAt) {
+		declared = max(declared, m.declaredFloor)
+	}
 	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
 	return n, err
-}
-
-// excess is how far pod's measured use of the figure exceeds its request:
-// its figure in the sample's per-pod list less what it requests; 0 for a
-// pod the list does not name (nothing measured it) or one within its
-// request.
-func (m *measured) excess(pod *v1.Pod) int64 {
-	held, ok := m.pods.Lookup(pod.UID)
-	if !ok {
-		return 0
-	}
-	return max(held-m.requested(pod), 0)
 }
 
 // accounts reports whether the estimate stops counting what pod holds once

@@ -41,9 +41,10 @@ type NodePlan struct {
 	// evictions would be requested. Otherwise nothing is evicted, and the
 	// plugin records a NodePressureUnrelievable Warning Event on the Node.
 	Relieves bool
-	// Pods are the node's pods in eviction order: the neutral order across
-	// workloads, each workload's turns taken by its pods in its own order
-	// (see evictionOrder).
+	// Pods are the node's pods in eviction order: in the order the plan
+	// walked them (the kubelet's ranking for the signal that fired, or the
+	// neutral order), each annotated workload's turns taken by its pods in
+	// its own order (see evictionOrder).
 	Pods []PodPlan
 }
 
@@ -123,7 +124,7 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		after.remove(s.pod, s.gains)
 	}
 	out.After = after.keysAndValues("")
-	for _, pod := range n.order.effective() {
+	for _, pod := range n.order.effective(p.walked) {
 		pp := PodPlan{Pod: pod}
 		if m := st.measured[figurePIDs]; m != nil {
 			pp.PIDs, _ = m.gain(pod)

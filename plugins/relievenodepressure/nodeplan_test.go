@@ -45,6 +45,8 @@ func TestPlanIsWhatDescheduleEvicts(t *testing.T) {
 		testPod("c", "n1", pids(300), web, restarts(2)),
 		testPod("d", "n1", pids(300), web, restarts(1)),
 	}
+	// The complete list names every pod but no-pids: it held no PIDs.
+	n1 = listed(n1, holding(300, pods, "no-pids"))
 	nodes := []*v1.Node{n1, n2}
 	e := newEnv(t, setup{args: RelieveNodePressureArgs{Namespaces: &api.Namespaces{Exclude: []string{"kube-system"}}}},
 		objects(nodes, pods)...)
@@ -57,10 +59,13 @@ func TestPlanIsWhatDescheduleEvicts(t *testing.T) {
 	for i, pp := range p.Pods {
 		order[i] = pp.Pod.Name
 	}
-	// The delete priorities order the ReplicaSet's own pods only: bare's
-	// 10 does not put it before another workload's pods, and being on its
-	// own (rank 0) it goes last.
-	if want := []string{"no-pids", "excluded-namespace", "other-scheduler", "a", "b", "c", "d", "bare"}; !equal(order, want) {
+	// Across workloads the kubelet's PID ranking, the neutral order among
+	// equals: the ReplicaSet's six pods on the node (doubled up) first,
+	// then excluded-namespace's (another namespace: another owner), bare
+	// (rank 0), and no-pids, which held nothing. The delete priorities
+	// order the ReplicaSet's own pods only: bare's 10 does not put it
+	// before another workload's pods.
+	if want := []string{"no-pids", "other-scheduler", "a", "b", "c", "d", "excluded-namespace", "bare"}; !equal(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}
 	if want := []string{"a", "b", "c"}; !equal(evict, want) {
@@ -69,7 +74,7 @@ func TestPlanIsWhatDescheduleEvicts(t *testing.T) {
 	wantSkip := map[string]string{
 		"bare":               "not needed",
 		"no-pids":            "frees 0 PIDs, below the floor of 100",
-		"excluded-namespace": "namespace kube-system is excluded",
+		"excluded-namespace": "not needed",
 		"other-scheduler":    "placed by default-scheduler, not by one of schedulerNames [headroom-scheduler]",
 		"d":                  "not needed",
 	}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 )
@@ -41,6 +40,8 @@ type nodeRelief struct {
 	evictedPods []*v1.Pod
 	// warned holds the pods whose malformed annotations were reported.
 	warned sets.Set[types.UID]
+	// rankings caches the kubelet's ranking of the node's pods by figure.
+	rankings map[figureID][]*v1.Pod
 }
 
 // step is one planned eviction.
@@ -51,12 +52,27 @@ type step struct {
 	// against, for need; -1 when no room check applies.
 	target int
 	need   reservation
+	// charges are what the eviction counts against the room of other
+	// nodes for the rest of the cycle: the target and need of the pod the
+	// ranking planned for this turn of the pod's workload. A pod its
+	// workload's own order puts in that pod's place (honourOwnerOrder) is
+	// charged as that pod, and the last of the workload's pods also for the
+	// turns its own order did without, so that no workload's annotations
+	// change the room the other nodes' plans see.
+	charges []charge
 	// pdbs are the PodDisruptionBudgets the eviction counts against.
 	pdbs    []types.UID
 	reasons []string
 	// causes are the figures' keys the pod is evicted for, and
 	// EvictionReasonOOM: the reasons EvictionsTotal counts it under.
 	causes []string
+}
+
+// charge is a replacement counted against other nodes' room: need at
+// room.nodes[target].
+type charge struct {
+	target int
+	need   reservation
 }
 
 // plan is a projected relief: the evictions, in order, and the outcome.
@@ -69,6 +85,9 @@ type plan struct {
 	why map[types.UID]string
 	// limit is the per-node budget the plan ran into, or 0.
 	limit uint
+	// walked is every pod of the node in the order the plan walked them,
+	// those it did not reach last in the order it would have gone on in.
+	walked []*v1.Pod
 }
 
 // ledger is what a plan's steps take of other nodes' room and of
@@ -109,22 +128,35 @@ func (n *nodeRelief) budget() (uint, bool) {
 }
 
 // plan makes the node's relief from the projection st, over the pods not
-// yet tried, in two passes (see evictionOrder). First it walks the neutral
-// order and takes every pod that may be evicted and moves a pending
-// trigger toward its target, until the node is projected at or below its
-// targets or the per-node budget is spent, and drops what the targets do
-// not need (prune): that fixes how many pods each workload gives up. Then
-// each workload's share goes to its pods in its own delete order
-// (honourOwnerOrder).
+// yet tried, in two passes (see evictionOrder). First it walks the
+// kubelet's ranking for the signal that fired (walk; the neutral order
+// where only the OOM trigger did) and takes every pod that may be evicted
+// and moves a pending trigger toward its target, until the node is
+// projected at or below its targets or the per-node budget is spent: that
+// fixes how many pods each workload gives up. Then each workload's share
+// goes to its pods in its own delete order (honourOwnerOrder).
+//
+// The walk follows the projection: once the signal the kubelet reclaims
+// first (memory) is at its target, the next pod comes from the ranking of
+// the next one still pending, as the kubelet moves to the next threshold.
+// A pod passed over stays passed over: the ledger only grows and the
+// pending triggers only shrink, so nothing that kept it can lift.
 func (n *nodeRelief) plan(st *pressure) *plan {
 	proj := st.clone()
 	p := &plan{why: map[types.UID]string{}}
 	budget, limited := n.budget()
 	l := n.ledgerOf(nil)
-	for _, pod := range n.walk(st) {
-		if !proj.pending() {
+	visited := sets.New[types.UID]()
+	ranked := false
+	for proj.pending() {
+		order, byKubelet := n.walk(proj)
+		i := slices.IndexFunc(order, func(pod *v1.Pod) bool { return !visited.Has(pod.UID) })
+		if i < 0 {
 			break
 		}
+		pod := order[i]
+		visited.Insert(pod.UID)
+		p.walked = append(p.walked, pod)
 		if n.tried.Has(pod.UID) {
 			continue
 		}
@@ -138,64 +170,37 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
 			continue
 		}
+		ranked = ranked || byKubelet
 		l.add(s)
 		p.steps = append(p.steps, s)
 		proj.remove(pod, s.gains)
+	}
+	rest, _ := n.walk(proj)
+	for _, pod := range rest {
+		if !visited.Has(pod.UID) {
+			p.walked = append(p.walked, pod)
+		}
 	}
 	p.aboveThreshold = proj.aboveThreshold()
 	if p.aboveThreshold {
 		return p
 	}
-	if !proj.pending() {
+	if !proj.pending() && !ranked {
+		// The kubelet's rankings put the largest users first within a
+		// priority; a plan on them is a prefix of the kubelet's own order
+		// and is not pruned, which would trade a lower-priority pod the
+		// kubelet evicts first for a higher-priority one.
 		p.steps = prune(st, p.steps)
 	}
 	n.honourOwnerOrder(st, p)
 	return p
 }
 
-// walk is the order in which plan considers the node's pods: the neutral
-// order, unless a pending trigger's figure ranks pods as the kubelet does
-// (figure.requested: memory). Then, after spec.priority where
-// lowerPriorityFirst says so, the pods whose measured use exceeds their
-// request the most come first, the neutral order deciding among equals.
-// A workload that holds memory within what it requests is not made to pay
-// for one that grows beyond it: on a real node, walking the neutral order
-// evicted a small web replica at every run while the one pod that was
-// growing past its request went on growing (docs/real-node.md). Which of
-// a workload's pods go is still its own delete order's choice
-// (honourOwnerOrder).
-func (n *nodeRelief) walk(st *pressure) []*v1.Pod {
-	var by *measured
-	for _, m := range st.measured {
-		if m.pending() && m.requested != nil {
-			by = m
-			break
-		}
-	}
-	if by == nil {
-		return n.order.neutral
-	}
-	excess := make(map[types.UID]int64, len(n.order.neutral))
-	for _, pod := range n.order.neutral {
-		excess[pod.UID] = by.excess(pod)
-	}
-	lowerFirst := *n.args.LowerPriorityFirst
-	order := slices.Clone(n.order.neutral)
-	slices.SortStableFunc(order, func(a, b *v1.Pod) int {
-		if lowerFirst {
-			if c := cmp.Compare(corev1helpers.PodPriority(a), corev1helpers.PodPriority(b)); c != 0 {
-				return c
-			}
-		}
-		return cmp.Compare(excess[b.UID], excess[a.UID])
-	})
-	return order
-}
-
-// prune drops, earliest first, every step of a plan that reaches the
-// targets without it: a pod early in the order that frees little is not
-// evicted when a later one frees enough on its own. The order walks pods
-// as the ReplicaSet controller would delete them, not by what they free;
+// prune drops, earliest first, every step of a plan on the neutral order
+// (the OOM trigger's) that reaches the targets without it: a pod early in
+// the order that frees little is not evicted when a later one frees enough
+// on its own. The neutral order walks pods as the ReplicaSet controller
+// would delete them, not by what they free;
 // on a real node three small pods of a ReplicaSet with more replicas there
 // went before the one pod that held the PIDs. The steps kept stay in order,
 // and the plan still reaches the targets. Plans are at most
@@ -221,18 +226,21 @@ func prune(st *pressure, steps []step) []step {
 // the workload's own delete order (delete-priority, then the ReplicaSet
 // controller's rules with pod-deletion-cost), as the ReplicaSet controller
 // would pick them on scale-down. The annotations choose which of a
-// workload's pods go, never how many, and never another workload's: the
-// other workloads' steps stay exactly as the neutral pass made them, and
+// workload's pods go, never another workload's: the
+// other workloads' steps stay exactly as the ranking's pass made them, and
 // the workload's pods stand in for its planned ones only if as many of
 // them, taken in its own order, bring the node at least as far by every
 // trigger, within the room on other nodes and the PodDisruptionBudgets.
-// Otherwise the neutral pass's pods stand, and a log line says so.
+// Otherwise the neutral pass's pods stand, and a log line says so. Its own
+// order may need fewer of its pods (a larger one first), never none; the
+// room the replacements take on other nodes is charged as the ranking
+// planned it, whichever of the workload's pods go.
 func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 	goal := st.clone()
 	for _, s := range p.steps {
 		goal.remove(s.pod, s.gains)
 	}
-	var owners []types.UID
+	var owners []owner
 	for _, s := range p.steps {
 		if o := ownerOf(s.pod); !slices.Contains(owners, o) {
 			owners = append(owners, o)
@@ -260,7 +268,9 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 		var chosen []step
 		why := map[types.UID]string{}
 		for _, pod := range n.order.byOwner[owner] {
-			if proj.reaches(goal) {
+			// At least one: a workload that the ranking planned to give up
+			// pods gives up one at least, whatever its annotations.
+			if len(chosen) > 0 && proj.reaches(goal) {
 				break
 			}
 			if n.tried.Has(pod.UID) {
@@ -279,7 +289,7 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 			chosen = append(chosen, s)
 			proj.remove(pod, s.gains)
 		}
-		if !proj.reaches(goal) {
+		if len(chosen) == 0 || !proj.reaches(goal) {
 			n.logger.V(2).Info("A workload's own delete order does not relieve the node as far with as many of its pods; evicting the pods the neutral order chose",
 				"owner", owner, "pods", podNames(mine))
 			continue
@@ -289,6 +299,15 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 		}
 		if slices.EqualFunc(chosen, mine, func(a, b step) bool { return a.pod.UID == b.pod.UID }) {
 			continue
+		}
+		// Each of the workload's turns is charged to other nodes' room as
+		// the ranking planned it (step.charges).
+		for i := range chosen {
+			chosen[i].charges = mine[i].charges
+		}
+		for _, s := range mine[len(chosen):] {
+			last := &chosen[len(chosen)-1]
+			last.charges = append(slices.Clip(last.charges), s.charges...)
 		}
 		for _, s := range mine {
 			if !slices.ContainsFunc(chosen, func(c step) bool { return c.pod.UID == s.pod.UID }) {
@@ -396,9 +415,10 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	}
 	target, need, ok := n.roomFor(pod, l.reserved)
 	if !ok {
-		return s, fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", replacement(proj, pod))
+		return s, fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
 	}
 	s.target, s.need = target, need
+	s.charges = []charge{{target, need}}
 	if !n.handle.Evictor().PreEvictionFilter(pod) {
 		return s, "the evictor's pre-eviction filter keeps it (nodeFit: no other node fits it)"
 	}
@@ -446,8 +466,8 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 				n.disrupted[pdb.UID]++
 			}
 			st.remove(s.pod, s.gains)
-			if s.target >= 0 {
-				n.room.take(s.target, s.need)
+			for _, c := range s.charges {
+				n.room.take(c.target, c.need)
 			}
 			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
 			continue
@@ -511,14 +531,13 @@ func outcomeUnknown(err error) bool {
 }
 
 // replacement names what pod's replacement needs by each measured figure
-// known on the node, as the estimate counts a pod placed after the sample:
+// known on the node (n.need, with the node's own declared function):
 // "its replacement's 1000 PIDs and 512Mi of memory".
-func replacement(st *pressure, pod *v1.Pod) string {
+func (n *nodeRelief) replacement(st *pressure, pod *v1.Pod) string {
 	var needs []string
 	for _, m := range st.measured {
 		if m != nil {
-			need, _ := m.declared(pod)
-			needs = append(needs, m.amount(need))
+			needs = append(needs, m.amount(n.need(m.figure, m.declared, pod)))
 		}
 	}
 	if len(needs) == 0 {

@@ -86,6 +86,8 @@ func TestSkipsPodsTheFiltersRejectOrThatDoNotHelp(t *testing.T) {
 		testPod("c", "n1", pids(300), web, restarts(2)),
 		testPod("d", "n1", pids(300), web, restarts(1)),
 	}
+	// The complete list names every pod but no-pids: it held no PIDs.
+	n1 = listed(n1, holding(300, pods, "no-pids"))
 	e := newEnv(t, setup{args: RelieveNodePressureArgs{
 		Namespaces:    &api.Namespaces{Exclude: []string{"kube-system"}},
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},

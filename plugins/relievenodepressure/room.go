@@ -107,7 +107,7 @@ func (c *cycle) buildRoom() *room {
 // roomFor returns the index of a node other than n's own that can take
 // pod's replacement after what the plan so far reserved, and what the
 // replacement is counted for there: by each measured figure the node
-// knows, its declaration added to the node's estimate stays at or below the
+// knows, its need (n.need) added to the node's estimate stays at or below the
 // trigger's threshold (and, for PIDs, above NodePIDs' floor); by the OOM
 // model, the node's worst-case shortfall with it stays at or below the OOM
 // threshold. A figure unknown there does not keep the pod off it, as the
@@ -134,7 +134,7 @@ nodes:
 				continue
 			}
 			f := n.measures[id]
-			want, _ := rf.declared(pod)
+			want := n.need(f, rf.declared, pod)
 			used := addSat(rf.used, reserved[i].figures[id])
 			if f.fits != nil && !f.fits(max(rf.allocatable-used, 0), rf.allocatable, want) ||
 				exceeds(addSat(used, want), rf.allocatable, f.threshold) {
@@ -153,6 +153,24 @@ nodes:
 		return i, need, true
 	}
 	return -1, reservation{}, false
+}
+
+// need is what pod's replacement is counted for by figure f on a node whose
+// declared function is declared: the larger of what the pod declares there
+// (at least the figure's declaredFloor) and what the node agent listed it
+// holding on its own node. A replacement
+// holds what the pod held: a pod listed at 5,000 PIDs that declares nothing
+// is not moved to a node that can take 1,488, though the scheduler,
+// counting its declaration, would place it there.
+func (n *nodeRelief) need(f *figure, declared func(*v1.Pod) (int64, error), pod *v1.Pod) int64 {
+	want, _ := declared(pod)
+	want = max(want, f.declaredFloor)
+	if nf := n.figureOf(f, n.node, nil); nf.err == nil {
+		if held, ok := nf.pods.Lookup(pod.UID); ok {
+			want = max(want, held)
+		}
+	}
+	return want
 }
 
 // admits reports whether the scheduler could place pod on the node as far

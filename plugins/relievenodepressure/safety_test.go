@@ -39,6 +39,17 @@ func listed(node *v1.Node, usage map[*v1.Pod]int64) *v1.Node {
 	return node
 }
 
+// holding is every pod of pods but those named, each holding n.
+func holding(n int64, pods []*v1.Pod, except ...string) map[*v1.Pod]int64 {
+	usage := map[*v1.Pod]int64{}
+	for _, p := range pods {
+		if !slices.Contains(except, p.Name) {
+			usage[p] = n
+		}
+	}
+	return usage
+}
+
 func ownedByDaemonSet(p *v1.Pod) {
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds-uid", Controller: ptr.To(true)}}
 }
@@ -112,6 +123,17 @@ func TestUnlistedPodsOfAFullListHoldLessThanTheSmallestListed(t *testing.T) {
 		t.Fatalf("evicted %v, want unlisted and three listed pods", got)
 	}
 
+	// A workload of its own, without annotations, it ranks across workloads
+	// by that bound, 200, but after the listed pods of 200: the list says it
+	// held less than each of them, and the kubelet, which has its stats,
+	// ranks it there. Not Ready, it leads the neutral order that breaks
+	// other ties.
+	alone := withOpts(unlisted, ownedBy("other"), notReady, func(p *v1.Pod) { delete(p.Annotations, "controller.alpha.kubernetes.io/delete-priority") })
+	e = newEnv(t, setup{}, objects([]*v1.Node{full, spareNode("n2")}, append(slices.Clone(pods[:len(pods)-1]), alone))...)
+	if got := e.run(t, full, spareNode("n2")); len(got) != 4 || slices.Contains(got, "unlisted") {
+		t.Fatalf("evicted %v, want four listed pods", got)
+	}
+
 	// Without a list its declared PIDs count: it alone relieves the node.
 	bare := pidNode("n1", 10000, 9700)
 	e = newEnv(t, setup{}, objects([]*v1.Node{bare, spareNode("n2")}, pods)...)
@@ -148,11 +170,11 @@ func withOpts(p *v1.Pod, opts ...podOption) *v1.Pod {
 	return p
 }
 
-// A plan that reaches the target keeps only the evictions it needs: small
-// pods early in the delete order (three replicas of one ReplicaSet rank
-// before the one replica of another) are dropped when the large pod after
-// them relieves the node on its own; the order of the kept ones stays.
-func TestPlanIsPrunedToWhatItNeeds(t *testing.T) {
+// The PID trigger walks the kubelet's PID ranking (lower priority, then the
+// most PIDs), not the delete order, in which three small replicas of one
+// ReplicaSet rank before the one replica of another: the large pod goes
+// first and, where it relieves the node on its own, alone.
+func TestPIDPlanTakesTheKubeletsVictimFirst(t *testing.T) {
 	var pods []*v1.Pod
 	usage := map[*v1.Pod]int64{}
 	for i := range 3 {
@@ -168,13 +190,23 @@ func TestPlanIsPrunedToWhatItNeeds(t *testing.T) {
 	if got, want := e.run(t, n1, spareNode("n2")), []string{"hog"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v: the web pods free 450 together, the hog 1000 alone", got, want)
 	}
-	// Where the hog alone is not enough (9700 − 600 = 9100 > 9000), the
-	// first web pod stays in the plan, the others go.
+	// Where the hog alone is not enough (9700 − 600 = 9100 > 9000), one
+	// web pod follows it.
 	usage[hog] = 600
 	n1 = listed(pidNode("n1", 10000, 9700), usage)
 	e = newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
-	if got := e.run(t, n1, spareNode("n2")); len(got) != 2 || got[1] != "hog" || !strings.HasPrefix(got[0], "web-") {
-		t.Fatalf("evicted %v, want one web pod, then the hog", got)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 2 || got[0] != "hog" || !strings.HasPrefix(got[1], "web-") {
+		t.Fatalf("evicted %v, want the hog, then one web pod", got)
+	}
+	// A lower priority ranks first, whatever it holds: the kubelet evicts
+	// the web pods (priority 0) before a hog at priority 1000.
+	hog = withOpts(hog, podPriority(1000))
+	pods[3] = hog
+	usage = map[*v1.Pod]int64{hog: 600, pods[0]: 150, pods[1]: 150, pods[2]: 150}
+	n1 = listed(pidNode("n1", 10000, 9700), usage)
+	e = newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 4 || got[3] != "hog" {
+		t.Fatalf("evicted %v, want the three web pods, then the hog", got)
 	}
 }
 
@@ -605,4 +637,63 @@ func TestRoomKeepsDestinationsUnderTheThresholds(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A replacement holds what the pod held: a pod listed at 5,000 PIDs that
+// declares nothing (the default, 100) is not moved to a node that can take
+// 1,488 (2,000 free, less NodePIDs' floor of 512), though its declaration
+// would fit there.
+func TestRoomCountsWhatThePodHeld(t *testing.T) {
+	hog := testPod("hog", "n1")
+	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 5000})
+	for used, want := range map[int64][]string{8000: nil, 4000: {"hog"}} {
+		n2 := pidNode("n2", 10000, used)
+		e := newEnv(t, setup{}, objects([]*v1.Node{n1, n2}, []*v1.Pod{hog})...)
+		if got := e.run(t, n1, n2); !equal(got, want) {
+			t.Errorf("destination at %d of 10000 PIDs: evicted %v, want %v", used, got, want)
+		}
+		if want == nil {
+			if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "default/hog (5000 PIDs): no other node has room for its replacement's 5000 PIDs") {
+				t.Errorf("Warning Events %q, want one saying the replacement's 5000 PIDs find no room", w)
+			}
+		}
+	}
+}
+
+// A pod of another namespace whose ownerReference claims a ReplicaSet's UID
+// is not one of its pods: it does not take the ReplicaSet's turns. Here the
+// intruder holds the most PIDs, so the kubelet's ranking takes it, and its
+// delete-priority puts it last in the group it claims to belong to; were it
+// one of web's pods, web's own order would evict web-1 in its place.
+func TestAnOwnerIsItsNamespaceAndUID(t *testing.T) {
+	web1 := testPod("web-1", "n1", ownedBy("web"), inNamespace("team-a"))
+	web2 := testPod("web-2", "n1", ownedBy("web"), inNamespace("team-a"))
+	intruder := testPod("intruder", "n1", ownedBy("web"), inNamespace("team-b"), priority("-2147483648"))
+	pods := []*v1.Pod{web1, web2, intruder}
+	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{intruder: 800, web1: 750, web2: 100})
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"intruder"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
+
+// headroom.dev/pids: "0" does not make a pod look as if evicting it frees
+// nothing: on a node without a per-pod list, where gains are declarations, a
+// declaration counts at least defaultPodPIDs. Otherwise team A's six pods,
+// first in the kubelet's ranking (lower priority), would be passed over and
+// team B's six evicted in their place.
+func TestADeclarationOfNoPIDsSteersNothing(t *testing.T) {
+	var pods []*v1.Pod
+	for i := range 6 {
+		pods = append(pods,
+			testPod(fmt.Sprintf("a-%d", i), "n1", ownedBy("a"), inNamespace("team-a"), pids(0)),
+			testPod(fmt.Sprintf("b-%d", i), "n1", ownedBy("b"), inNamespace("team-b"), podPriority(100)))
+	}
+	// 9550 − 6 × 100 = 8950 ≤ 9000.
+	n1 := pidNode("n1", 10000, 9550)
+	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
+	got := e.run(t, n1, spareNode("n2"))
+	if len(got) != 6 || slices.ContainsFunc(got, func(name string) bool { return !strings.HasPrefix(name, "a-") }) {
+		t.Fatalf("evicted %v, want team A's six pods", got)
+	}
 }
