@@ -23,6 +23,11 @@ import (
 // the ipStarved trigger.
 const EvictionReasonIPStarved = "ipstarved"
 
+// ReasonStarvedOfPodIP is the reason of the Normal Event the plugin
+// records on each pod the ipStarved trigger evicts; its note is the
+// eviction's reason.
+const ReasonStarvedOfPodIP = "StarvedOfPodIP"
+
 // starvedFresh is how recent the kubelet's latest report of a pod's
 // starvation must be. Its recorder lets 25 Events of one pod through and
 // then one every 5 minutes (client-go's spam filter), so a pod still
@@ -250,6 +255,13 @@ func (c *cycle) relieveStarved(ctx context.Context, node *v1.Node) (stop bool, e
 	}
 	sp.n.logger.V(2).Info("Evicting pods starved of a pod IP", "pods", podNames(sp.plan.steps),
 		"podIPsUsed", fmt.Sprintf("%d/%d", sp.ips.used, sp.ips.allocatable))
+	// The evictor's own Event on the pod is written in the background and
+	// may be lost when a one-shot run exits; the plugin's are flushed.
+	sp.n.evictedOne = func(s step, reason string) {
+		if c.recorder != nil {
+			c.recorder.Eventf(s.pod, nil, v1.EventTypeNormal, ReasonStarvedOfPodIP, "Evict", "%s", reason)
+		}
+	}
 	return sp.n.carryOut(ctx, &pressure{}, sp.plan, sp.planSteps)
 }
 

@@ -68,6 +68,9 @@ func TestIPStarvedEvictsOnlyPodsStarvedPastTheGrace(t *testing.T) {
 	if got := e.reasons["starved"]; !want.MatchString(got) {
 		t.Errorf("reason %q, want one matching %s", got, want)
 	}
+	if events := e.warningEvents(); len(events) != 1 || !strings.HasPrefix(events[0], "Normal "+ReasonStarvedOfPodIP+" ") {
+		t.Errorf("Events %q, want one %s", events, ReasonStarvedOfPodIP)
+	}
 	after, err := testutil.GetCounterMetricValue(EvictionsTotal.WithLabelValues(EvictionReasonIPStarved))
 	if err != nil {
 		t.Fatal(err)

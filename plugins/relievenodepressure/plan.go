@@ -42,6 +42,8 @@ type nodeRelief struct {
 	warned sets.Set[types.UID]
 	// rankings caches the kubelet's ranking of the node's pods by figure.
 	rankings map[figureID][]*v1.Pod
+	// evictedOne, when set, is told of each successful eviction.
+	evictedOne func(s step, reason string)
 }
 
 // step is one planned eviction.
@@ -492,6 +494,9 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan, replan
 				n.room.take(c.target, c.need)
 			}
 			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
+			if n.evictedOne != nil {
+				n.evictedOne(s, reason)
+			}
 			continue
 		}
 		var (
