@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/headroom-k8s/headroom/pkg/deleteorder"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/pkg/sample"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
@@ -37,6 +37,7 @@ const (
 	lrThreshold = 9500
 	lrTarget    = 9000
 	lrFloor     = 100 // minPodPIDsPercent 1 % of 10000
+	lrMinFree   = 512 // NodePIDs' floor: max(minFreePIDs 512, 5 % of 10000)
 	lrDeclared  = 400 // headroom.dev/pids of every pod
 	lrMaxPerRun = 5   // maxNoOfPodsToEvictPerNode, and per namespace
 	lrHeadroom  = 30  // PIDs a full node keeps: its use never reaches capacity
@@ -93,9 +94,10 @@ type lrSample struct {
 //     the fewest pods evictable at that tick (two ticks old, not their
 //     ReplicaSet's only pod, at least 100 PIDs, listed in the sample)
 //     whose sampled PIDs bring the node's estimate to 9000 or below
-//     (lrFewest); made must equal the plan the plugin promises, the delete
-//     order walked and pruned (lrOrderPlan), which can exceed needed where
-//     mid-sized pods come before the big one in the order;
+//     (lrFewest); made must equal the plan the plugin promises, the
+//     kubelet's PID ranking walked over the pods whose replacement, at
+//     what the pod held, another node has room for (lrKubeletPlan), which
+//     can exceed needed where the big pod has nowhere to go;
 //  2. no replacement of an evicted pod is evicted again unless it leaks
 //     itself (evictedTwice), and no workload loses pods on a node on two
 //     consecutive ticks;
@@ -319,7 +321,32 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 			ownerCount[lrOwner(&pods[i])]++
 		}
 		need := map[string]int{}        // node → the fewest evictions that relieve it
-		orderPlan := map[string][]int{} // node → evictions of the delete order's pruned plan, at now and 5 s later
+		orderPlan := map[string][]int{} // node → evictions of the kubelet ranking's plan, with and without the other nodes' reliefs
+		// What each node holds as a destination sees it: the sample, and
+		// the declared PIDs of the pods placed after it.
+		held := map[string]int64{}
+		for _, node := range nodes {
+			held[node] = samples[tick][node].used
+			for i := range pods {
+				if p := &pods[i]; p.Spec.NodeName == node && sample.PlacedAfter(p, samples[tick][node].at) {
+					held[node] += lrDeclared
+				}
+			}
+		}
+		// room finds another node than self that takes need within the
+		// threshold and NodePIDs' floor, after reserved, and reserves it.
+		room := func(self string, reserved map[string]int64) func(int64) bool {
+			return func(need int64) bool {
+				for _, m := range nodes {
+					if u := held[m] + reserved[m]; m != self && u+need <= lrThreshold && lrCapacity-u-need >= lrMinFree {
+						reserved[m] += need
+						return true
+					}
+				}
+				return false
+			}
+		}
+		cycleReserved := map[string]int64{}
 		for _, node := range nodes {
 			s := samples[tick][node]
 			prev, ok := samples[tick-1][node]
@@ -347,8 +374,8 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 				}
 			}
 			need[node] = lrFewest(onNode, est, evictable)
-			now := time.Now()
-			orderPlan[node] = []int{lrOrderPlan(onNode, est, evictable, now), lrOrderPlan(onNode, est, evictable, now.Add(5*time.Second))}
+			orderPlan[node] = []int{lrKubeletPlan(onNode, est, evictable, room(node, cycleReserved)),
+				lrKubeletPlan(onNode, est, evictable, room(node, map[string]int64{}))}
 		}
 
 		// One run of the CronJob.
@@ -399,9 +426,9 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 				debounceBroken++
 				fail("tick %d: %s relieved again on the next sample, for the same pressure", tick, node)
 			}
-			// 1. Made vs needed, and vs what the delete order allows.
+			// 1. Made vs needed, and vs what the kubelet's ranking allows.
 			if want := orderPlan[node]; !slices.Contains(want, len(victims)) {
-				fail("tick %d: %s: %d evictions, the delete order's pruned plan has %v (the fewest: %d)", tick, node, len(victims), want, need[node])
+				fail("tick %d: %s: %d evictions, the kubelet ranking's plan has %v (the fewest: %d)", tick, node, len(victims), want, need[node])
 			}
 			if len(victims) > need[node] {
 				overNeeded++
@@ -470,44 +497,30 @@ func lrFewest(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64) 
 	return k
 }
 
-// lrOrderPlan is the number of evictions RelieveNodePressure promises
-// (safeguard 1): walk the node's pods in the delete order (the model's pods
-// carry neither priority nor annotations, so the neutral order is
-// deleteorder.Sort's), take each that frees at least the floor until the
-// node is projected at its target or the plan holds the per-node limit;
-// carry it out only if it reaches the threshold; then drop, earliest first,
-// each eviction the target is reached without.
-func lrOrderPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64, now time.Time) int {
+// lrKubeletPlan is how many evictions the plugin's plan for a node holds:
+// the kubelet's PID ranking (every pod here has priority 0: the most PIDs
+// first) over the evictable pods whose replacement, counted at what the pod
+// held or declares, whichever is more, fits on another node (room), until
+// the node is at its target or the per-node limit is spent; 0 where that
+// does not bring it to its threshold. The plan is a prefix of the ranking:
+// it is not pruned.
+func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64, room func(need int64) bool) int {
 	order := slices.Clone(pods)
-	deleteorder.Sort(order, now)
-	var plan []int64
-	projected := est
+	slices.SortStableFunc(order, func(a, b *corev1.Pod) int { return cmp.Compare(evictable(b), evictable(a)) })
+	n, projected := 0, est
 	for _, p := range order {
-		if projected <= lrTarget || len(plan) == lrMaxPerRun {
+		if projected <= lrTarget || n == lrMaxPerRun {
 			break
 		}
-		if g := evictable(p); g > 0 {
-			plan = append(plan, g)
+		if g := evictable(p); g > 0 && room(max(g, lrDeclared)) {
+			n++
 			projected -= g
 		}
 	}
 	if projected > lrThreshold {
 		return 0
 	}
-	for i := 0; i < len(plan); {
-		rest := int64(0)
-		for j, g := range plan {
-			if j != i {
-				rest += g
-			}
-		}
-		if est-rest <= lrTarget {
-			plan = slices.Delete(plan, i, i+1)
-			continue
-		}
-		i++
-	}
-	return len(plan)
+	return n
 }
 
 // lrPolicy is the shipped DeschedulerPolicy; its RelieveNodePressure args

@@ -170,11 +170,12 @@ func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
 	}
 	// The whole plan is made before the first eviction: the pods its two
 	// passes pass over come first in the log, then the evictions. The
-	// neutral pass (no annotation counts) passes over pending and plans
-	// three web pods; web's own order then picks which three, passing over
-	// pending again and guarded (its deletion cost puts it early there).
+	// kubelet's PID ranking (no annotation counts; without a per-pod list
+	// every pod counts at its declaration, the default, but pending, which
+	// never started and declares 0: it ranks last) plans three web pods;
+	// web's own order then picks which three, passing over pending and
+	// guarded (its deletion cost puts it early there).
 	wantWalk := []step{
-		{"pending", "frees 0 PIDs, below the floor of 100 (minPodPIDsPercent 1% of 10000)"},
 		{"pending", "frees 0 PIDs, below the floor of 100 (minPodPIDsPercent 1% of 10000)"},
 		{"guarded", "PodDisruptionBudget default/guarded allows no disruption"},
 		{"prio", "Evicted pod to relieve node"},
