@@ -1,6 +1,8 @@
 package relievenodepressure
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -37,6 +39,19 @@ const (
 	DefaultNoLimitRequestPercent            = oomkill.DefaultRequestMultiplierPercent
 	DefaultNoLimitAllocatablePermille       = oomkill.DefaultFractionOfAllocatablePermille
 
+	// DefaultIPStarvedGrace: the kubelet retries a failed sandbox every
+	// 10 s or so, and an address comes free when a pod of the node is torn
+	// down (within its termination grace, 30 s by default) or when the
+	// node agent's next sample (every minute) shows one. Two minutes lets
+	// a failure that such a release ends pass, and moves a pod that would
+	// otherwise wait for a pod to leave the node, which may never happen.
+	DefaultIPStarvedGrace = 2 * time.Minute
+	// DefaultMaxEventsPerNode bounds the API calls' payload per node: a
+	// starved pod has a few FailedCreatePodSandBox Events (the kubelet's
+	// recorder aggregates similar ones after ten), so 100 covers tens of
+	// pods.
+	DefaultMaxEventsPerNode int64 = 100
+
 	// DefaultTargetGap is how far below the threshold an unset target lies.
 	DefaultTargetGap int64 = 5
 
@@ -67,7 +82,7 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 	// nodes, and an operator should choose to evict for it; the memory
 	// trigger needs the node agent's memory sample, and an operator should
 	// choose its threshold against the kubelet's eviction settings.
-	if args.PIDs == nil && args.OOM == nil && args.Memory == nil {
+	if args.PIDs == nil && args.OOM == nil && args.Memory == nil && args.IPStarved == nil {
 		args.PIDs = &PIDsTrigger{}
 	}
 	if p := args.PIDs; p != nil {
@@ -122,6 +137,17 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 		}
 		if m.MinPodBytesPercent == nil {
 			m.MinPodBytesPercent = ptr.To[int64](DefaultMinPodBytesPercent)
+		}
+	}
+	if t := args.IPStarved; t != nil {
+		if t.Grace == nil {
+			t.Grace = &metav1.Duration{Duration: DefaultIPStarvedGrace}
+		}
+		if t.MaxSampleAge == nil {
+			t.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
+		}
+		if t.MaxEventsPerNode == nil {
+			t.MaxEventsPerNode = ptr.To(DefaultMaxEventsPerNode)
 		}
 	}
 	if len(args.SchedulerNames) == 0 {

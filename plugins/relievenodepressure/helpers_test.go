@@ -24,6 +24,8 @@ import (
 	frameworktesting "sigs.k8s.io/descheduler/pkg/framework/testing"
 	"sigs.k8s.io/descheduler/test"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -248,3 +250,49 @@ func objects(nodes []*v1.Node, pods []*v1.Pod) []runtime.Object {
 }
 
 func equal(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+// ipNode is a ready node whose pod-IP sample, a minute old, reports used of
+// capacity pod IPs allocated.
+func ipNode(name string, capacity, used int64) *v1.Node {
+	return test.BuildTestNode(name, 64000, 64<<30, 110, func(n *v1.Node) {
+		n.Annotations = ipstats.NodeStats{Capacity: capacity, Used: used, SampledAt: now.Add(-time.Minute)}.Annotations()
+	})
+}
+
+// waitingForSandbox makes the pod Pending with its sandbox not made, as the
+// kubelet reports a pod whose RunPodSandbox fails: PodReadyToStartContainers
+// False, its container waiting in ContainerCreating.
+func waitingForSandbox(p *v1.Pod) {
+	p.Status.Phase = v1.PodPending
+	p.Status.Conditions = []v1.PodCondition{
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
+		{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
+		{Type: v1.PodReady, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-3 * time.Hour))},
+	}
+	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app",
+		State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+}
+
+// pullingImage makes the pod Pending with its sandbox made and its
+// container waiting for its image.
+func pullingImage(p *v1.Pod) {
+	waitingForSandbox(p)
+	p.Status.Conditions[1].Status = v1.ConditionTrue
+	p.Status.ContainerStatuses[0].State.Waiting.Reason = "ErrImagePull"
+}
+
+// hostLocalExhausted is the kubelet's FailedCreatePodSandBox message when
+// host-local has no address left (test/integration TestRealNodeIPsRunOut).
+const hostLocalExhausted = `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "0123": plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.14`
+
+// sandboxFailure is the kubelet's FailedCreatePodSandBox Event on pod,
+// first reported at first and last at last.
+func sandboxFailure(pod *v1.Pod, first, last time.Time, message string) *v1.Event {
+	return &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%d", pod.Name, first.UnixNano()), Namespace: pod.Namespace},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Reason:         ipstarved.ReasonFailedCreatePodSandBox, Message: message, Type: v1.EventTypeWarning,
+		Source:         v1.EventSource{Component: "kubelet", Host: pod.Spec.NodeName},
+		FirstTimestamp: metav1.NewTime(first), LastTimestamp: metav1.NewTime(last),
+	}
+}

@@ -37,14 +37,15 @@ var (
 
 	// EvictionsTotal counts the evictions the plugin requested that
 	// succeeded, by the figure the pod was evicted for: "pids", "memory"
-	// (each above its threshold) or "oom" (the node's OOM shortfall). An
+	// (each above its threshold), "oom" (the node's OOM shortfall) or
+	// "ipstarved" (a pod starved of a pod IP, the ipStarved trigger). An
 	// eviction that relieves two counts under both; the descheduler's
 	// descheduler_pods_evicted_total counts each once.
 	EvictionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "headroom",
 		Subsystem:      "relieve_node_pressure",
 		Name:           "evictions_total",
-		Help:           "Pods RelieveNodePressure evicted, by reason: pids, memory or oom; an eviction for two reasons counts under both.",
+		Help:           "Pods RelieveNodePressure evicted, by reason: pids, memory, oom or ipstarved; an eviction for two reasons counts under both.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 
 	"github.com/headroom-k8s/headroom/pkg/sample"
@@ -44,6 +46,11 @@ type NodePlan struct {
 	// evictions would be requested. Otherwise nothing is evicted, and the
 	// plugin records a NodePressureUnrelievable Warning Event on the Node.
 	Relieves bool
+	// StarvedOfPodIP are the ipStarved trigger's decisions, on a node with
+	// no free pod IP, on its pods that wait for their sandbox: its
+	// evictions first, in order, then the pods it passes over and why. In
+	// a run they come after the pressure triggers' evictions of the node.
+	StarvedOfPodIP []PodPlan
 	// Pods are the node's pods in eviction order: in the order the plan
 	// walked them (the kubelet's ranking for the signal that fired, or the
 	// neutral order), each annotated workload's turns taken by its pods in
@@ -116,6 +123,9 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 	if out.Waiting != "" {
 		out.Triggered, out.Thresholds = true, st.thresholdsAndTargets()
 	}
+	if err := c.planStarvedInto(ctx, out, node); err != nil {
+		return nil, err
+	}
 	if p == nil {
 		return out, nil
 	}
@@ -152,6 +162,30 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		out.Pods = append(out.Pods, pp)
 	}
 	return out, nil
+}
+
+// planStarvedInto adds the ipStarved trigger's plan for node to out: the
+// node's pod-IP figure, and, where its starved pods are evicted, the plan
+// are listed in StarvedOfPodIP.
+func (c *cycle) planStarvedInto(ctx context.Context, out *NodePlan, node *v1.Node) error {
+	if c.args.IPStarved == nil {
+		return nil
+	}
+	ips, err := c.podIPsOf(node)
+	if ipstats.IsUnknown(err) {
+		out.Unknown["podIPs"] = err.Error()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	out.Before = append(out.Before, "podIPsUsed", fmt.Sprintf("%d/%d", ips.used, ips.allocatable))
+	sp, err := c.planStarved(ctx, node)
+	if err != nil || sp == nil {
+		return err
+	}
+	out.StarvedOfPodIP = sp.podPlans()
+	return nil
 }
 
 // newCycle starts a Deschedule cycle over nodes with the nodes' records.

@@ -43,6 +43,8 @@ type nodeRelief struct {
 	warned sets.Set[types.UID]
 	// rankings caches the kubelet's ranking of the node's pods by figure.
 	rankings map[figureID][]*v1.Pod
+	// evictedOne, when set, is told of each successful eviction.
+	evictedOne func(s step, reason string)
 }
 
 // step is one planned eviction.
@@ -357,24 +359,8 @@ func podNames(steps []step) []string {
 // the step to it when it takes the pod.
 func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, string) {
 	s := step{pod: pod, target: -1}
-	switch {
-	case pod.DeletionTimestamp != nil:
-		return s, "terminating: what it holds is already being freed"
-	case deschedulerutils.IsMirrorPod(pod):
-		// Whatever the evictor is told (its evict annotation lets any pod
-		// through): the kubelet runs a static pod from its manifest and
-		// makes its mirror pod again; evicting it frees nothing.
-		return s, "a static pod's mirror pod: the kubelet runs it whatever the API says"
-	case !n.schedulers.Has(schedulerName(pod)):
-		return s, fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
-	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
-		return s, fmt.Sprintf("namespace %s is excluded", pod.Namespace)
-	case !n.selector.Matches(labels.Set(pod.Labels)):
-		return s, "not selected by labelSelector"
-	case !n.handle.Evictor().Filter(pod):
-		return s, "the evictor's filter keeps it (DefaultEvictor: e.g. DaemonSet, bare, system-critical or local-storage pod, minReplicas, minPodAge)"
-	case n.limited.Has(pod.Namespace):
-		return s, fmt.Sprintf("namespace %s reached the per-namespace eviction limit", pod.Namespace)
+	if why := n.excluded(pod); why != "" {
+		return s, why
 	}
 	var belowFloor []string
 	for _, m := range proj.measured {
@@ -409,29 +395,67 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 		return s, "evicting it would not move the node toward its target"
 	}
 
+	return s, n.placeable(&s, l, func() string {
+		return fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
+	})
+}
+
+// excluded says why pod is not evicted whatever it frees: terminating,
+// not one of the args' pods, kept by the evictor's filter, or of a
+// namespace at its limit; "" when none holds.
+func (n *nodeRelief) excluded(pod *v1.Pod) string {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return "terminating: what it holds is already being freed"
+	case deschedulerutils.IsMirrorPod(pod):
+		// Whatever the evictor is told (its evict annotation lets any pod
+		// through): the kubelet runs a static pod from its manifest and
+		// makes its mirror pod again; evicting it frees nothing.
+		return "a static pod's mirror pod: the kubelet runs it whatever the API says"
+	case !n.schedulers.Has(schedulerName(pod)):
+		return fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
+	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
+		return fmt.Sprintf("namespace %s is excluded", pod.Namespace)
+	case !n.selector.Matches(labels.Set(pod.Labels)):
+		return "not selected by labelSelector"
+	case !n.handle.Evictor().Filter(pod):
+		return "the evictor's filter keeps it (DefaultEvictor: e.g. DaemonSet, bare, system-critical or local-storage pod, minReplicas, minPodAge)"
+	case n.limited.Has(pod.Namespace):
+		return fmt.Sprintf("namespace %s reached the per-namespace eviction limit", pod.Namespace)
+	}
+	return ""
+}
+
+// placeable completes s, the eviction of s.pod, with where its replacement
+// goes and the PodDisruptionBudgets it counts against, or says why it
+// cannot be made: a budget that allows no more disruption after l, no room
+// on another node after l (noRoom says so), or the evictor's pre-eviction
+// filter.
+func (n *nodeRelief) placeable(s *step, l ledger, noRoom func() string) string {
+	pod := s.pod
 	pdbs, err := n.matchingPDBs(pod)
 	if err != nil {
 		n.logger.Error(err, "Not planning to evict the pod this run", "pod", klog.KObj(pod))
-		return s, "its PodDisruptionBudgets could not be listed"
+		return "its PodDisruptionBudgets could not be listed"
 	}
 	for _, pdb := range pdbs {
 		if pdb.Status.DisruptionsAllowed-l.disruptions[pdb.UID] < 1 {
-			return s, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
+			return fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
 		}
 	}
 	target, need, ok := n.roomFor(pod, l.reserved)
 	if !ok {
-		return s, fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
+		return noRoom()
 	}
 	s.target, s.need = target, need
 	s.charges = []charge{{target, need}}
 	if !n.handle.Evictor().PreEvictionFilter(pod) {
-		return s, "the evictor's pre-eviction filter keeps it (nodeFit: no other node fits it)"
+		return "the evictor's pre-eviction filter keeps it (nodeFit: no other node fits it)"
 	}
 	for _, pdb := range pdbs {
 		s.pdbs = append(s.pdbs, pdb.UID)
 	}
-	return s, ""
+	return ""
 }
 
 // carryOut requests the plan's evictions in order. An eviction refused by
@@ -443,8 +467,8 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 // sample. An eviction whose outcome is unknown (outcomeUnknown: the API
 // server did not answer) ends the node's relief for this cycle: the pod may
 // be gone, and the next cycle's figures show whether it is. stop reports the
-// total eviction limit.
-func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop bool, err error) {
+// total eviction limit. replan makes the plan again from what is reached.
+func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan, replan func() *plan) (stop bool, err error) {
 	for len(p.steps) > 0 {
 		s := p.steps[0]
 		p.steps = p.steps[1:]
@@ -477,6 +501,9 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 			}
 			n.saveRelief(ctx, st)
 			podLogger.V(2).Info("Evicted pod to relieve node", append(append(before, st.keysAndValues("after")...), "reason", reason)...)
+			if n.evictedOne != nil {
+				n.evictedOne(s, reason)
+			}
 			continue
 		}
 		var (
@@ -508,7 +535,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan) (stop 
 		default:
 			podLogger.V(2).Info("Eviction refused; planning again without the pod", "err", err.Error())
 		}
-		if p = n.plan(st); p.aboveThreshold {
+		if p = replan(); p.aboveThreshold {
 			n.logger.V(2).Info("The rest of the order no longer brings the node to its threshold; leaving it for the next sample", st.keysAndValues("")...)
 			return false, nil
 		}

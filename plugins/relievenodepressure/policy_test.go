@@ -67,8 +67,10 @@ func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
 		t.Fatalf("LoadPolicyConfig: %v", err)
 	}
 	got := pluginArgs[*RelieveNodePressureArgs](t, policy, PluginName)
+	// The PID trigger and, on in the shipped policy, the ipStarved trigger,
+	// each with its defaults.
 	want := &RelieveNodePressureArgs{Namespaces: &api.Namespaces{Exclude: []string{"kube-system", "headroom-system"}},
-		MaxPodsToEvictPerNode: policy.MaxNoOfPodsToEvictPerNode}
+		MaxPodsToEvictPerNode: policy.MaxNoOfPodsToEvictPerNode, PIDs: &PIDsTrigger{}, IPStarved: &IPStarvedTrigger{}}
 	SetDefaults_RelieveNodePressureArgs(want)
 	if !equalArgs(got, want) {
 		t.Fatalf("sample decodes to\n%s\nwant the defaults, and the policy's per-node limit\n%s", dump(got), dump(want))

@@ -207,6 +207,9 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 	c := d.newCycle(logger, nodes, records)
 	for _, node := range nodes {
 		stop, err := c.relieve(ctx, node)
+		if err == nil && !stop {
+			stop, err = c.relieveStarved(ctx, node)
+		}
 		if err != nil {
 			return &frameworktypes.Status{Err: err}
 		}
@@ -295,7 +298,7 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 	n.logger.V(2).Info("Relief planned", "pods", planned)
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
 	defer c.recordRelief(n, st)
-	return n.carryOut(ctx, st, p)
+	return n.carryOut(ctx, st, p, func() *plan { return n.plan(st) })
 }
 
 // assess computes the node's figures for the enabled triggers.

@@ -7,6 +7,7 @@ import (
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/oomkill"
 )
 
@@ -28,6 +29,9 @@ type roomNode struct {
 	// oom is the node's memory model; nil where the OOM trigger is off or
 	// the node's memory is unknown.
 	oom *oomkill.Node
+	// ips is the node's pod-IP figure as NodeIPs sees it; not known where
+	// the node's figure is unknown (NodeIPs lets pods onto such a node).
+	ips roomFigure
 	// worstTaken is the worst-case memory of the replacements counted
 	// against the node by evictions made this cycle.
 	worstTaken int64
@@ -57,6 +61,8 @@ type roomFigure struct {
 type reservation struct {
 	figures gains
 	worst   int64
+	// ips is the pod IPs the replacements take: 1 each on the pod network.
+	ips int64
 }
 
 func (r reservation) plus(o reservation) reservation {
@@ -64,6 +70,7 @@ func (r reservation) plus(o reservation) reservation {
 		r.figures[id] = addSat(r.figures[id], o.figures[id])
 	}
 	r.worst = addSat(r.worst, o.worst)
+	r.ips = addSat(r.ips, o.ips)
 	return r
 }
 
@@ -90,6 +97,16 @@ func (c *cycle) buildRoom() *room {
 				rn.figures[f.id] = roomFigure{known: true, used: nf.usage.Held, allocatable: nf.allocatable, declared: nf.declared}
 			}
 		}
+		if !rn.full {
+			ips, err := c.podIPsOf(node)
+			switch {
+			case err == nil:
+				rn.ips = ips
+			case !ipstats.IsUnknown(err):
+				c.logger.V(2).Info("Listing a node's pods failed; counting it as having no room", "node", node.Name, "err", err.Error())
+				rn.full = true
+			}
+		}
 		if t := c.args.OOM; t != nil && !rn.full {
 			pods, err := c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 			if err != nil {
@@ -108,7 +125,8 @@ func (c *cycle) buildRoom() *room {
 // pod's replacement after what the plan so far reserved, and what the
 // replacement is counted for there: by each measured figure the node
 // knows, its need (n.need) added to the node's estimate stays at or below the
-// trigger's threshold (and, for PIDs, above NodePIDs' floor); by the OOM
+// trigger's threshold (and, for PIDs, above NodePIDs' floor); by the pod-IP
+// figure NodeIPs reads, a free pod IP for it; by the OOM
 // model, the node's worst-case shortfall with it stays at or below the OOM
 // threshold. A figure unknown there does not keep the pod off it, as the
 // scheduler's plugins do not. A node no scheduler would place the pod on is
@@ -141,6 +159,13 @@ nodes:
 				continue nodes
 			}
 			need.figures[id] = want
+		}
+		if rf := &rn.ips; rf.known && ipstats.TakesIP(pod) {
+			// NodeIPs' Filter with its default minFreeIPs of 0.
+			if addSat(rf.used, addSat(reserved[i].ips, 1)) > rf.allocatable {
+				continue
+			}
+			need.ips = 1
 		}
 		if rn.oom != nil {
 			worst := incoming.WorstOn(rn.oom)
@@ -196,6 +221,9 @@ func (r *room) take(i int, need reservation) {
 		}
 	}
 	rn.worstTaken = addSat(rn.worstTaken, need.worst)
+	if rn.ips.known {
+		rn.ips.used = addSat(rn.ips.used, need.ips)
+	}
 }
 
 // addSat adds non-negative figures, saturating at math.MaxInt64.

@@ -9,8 +9,8 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // RelieveNodePressureArgs configures the RelieveNodePressure plugin. When no
-// trigger is given, the PID trigger is enabled with its defaults; the OOM
-// and memory triggers run only when given.
+// trigger is given, the PID trigger is enabled with its defaults; the OOM,
+// memory and ipStarved triggers run only when given.
 type RelieveNodePressureArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -20,6 +20,8 @@ type RelieveNodePressureArgs struct {
 	OOM *OOMTrigger `json:"oom,omitempty"`
 	// Memory is the measured-memory trigger; nil disables it.
 	Memory *MemoryTrigger `json:"memory,omitempty"`
+	// IPStarved is the pod-IP starvation trigger; nil disables it.
+	IPStarved *IPStarvedTrigger `json:"ipStarved,omitempty"`
 	// DeletePriorityAnnotation is the pod annotation whose int32 value ranks
 	// a pod before every ReplicaSet rule, higher first. Default
 	// controller.alpha.kubernetes.io/delete-priority.
@@ -150,4 +152,30 @@ type MemoryTrigger struct {
 	// of the node's allocatable memory is never evicted for memory; in
 	// [0, 100]; default 1.
 	MinPodBytesPercent *int64 `json:"minPodBytesPercent,omitempty"`
+}
+
+// +k8s:deepcopy-gen=true
+
+// IPStarvedTrigger evicts a pod whose sandbox the kubelet cannot create for
+// want of a pod IP (pkg/ipstarved: its FailedCreatePodSandBox Events carry
+// the IPAM's "no address left" error, and its PodReadyToStartContainers
+// condition is not True), from a node with no free pod IP by the
+// headroom.dev/ip-* estimate that NodeIPs uses, when another node has one
+// for it: the replacement is placed by headroom-scheduler, whose NodeIPs
+// plugin sees pod IPs. A pod pulling an image or waiting for anything else
+// is never evicted.
+type IPStarvedTrigger struct {
+	// Grace is how long a pod must have been starved, counted from the
+	// kubelet's first report of the failure (not the pod's creation),
+	// before it is evicted; in [10s, 24h]; default 2m. See
+	// DefaultIPStarvedGrace.
+	Grace *metav1.Duration `json:"grace,omitempty"`
+	// MaxSampleAge is how old a node's pod-IP sample may be before the
+	// node's figure counts as unknown and the trigger leaves it alone;
+	// default 10m (NodeIPs' default); 0 means samples never go stale.
+	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
+	// MaxEventsPerNode bounds the Events the trigger lists per node and
+	// run (one List per waiting pod, each limited to what is left); in
+	// [1, 1000]; default 100.
+	MaxEventsPerNode *int64 `json:"maxEventsPerNode,omitempty"`
 }

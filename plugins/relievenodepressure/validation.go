@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,6 +72,18 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), m.MaxSampleAge.Duration.String(), "must not be negative"))
 		}
 	}
+	if t := args.IPStarved; t != nil {
+		path := field.NewPath("ipStarved")
+		if g := t.Grace.Duration; g < minIPStarvedGrace || g > maxIPStarvedGrace {
+			errs = append(errs, field.Invalid(path.Child("grace"), g.String(), fmt.Sprintf("must be within [%s, %s]", minIPStarvedGrace, maxIPStarvedGrace)))
+		}
+		if t.MaxSampleAge.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("maxSampleAge"), t.MaxSampleAge.Duration.String(), "must not be negative"))
+		}
+		if v := *t.MaxEventsPerNode; v < 1 || v > maxEventsPerNode {
+			errs = append(errs, field.Invalid(path.Child("maxEventsPerNode"), v, fmt.Sprintf("must be within [1, %d]", maxEventsPerNode)))
+		}
+	}
 
 	if v := *args.PressureSamples; v < 1 || v > maxPressureSamples {
 		errs = append(errs, field.Invalid(field.NewPath("pressureSamples"), v, fmt.Sprintf("must be within [1, %d]", maxPressureSamples)))
@@ -110,6 +123,15 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 	}
 	return fmt.Errorf("%s args: %w", PluginName, errs.ToAggregate())
 }
+
+// The bounds of ipStarved's fields: one failed attempt (the kubelet retries
+// about every 10 s) is not starvation; a day is longer than anyone would
+// let a pod wait; a thousand Events is a large List already.
+const (
+	minIPStarvedGrace       = 10 * time.Second
+	maxIPStarvedGrace       = 24 * time.Hour
+	maxEventsPerNode  int64 = 1000
+)
 
 // maxPressureSamples bounds the debounce: ten samples are minutes of
 // pressure at the node agent's pace, and the plugin's record of a node

@@ -111,6 +111,10 @@ func TestShippedRights(t *testing.T) {
 		{"headroom-descheduler", "default", []string{"delete", "pods"}, false},
 		{"headroom-descheduler", "default", []string{"update", "pods"}, false},
 		{"headroom-descheduler", "default", []string{"patch", "nodes"}, false},
+		// The ipStarved trigger lists the kubelet's sandbox failures of a
+		// few pods; it never watches or caches every Event.
+		{"headroom-descheduler", "default", []string{"list", "events"}, true},
+		{"headroom-descheduler", "default", []string{"watch", "events"}, false},
 		{"headroom-scheduler", "default", []string{"create", "pods", "--subresource=binding"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/headroom-scheduler"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/other"}, false},

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
 	"github.com/headroom-k8s/headroom/manifests"
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
 )
 
@@ -212,6 +214,9 @@ func evictionsOf(ctx context.Context, client kubernetes.Interface, name string, 
 	} else {
 		out.Notes = append(out.Notes, fmt.Sprintf("the descheduler's record of earlier runs, ConfigMap %s/%s, could not be read (%v): the plan assumes no pressure seen before", ns, cmName, err))
 	}
+	if note := copySandboxFailures(ctx, client, sandbox, name); note != "" {
+		out.Notes = append(out.Notes, note)
+	}
 	plan, err := (*plugin).Plan(ctx, nodes, nodes[i])
 	if err != nil {
 		return nil, err
@@ -231,10 +236,15 @@ func fillEvictionPlan(plan *v1alpha1.NodeEvictionPlan, p *relievenodepressure.No
 	}
 	plan.Now, plan.Thresholds, plan.After = figures(p.Before), figures(p.Thresholds), figures(p.After)
 	plan.PressureSeen, plan.Relieves = p.Waiting, p.Relieves
+	// The ipStarved trigger's evictions need no pressure: on their own they
+	// make the decision Evict.
+	starved := slices.ContainsFunc(p.StarvedOfPodIP, func(pp relievenodepressure.PodPlan) bool { return pp.Evict })
 	switch {
-	case !p.Triggered:
+	case !p.Triggered && !starved:
 		plan.Decision = v1alpha1.DecisionWithinThresholds
 		return
+	case !p.Triggered:
+		plan.Decision, plan.Relieves = v1alpha1.DecisionEvict, true
 	case p.Waiting != "":
 		plan.Decision = v1alpha1.DecisionWaiting
 	case p.Relieves:
@@ -244,7 +254,7 @@ func fillEvictionPlan(plan *v1alpha1.NodeEvictionPlan, p *relievenodepressure.No
 	}
 	// The memory trigger's gains, where it is on and the node's memory known.
 	memory := slices.Contains(p.Before, any("memoryUsed"))
-	for _, pp := range p.Pods {
+	for _, pp := range slices.Concat(p.Pods, p.StarvedOfPodIP) {
 		e := v1alpha1.PodEviction{Namespace: pp.Pod.Namespace, Name: pp.Pod.Name, Evict: pp.Evict, FreesPIDs: pp.PIDs, Reason: pp.Reason}
 		if pp.Pod.Spec.Priority != nil {
 			e.Priority = *pp.Pod.Spec.Priority
@@ -282,7 +292,7 @@ func writeEvictionPlan(out io.Writer, p *v1alpha1.NodeEvictionPlan) {
 	for _, n := range p.Notes {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
-	for _, trigger := range []string{"PIDs", "memory", "OOM"} {
+	for _, trigger := range []string{"PIDs", "memory", "OOM", "podIPs"} {
 		if why, ok := p.Unknown[trigger]; ok {
 			fmt.Fprintf(out, "%s: unknown (%s): the %s trigger leaves the node alone\n", trigger, why, trigger)
 		}
@@ -294,7 +304,11 @@ func writeEvictionPlan(out io.Writer, p *v1alpha1.NodeEvictionPlan) {
 		fmt.Fprintln(out, "within thresholds: nothing to evict")
 		return
 	}
-	fmt.Fprintf(out, "above threshold (%s)\n", figureList(p.Thresholds))
+	if len(p.Thresholds) > 0 {
+		fmt.Fprintf(out, "above threshold (%s)\n", figureList(p.Thresholds))
+	} else {
+		fmt.Fprintln(out, "no free pod IP, and pods starved of one (ipStarved)")
+	}
 	if p.Decision == v1alpha1.DecisionWaiting {
 		fmt.Fprintf(out, "waiting: seen above threshold in %s; nothing is evicted until the pressure lasts (pressureSamples)\n", p.PressureSeen)
 	}
@@ -302,7 +316,9 @@ func writeEvictionPlan(out io.Writer, p *v1alpha1.NodeEvictionPlan) {
 	if p.Decision == v1alpha1.DecisionWaiting {
 		plan = "plan if the pressure lasts, by the figures of now"
 	}
-	if p.Relieves {
+	if p.Relieves && len(p.After) == 0 {
+		fmt.Fprintf(out, "%s: %d eviction(s)\n", plan, p.Evictions)
+	} else if p.Relieves {
 		fmt.Fprintf(out, "%s: %d eviction(s), after which %s\n", plan, p.Evictions, figureList(p.After))
 	} else {
 		fmt.Fprintf(out, "%s: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
@@ -394,6 +410,31 @@ func copyCluster(ctx context.Context, client kubernetes.Interface) (*fake.Client
 		objs = append(objs, &pvcs.Items[i])
 	}
 	return fake.NewClientset(objs...), nil
+}
+
+// maxSandboxFailures bounds the Events copySandboxFailures lists.
+const maxSandboxFailures = 1000
+
+// copySandboxFailures copies the kubelet's FailedCreatePodSandBox Events
+// from node into the sandbox, which the descheduler's dry-run mirror lacks:
+// the ipStarved trigger reads them. It returns a note when they cannot be
+// listed; the plan then finds no pod starved of a pod IP.
+func copySandboxFailures(ctx context.Context, client kubernetes.Interface, sandbox *fake.Clientset, node string) string {
+	list, err := client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("reason", ipstarved.ReasonFailedCreatePodSandBox).String(),
+		Limit:         maxSandboxFailures,
+	})
+	if err != nil {
+		return fmt.Sprintf("the kubelet's %s Events could not be listed (%v): the plan finds no pod starved of a pod IP", ipstarved.ReasonFailedCreatePodSandBox, err)
+	}
+	for i := range list.Items {
+		if e := &list.Items[i]; e.Source.Host == node {
+			if err := sandbox.Tracker().Add(e); err != nil {
+				return fmt.Sprintf("copying Event %s/%s: %v", e.Namespace, e.Name, err)
+			}
+		}
+	}
+	return ""
 }
 
 // planningRegistry is headroom-descheduler's registry (the descheduler's

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-k8s/headroom/apis/kubectl/v1alpha1"
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
@@ -306,5 +308,61 @@ func TestEvictionsOfANodeTheDeschedulerSkips(t *testing.T) {
 	out, err = run(t, client, "evictions", "hot")
 	if err != nil || !strings.Contains(out, "note: 1 ready node; the descheduler skips its cycles with fewer than 2") {
 		t.Errorf("hot: err %v\n%s", err, out)
+	}
+}
+
+// TestEvictionsShowPodsStarvedOfAPodIP: on a node with no free pod IP, the
+// plan lists the ipStarved trigger's eviction of a pod the kubelet has
+// failed for want of one for 5 minutes, with its reason, and the pod
+// starved for less than the grace with why it stays; the kubelet's
+// FailedCreatePodSandBox Events are copied into the plan's sandbox.
+func TestEvictionsShowPodsStarvedOfAPodIP(t *testing.T) {
+	now := time.Now()
+	full := test.BuildTestNode("full", 8000, 32<<30, 110, func(n *corev1.Node) {
+		n.Annotations = ipstats.NewNodeStats(13, 13, now.Add(-time.Minute)).Annotations()
+	})
+	free := test.BuildTestNode("free", 8000, 32<<30, 110, func(n *corev1.Node) {
+		n.Annotations = ipstats.NewNodeStats(13, 0, now.Add(-time.Minute)).Annotations()
+	})
+	objs := []runtime.Object{full, free, test.BuildTestNamespace("default")}
+	for _, s := range []struct {
+		name    string
+		starved time.Duration
+	}{{"starved", 5 * time.Minute}, {"young", 30 * time.Second}} {
+		p := test.BuildTestPod(s.name, 100, 0, "full", nil)
+		p.UID = types.UID("uid-" + s.name)
+		p.Spec.SchedulerName = "headroom-scheduler"
+		started := metav1.NewTime(now.Add(-3 * time.Hour))
+		p.CreationTimestamp, p.Status.StartTime = started, &started
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: started},
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "web", Controller: ptr.To(true)}}
+		objs = append(objs, p, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: s.name + ".1", Namespace: "default"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: s.name, UID: p.UID},
+			Reason:         ipstarved.ReasonFailedCreatePodSandBox, Type: corev1.EventTypeWarning,
+			Message:        `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "1": plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.14`,
+			Source:         corev1.EventSource{Component: "kubelet", Host: "full"},
+			FirstTimestamp: metav1.NewTime(now.Add(-s.starved)), LastTimestamp: metav1.NewTime(now.Add(-10 * time.Second)),
+		})
+	}
+	out, err := run(t, fake.NewClientset(objs...), "evictions", "full")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^no free pod IP, and pods starved of one \(ipStarved\)$`),
+		regexp.MustCompile(`(?m)^plan: 1 eviction\(s\)$`),
+		regexp.MustCompile(`(?m)^1 +default/starved .*EVICT 1: RelieveNodePressure: node full has no free pod IP \(15/13 used\), pod starved of one for 5m0s \(host-local\)$`),
+		regexp.MustCompile(`(?m)^2 +default/young .*skip: ipStarved: starved of a pod IP for 30s, within ipStarved.grace 2m0s$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks /%s/:\n%s", want, out)
+		}
 	}
 }

@@ -1,0 +1,162 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/test/controlplane"
+	"github.com/headroom-k8s/headroom/test/realnode"
+)
+
+// TestRealNodeIPStarved fills the real node's host-local
+// range (13 pod IPs), then binds a Deployment's two headroom-scheduler pods
+// to it directly, as a scheduler with a stale figure would: the runtime
+// has no address for them and the kubelet reports FailedCreatePodSandBox
+// with host-local's "no IP addresses available in range set". One run of
+// headroom-descheduler with the shipped policy (ipStarved on; its grace
+// at its 10 s minimum and DefaultEvictor's minPodAge at 0, the pods being
+// seconds old) evicts them, and headroom-scheduler, whose NodeIPs sees the
+// real node full, places their replacements on the kwok node, where they
+// run.
+func TestRealNodeIPStarved(t *testing.T) {
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true, ControllerManager: true}, realnode.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := cp.Client
+	ns := metav1.NamespaceDefault
+	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+	deployShippedNodeAgent(ctx, t, node, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10))
+
+	var fill []*corev1.Pod
+	for i := range 13 {
+		p, err := c.CoreV1().Pods(ns).Create(ctx, pausePod(fmt.Sprintf("fill-%02d", i), node.Name, corev1.DefaultSchedulerName), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill = append(fill, p)
+	}
+	waitPodsRunning(ctx, t, cp, fill...)
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s, err := ipstats.ParseNode(n.Annotations, time.Now(), 0)
+		return err == nil && s.Capacity == 13 && s.Used == 13, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent never published 13 of 13 pod IPs used: %v", err)
+	}
+
+	// headroom-scheduler is not running yet: the test binds the pods, as a
+	// scheduler that had not seen the node fill up would.
+	labels := map[string]string{"app": "starved"}
+	tmpl := pausePod("", "", "headroom-scheduler")
+	tmpl.Spec.NodeSelector = nil
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "starved", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
+		},
+	}
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var starved []corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=starved"})
+		starved = list.Items
+		return err == nil && len(starved) == 2, err
+	})
+	if err != nil {
+		t.Fatalf("the Deployment's pods: %v", err)
+	}
+	for _, p := range starved {
+		binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns},
+			Target: corev1.ObjectReference{Kind: "Node", Name: node.Name}}
+		if err := c.CoreV1().Pods(ns).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range starved {
+		msg := waitEvent(ctx, t, c, p.Name, "FailedCreatePodSandBox", "no IP addresses available in range set").Message
+		t.Logf("%s bound to %s and stuck: %s", p.Name, node.Name, msg)
+	}
+	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// Past the grace (10 s) since the first failure.
+	time.Sleep(12 * time.Second)
+
+	start := time.Now()
+	log := rnpRunPolicy(t, cp, ipStarvedPolicy(t))
+	evicted := rnpEvicted(log)
+	t.Logf("one run evicted %v in %s", evicted, time.Since(start).Round(time.Millisecond))
+	if len(evicted) == 0 {
+		t.Fatalf("nothing evicted\n%s", rnpPluginLines(log))
+	}
+	for _, e := range evicted {
+		if !slices.ContainsFunc(starved, func(p corev1.Pod) bool { return ns+"/"+p.Name == e }) {
+			t.Errorf("evicted %s, not one of the starved pods", e)
+		}
+	}
+	if !strings.Contains(log, "has no free pod IP (") {
+		t.Errorf("no eviction reason names the pod IPs\n%s", rnpPluginLines(log))
+	}
+	// The replacements go to the kwok node and run there.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=starved"})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && p.Spec.NodeName == "kwok-node" && p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == len(evicted), nil
+	})
+	if err != nil {
+		list, _ := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		t.Fatalf("the replacements do not run on kwok-node: %v%s", err, realnode.PodSummaries(list.Items))
+	}
+}
+
+// ipStarvedPolicy is the shipped policy with the ipStarved grace at its
+// minimum, 10 s, and DefaultEvictor's minPodAge at 0: the test's pods are
+// seconds old.
+func ipStarvedPolicy(t *testing.T) []byte {
+	t.Helper()
+	var policy map[string]any
+	if err := yaml.Unmarshal(shippedPolicyForNewPods(t), &policy); err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range policy["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any) {
+		if pc := pc.(map[string]any); pc["name"] == "RelieveNodePressure" {
+			pc["args"].(map[string]any)["ipStarved"].(map[string]any)["grace"] = "10s"
+		}
+	}
+	data, err := yaml.Marshal(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
