@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools release push test unit integration compat bench perf e2e-bench fuzz run down verify generate clean
+.PHONY: all build images tools release push test unit integration compat bench perf bench-agent e2e-bench fuzz run down verify generate clean
 
 all: build
 
@@ -53,6 +53,9 @@ e2e-bench: tools images ## the same PID storm and slow leak, pod-IP exhaustion a
 
 perf: ## scheduler_perf: the Headroom profile's scheduling cycle against the default profile's, in one scheduler (needs bin/etcd)
 	hack/perf.sh
+
+bench-agent: ## the node agent's writes at 5,000 and 15,000 nodes against a real kube-apiserver, beside the kubelets' own (needs bin/etcd, bin/kube-apiserver)
+	hack/bench-agent.sh
 
 # A count of executions (Nx), not a duration: a duration races the fuzz
 # coordinator's own deadline and fails with a bare "context deadline exceeded"

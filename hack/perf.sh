@@ -5,10 +5,11 @@
 # profile's scheduling cycle is timed: it prints the median of the runs'
 # ratios of the mean cycles (docs/performance.md, "Method: one scheduler
 # for all the profiles"). SchedulingBasic
-# at 5000 nodes, TightFleet, MixedFleet and Churn run PERF_RUNS times
-# (default 3). Needs bin/etcd (make tools).
+# at 5000 and 15000 nodes, TightFleet at 5000 and 15000 nodes, MixedFleet and
+# Churn run PERF_RUNS times (default 3). Needs bin/etcd (make tools).
 #
 #   PERF_WORKLOADS  a regexp of the workloads to run, e.g. 'SchedulingBasic-5000Nodes_'
+#                   or '(SchedulingBasic|TightFleet)-15000Nodes_'
 #                   (the unmeasured warm-up workload always runs first)
 #   PERF_PROFILES   the profiles, the baseline first (default Default,Headroom; the
 #                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs)

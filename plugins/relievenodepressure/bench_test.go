@@ -29,13 +29,15 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
-// The benchmark cluster: benchNodes nodes of benchPods pods each. Every
+// The benchmark clusters: benchNodes nodes (each size in turn) of benchPods
+// pods each. Every
 // benchEvery-th node is under PID pressure (RelieveNodePressure evicts
 // three of its pods) and tainted NoSchedule (RemovePodsViolatingNodeTaints
 // evicts the three pods that do not tolerate it), so that both plugins walk
 // every node and evict the same number of pods.
+var benchNodes = []int{5000, 15000}
+
 const (
-	benchNodes = 5000
 	benchPods  = 30
 	benchEvery = 100
 	benchTaint = "example.com/bench"
@@ -46,16 +48,15 @@ type benchCluster struct {
 	pods  map[string][]*v1.Pod
 }
 
-var (
-	benchOnce sync.Once
-	benchC    *benchCluster
-)
+// benchClusters holds the clusters built so far, by node count: the
+// benchmark and its baseline walk the same one.
+var benchClusters = map[int]*benchCluster{}
 
 func benchUID(node, pod int) types.UID {
 	return types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", node, pod))
 }
 
-func newBenchCluster() *benchCluster {
+func newBenchCluster(benchNodes int) *benchCluster {
 	c := &benchCluster{pods: make(map[string][]*v1.Pod, benchNodes)}
 	sampled := now.Add(-time.Minute)
 	for n := range benchNodes {
@@ -152,7 +153,17 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 func benchDeschedule(b *testing.B, build func(context.Context, frameworktypes.Handle) (frameworktypes.DeschedulePlugin, error)) {
-	benchOnce.Do(func() { benchC = newBenchCluster() })
+	for _, benchNodes := range benchNodes {
+		benchC := benchClusters[benchNodes]
+		if benchC == nil {
+			benchC = newBenchCluster(benchNodes)
+			benchClusters[benchNodes] = benchC
+		}
+		benchDescheduleOn(b, benchC, benchNodes, build)
+	}
+}
+
+func benchDescheduleOn(b *testing.B, benchC *benchCluster, benchNodes int, build func(context.Context, frameworktypes.Handle) (frameworktypes.DeschedulePlugin, error)) {
 	b.Run(fmt.Sprintf("nodes=%d,pods=%d", benchNodes, benchPods), func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	runs         = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 nodes, TightFleet, MixedFleet and Churn, per profile or shared (make perf reports the median)")
+	runs         = flag.Int("perf-runs", 3, "runs of SchedulingBasic at 5000 and 15000 nodes, TightFleet, MixedFleet and Churn, per profile or shared (make perf reports the median)")
 	order        = flag.String("perf-order", "abba", "order of the profiles in the runs of a workload: abba (A B, B A, A B, ...) or ab (A B, A B, ...)")
 	warmup       = flag.Bool("perf-warmup", true, "run an unmeasured 500-node workload with the first profile before the others")
 	sharedMethod = flag.Bool("perf-shared", false, "run the profiles in one scheduler, the pods given to them in turn, and compare their scheduling cycles (shared_test.go; make perf's default)")
@@ -418,6 +418,14 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			Params: map[string]int{"nodes": 5000, "initPods": 1000, "measurePods": 10000}}, *runs},
 		{testCase{Name: "TightFleet", Workload: "5000Nodes",
 			Params: map[string]int{"nodes": 5000, "initPods": 5000, "measurePods": 6000}}, *runs},
+		// 15,000 nodes, the pods of the 5,000-node workloads: the
+		// scheduler's per-node work and memory grow with the nodes, and a
+		// 2-core, 24 GiB machine holds 15,000 nodes and 11,000 pods with
+		// kube-apiserver in the same process (docs/performance.md).
+		{testCase{Name: "SchedulingBasic", Workload: "15000Nodes",
+			Params: map[string]int{"nodes": 15000, "initPods": 1000, "measurePods": 10000}}, *runs},
+		{testCase{Name: "TightFleet", Workload: "15000Nodes",
+			Params: map[string]int{"nodes": 15000, "initPods": 5000, "measurePods": 6000}}, *runs},
 		{testCase{Name: "MixedFleet", Workload: "1000Nodes",
 			Params: map[string]int{"nodesUsual": 600, "nodesPIDShort": 200, "nodesSmall": 100, "nodesUnknown": 100,
 				"initPods": 500, "measurePods": 3000}}, *runs},
