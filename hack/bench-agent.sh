@@ -13,6 +13,6 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
 echo "load before: $(uptime)"
-HEADROOM_AGENT_LOAD=1 HEADROOM_AGENT_LOAD_NODES="${AGENT_LOAD_NODES:-5000,15000}" \
-  go test ./test/agentload -run '^TestAgentWriteLoad$' -count=1 -v -timeout 3h
+HEADROOM_AGENT_LOAD_NODES="${AGENT_LOAD_NODES:-5000,15000}" \
+  go test -tags agentload ./test/agentload -run '^TestAgentWriteLoad$' -count=1 -v -timeout 3h
 echo "load after: $(uptime)"

@@ -31,6 +31,7 @@ if [[ -n $unformatted ]]; then echo "gofmt needed:"; echo "$unformatted"; fail=1
 go vet ./... || fail=1
 # The side-by-side benchmark (make e2e-bench) builds only with its tag.
 go vet -tags e2ebench ./test/e2ebench || fail=1
+go vet -tags agentload ./test/agentload || fail=1
 
 for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
   (cd "$dir" && go mod tidy &&

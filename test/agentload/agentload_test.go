@@ -1,3 +1,5 @@
+//go:build agentload
+
 // Package agentload measures what the node agent's writes cost a real
 // kube-apiserver at cluster scale, beside what the kubelets' own Node
 // status patches and Lease renewals cost the same API server for the same
@@ -231,11 +233,9 @@ func parallel(n, workers int, f func(i int)) {
 // moved) and one round of their Lease renewals (an Update, protobuf, as the
 // kubelet's lease controller sends it) run against the same API server for
 // the same nodes, and their hour is those rounds times 12 and times 360.
-// It takes many minutes, so it runs only with HEADROOM_AGENT_LOAD=1.
+// It takes many minutes, so it is built only with the agentload tag (make
+// bench-agent).
 func TestAgentWriteLoad(t *testing.T) {
-	if os.Getenv("HEADROOM_AGENT_LOAD") != "1" {
-		t.Skip("set HEADROOM_AGENT_LOAD=1 (make bench-agent) to measure")
-	}
 	sizes := []int{5000, 15000}
 	if s := os.Getenv("HEADROOM_AGENT_LOAD_NODES"); s != "" {
 		sizes = nil
