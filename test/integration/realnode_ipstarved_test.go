@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +31,11 @@ import (
 // at its 10 s minimum and DefaultEvictor's minPodAge at 0, the pods being
 // seconds old) evicts them, and headroom-scheduler, whose NodeIPs sees the
 // real node full, places their replacements on the kwok node, where they
-// run.
+// run. Two pods of another Deployment on the same node got the range's
+// last addresses and wait for their image from a registry that accepts
+// connections and never answers (each pull hangs until the runtime gives
+// up, then the kubelet backs off and pulls again): their sandboxes exist,
+// so they are not starved of a pod IP, and the run leaves them alone.
 func TestRealNodeIPStarved(t *testing.T) {
 	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true, ControllerManager: true}, realnode.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -42,8 +47,31 @@ func TestRealNodeIPStarved(t *testing.T) {
 	}
 	deployShippedNodeAgent(ctx, t, node, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10))
 
+	// A registry that accepts connections and never answers: a pull from
+	// it hangs, as a slow one does, until the runtime gives up.
+	slowRegistry, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowRegistry.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := slowRegistry.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+
 	var fill []*corev1.Pod
-	for i := range 13 {
+	for i := range 11 {
 		p, err := c.CoreV1().Pods(ns).Create(ctx, pausePod(fmt.Sprintf("fill-%02d", i), node.Name, corev1.DefaultSchedulerName), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +79,43 @@ func TestRealNodeIPStarved(t *testing.T) {
 		fill = append(fill, p)
 	}
 	waitPodsRunning(ctx, t, cp, fill...)
-	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	pullingLabels := map[string]string{"app": "pulling"}
+	pulling := pausePod("", "", "headroom-scheduler")
+	pulling.Spec.NodeSelector = nil
+	pulling.Spec.NodeName = node.Name
+	pulling.Spec.Containers[0].Image = slowRegistry.Addr().String() + "/headroom/slow:1"
+	pulling.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pulling", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: pullingLabels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pullingLabels}, Spec: pulling.Spec},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Both have their sandbox (the range's last two addresses) and wait
+	// for their image.
+	var waiting []corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=pulling"})
+		if err != nil {
+			return false, err
+		}
+		waiting = waiting[:0]
+		for _, p := range list.Items {
+			if p.Status.PodIP != "" && p.Status.Phase == corev1.PodPending && podCondition(&p, corev1.PodReadyToStartContainers) {
+				waiting = append(waiting, p)
+			}
+		}
+		return len(waiting) == 2, nil
+	})
+	if err != nil {
+		list, _ := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		t.Fatalf("the pulling pods never had their sandbox while waiting for their image: %v%s", err, realnode.PodSummaries(list.Items))
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := c.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -117,6 +181,15 @@ func TestRealNodeIPStarved(t *testing.T) {
 			t.Errorf("evicted %s, not one of the starved pods", e)
 		}
 	}
+	// The pods waiting for their image are where they were.
+	for _, p := range waiting {
+		got, err := c.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil || got.UID != p.UID || got.DeletionTimestamp != nil {
+			t.Errorf("%s, waiting for its image, was disturbed: %v", p.Name, err)
+		} else {
+			t.Logf("%s left alone: %s, waiting for its image (%s)", p.Name, got.Status.Phase, containerWaiting(got))
+		}
+	}
 	if !strings.Contains(log, "has no free pod IP (") {
 		t.Errorf("no eviction reason names the pod IPs\n%s", rnpPluginLines(log))
 	}
@@ -159,4 +232,24 @@ func ipStarvedPolicy(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// podCondition reports whether the pod's condition of type ct is True.
+func podCondition(p *corev1.Pod, ct corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == ct {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// containerWaiting is the reason its first container waits, if it does.
+func containerWaiting(p *corev1.Pod) string {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.State.Waiting != nil {
+			return s.State.Waiting.Reason
+		}
+	}
+	return "not waiting"
 }
