@@ -458,14 +458,7 @@ func shippedDeschedulingInterval(t *testing.T) string {
 // identity.
 func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, interval string, edit func(policy map[string]any) error) *controlplane.Process {
 	t.Helper()
-	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var policy map[string]any
-	if err := yaml.Unmarshal(data, &policy); err != nil {
-		t.Fatal(err)
-	}
+	policy := shippedPolicy(t)
 	evictor, err := pluginArgs(policy, "DefaultEvictor")
 	if err != nil {
 		t.Fatal(err)
@@ -479,7 +472,8 @@ func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.Contro
 			t.Fatal(err)
 		}
 	}
-	if data, err = yaml.Marshal(policy); err != nil {
+	data, err := yaml.Marshal(policy)
+	if err != nil {
 		t.Fatal(err)
 	}
 	path := t.TempDir() + "/policy.yaml"
@@ -499,9 +493,8 @@ func startDescheduler(ctx context.Context, t *testing.T, cp *controlplane.Contro
 	return p
 }
 
-// shippedPIDThreshold is the PID trigger's thresholdPercent in the shipped
-// policy.
-func shippedPIDThreshold(t *testing.T) int {
+// shippedPolicy is manifests/descheduler/policy.yaml, decoded.
+func shippedPolicy(t *testing.T) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(controlplane.RepoDir() + "/manifests/descheduler/policy.yaml")
 	if err != nil {
@@ -511,7 +504,14 @@ func shippedPIDThreshold(t *testing.T) int {
 	if err := yaml.Unmarshal(data, &policy); err != nil {
 		t.Fatal(err)
 	}
-	args, err := pluginArgs(policy, "RelieveNodePressure")
+	return policy
+}
+
+// shippedPIDThreshold is the PID trigger's thresholdPercent in the shipped
+// policy.
+func shippedPIDThreshold(t *testing.T) int {
+	t.Helper()
+	args, err := pluginArgs(shippedPolicy(t), "RelieveNodePressure")
 	if err != nil {
 		t.Fatal(err)
 	}
