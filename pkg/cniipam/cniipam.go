@@ -141,7 +141,10 @@ func Load(confDir string) (*Network, error) {
 	return loadFile(files[0])
 }
 
-func loadFile(file string) (*Network, error) {
+// ReadConfList reads a network configuration file as libcni does: a
+// .conflist as a list, any other as a single plugin's configuration made a
+// list of one.
+func ReadConfList(file string) (*libcni.NetworkConfigList, error) {
 	var list *libcni.NetworkConfigList
 	var err error
 	if filepath.Ext(file) == ".conflist" {
@@ -154,6 +157,14 @@ func loadFile(file string) (*Network, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("CNI network configuration %s: %w", file, err)
+	}
+	return list, nil
+}
+
+func loadFile(file string) (*Network, error) {
+	list, err := ReadConfList(file)
+	if err != nil {
+		return nil, err
 	}
 	var first string
 	if len(list.Plugins) > 0 {

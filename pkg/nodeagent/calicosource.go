@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
@@ -66,18 +64,9 @@ func (p *IPProbe) sampleCalico(ctx context.Context, now time.Time, network *cnii
 // calicoFamilies reads the address families the network's calico-ipam
 // section assigns.
 func calicoFamilies(file string) (calicoipam.Families, error) {
-	var list *libcni.NetworkConfigList
-	var err error
-	if filepath.Ext(file) == ".conflist" {
-		list, err = libcni.ConfListFromFile(file)
-	} else {
-		var conf *libcni.NetworkConfig
-		if conf, err = libcni.ConfFromFile(file); err == nil {
-			list, err = libcni.ConfListFromConf(conf)
-		}
-	}
+	list, err := cniipam.ReadConfList(file)
 	if err != nil {
-		return calicoipam.Families{}, fmt.Errorf("CNI network configuration %s: %w", file, err)
+		return calicoipam.Families{}, err
 	}
 	for _, pl := range list.Plugins {
 		if pl.Network.IPAM.Type != calicoipam.IPAMType {
