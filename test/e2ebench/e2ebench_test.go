@@ -15,12 +15,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +109,10 @@ type result struct {
 	// threshold (95 % of allocatable), from the hogs' start; -1: never.
 	crossedAt     time.Duration
 	hogsRelocated int
+	// agentWrites are the node agent's writes to its Node (B only) over
+	// agentWritesOver, from the hogs' start to the end of the watch.
+	agentWrites     int
+	agentWritesOver time.Duration
 	// log is every stress pod's fate, from before the first was made.
 	log *podLog
 }
@@ -202,9 +208,16 @@ func run(t *testing.T, m mode, part pidPart) result {
 	waitRunning(ctx, t, cp, "app=hog", hogReplicas)
 	cordon(ctx, t, cp, "kwok-node", false)
 
+	var writes func() (int, time.Duration)
+	if m.headroom {
+		writes = countAgentWrites(ctx, t, cp, node.Name)
+	}
 	w := newWatcher(node, log)
 	w.watch(ctx, cp, part.watch)
 	r := w.result(ctx, cp)
+	if writes != nil {
+		r.agentWrites, r.agentWritesOver = writes()
+	}
 
 	if part.fill {
 		// Pod IPs: fill pods pinned to the real node, three more than it has.
@@ -284,6 +297,9 @@ const deschedulerLine = 95
 func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d time.Duration) {
 	deadline := time.Now().Add(d)
 	line := int64(podBudget * deschedulerLine / 100)
+	crossCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go w.watchCrossing(crossCtx, line)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		if err == nil {
@@ -302,16 +318,8 @@ func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d ti
 				}
 			}
 		}
-		if tasks, err := realnode.HostTasks(); err == nil {
-			if tasks > line {
-				w.above++
-			}
-			if tasks > line && w.crossed < 0 {
-				w.log.mu.Lock()
-				w.crossed = time.Since(w.log.start)
-				w.log.mu.Unlock()
-				w.log.note("node's tasks above %d %% of allocatable (%d)", deschedulerLine, tasks)
-			}
+		if tasks, err := realnode.HostTasks(); err == nil && tasks > line {
+			w.above++
 		}
 		cur, err1 := realnode.ReadInt(w.node.KubepodsDir() + "/pids.current")
 		maxv, err2 := realnode.ReadInt(w.node.KubepodsDir() + "/pids.max")
@@ -322,8 +330,84 @@ func (w *watcher) watch(ctx context.Context, cp *controlplane.ControlPlane, d ti
 	}
 }
 
+// countAgentWrites watches the node and counts its updates that change a
+// headroom.dev annotation (the node agent's writes, the one writer of
+// them), until the returned function is called, which gives the count and
+// the time watched.
+func countAgentWrites(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string) func() (int, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	w, err := cp.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var (
+		mu     sync.Mutex
+		writes int
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var last map[string]string
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			now := map[string]string{}
+			for k, v := range n.Annotations {
+				if strings.HasPrefix(k, "headroom.dev/") {
+					now[k] = v
+				}
+			}
+			if last != nil && !maps.Equal(last, now) {
+				mu.Lock()
+				writes++
+				mu.Unlock()
+			}
+			last = now
+		}
+	}()
+	return func() (int, time.Duration) {
+		took := time.Since(start)
+		cancel()
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return writes, took
+	}
+}
+
+// watchCrossing notes when the node's tasks first pass line, looking
+// every crossingPeriod: the loop of watch, which reads every pod's output
+// too, takes seconds when the node is busy, too coarse for a reaction
+// measured in seconds.
+func (w *watcher) watchCrossing(ctx context.Context, line int64) {
+	for ctx.Err() == nil {
+		if tasks, err := realnode.HostTasks(); err == nil && tasks > line {
+			w.log.mu.Lock()
+			w.crossed = time.Since(w.log.start)
+			w.log.mu.Unlock()
+			w.log.note("node's tasks above %d %% of allocatable (%d)", deschedulerLine, tasks)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(crossingPeriod):
+		}
+	}
+}
+
+// crossingPeriod is how often watchCrossing reads the node's tasks.
+const crossingPeriod = 100 * time.Millisecond
+
 func (w *watcher) result(ctx context.Context, cp *controlplane.ControlPlane) result {
-	r := result{secondsAbove: w.above, secondsFull: w.full, crossedAt: w.crossed, log: w.log}
+	w.log.mu.Lock()
+	crossed := w.crossed
+	w.log.mu.Unlock()
+	r := result{secondsAbove: w.above, secondsFull: w.full, crossedAt: crossed, log: w.log}
 	for _, n := range w.failed {
 		r.failedForks += n
 		if n > 0 {
@@ -630,9 +714,18 @@ by a nodeSelector, three more than its pod IPs.`, fillPods)
 			}
 			return fmt.Sprintf("%.0f", r.crossedAt.Seconds())
 		}, num: func(r result) (float64, bool) { return math.Round(r.crossedAt.Seconds()), r.crossedAt >= 0 }},
+		reactionRow("node's tasks above 95 % to the first eviction asked (s; whole seconds)", func(r result) time.Duration { return r.crossedAt }, func(r result) *podLog { return r.log }),
 		countRow("seconds the node's tasks were above 95 % of allocatable", func(r result) int { return r.secondsAbove }),
 		countRow("seconds the pods' cgroup was at its pids.max", func(r result) int { return r.secondsFull }),
 		countRow("hog replicas running elsewhere at the end", func(r result) int { return r.hogsRelocated }),
+		row[result]{name: "node agent's writes to its Node (per hour, over the storm)", text: func(r result) string {
+			if r.agentWritesOver == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%d in %.0f s (%.0f/h)", r.agentWrites, r.agentWritesOver.Seconds(), float64(r.agentWrites)/r.agentWritesOver.Hours())
+		}, num: func(r result) (float64, bool) {
+			return math.Round(float64(r.agentWrites) / r.agentWritesOver.Hours()), r.agentWritesOver > 0
+		}},
 		textRow("what happened (seconds from the hogs' creation)", func(r result) string { return strings.Join(r.log.timeline, "; ") }),
 	)
 	writeRuns(&b, rs, rows)

@@ -48,9 +48,8 @@ const (
 	// B's sampling chain, scaled to the hog's pace: the agent samples every
 	// second, the descheduler runs every 5 s and acts on one sample above
 	// the line.
-	agentInterval        = "1s"
-	agentMemHysteresis   = "16Mi"
-	memDeschedulerPeriod = "5s"
+	agentInterval      = "1s"
+	agentMemHysteresis = "16Mi"
 )
 
 var (
@@ -64,6 +63,7 @@ var (
 // memResult is what one memory run measured.
 type memResult struct {
 	mode                      string
+	deschedulerPeriod         string // B's --descheduling-interval: the shipped Deployment's
 	budget, allocatable, line int64
 	baseline                  int64 // pods' working set before the hog
 	peak                      int64 // highest pods' working set seen
@@ -120,7 +120,8 @@ func runMemory(t *testing.T, m mode) memResult {
 			t.Fatal(err)
 		}
 		startScheduler(ctx, t, cp)
-		desched = startDescheduler(ctx, t, cp, memDeschedulerPeriod, memoryPolicy)
+		r.deschedulerPeriod = shippedDeschedulingInterval(t)
+		desched = startDescheduler(ctx, t, cp, r.deschedulerPeriod, memoryPolicy)
 	}
 
 	// Every stress pod is followed from before the first is made.
@@ -315,6 +316,12 @@ func summarizeRelief(line string, start time.Time) string {
 func renderMemory(rs []stackRun[memResult]) string {
 	var b strings.Builder
 	r0 := rs[0].r
+	deschedulerPeriod := ""
+	for _, r := range rs {
+		if r.r.deschedulerPeriod != "" {
+			deschedulerPeriod = r.r.deschedulerPeriod
+		}
+	}
 	fmt.Fprintf(&b, `
 ## A memory hog
 
@@ -356,7 +363,7 @@ only pod of its owner (DefaultEvictor minReplicas 2); the hog is one, so
 B's policy sets minReplicas 1.
 
 `, mib(r0.budget), mib(r0.allocatable), memWebReplicas, webMemory, hogMemory, hogMemRamp, memRequest,
-		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, memDeschedulerPeriod, *memWatch)
+		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, deschedulerPeriod, *memWatch)
 	secs := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
 	// relief renders a time to relief: -1 for none.
 	relief := func(r memResult, d time.Duration) string {
@@ -385,6 +392,12 @@ B's policy sets minReplicas 1.
 			}
 			return secs(r.firstCross)
 		}, num: func(r memResult) (float64, bool) { return math.Round(r.firstCross.Seconds()), r.crossed }},
+		reactionRow("line passed to the first eviction asked (s; whole seconds)", func(r memResult) time.Duration {
+			if !r.crossed {
+				return -1
+			}
+			return r.firstCross
+		}, func(r memResult) *podLog { return r.log }),
 		seconds("time to relief (line passed → back under it, first time; s)", func(r memResult) time.Duration { return r.firstRelief }),
 		seconds("time to lasting relief (line first passed → last return under it; s)", func(r memResult) time.Duration { return r.lastingRelief }),
 		countRow("times above the line", func(r memResult) int { return r.episodes }),

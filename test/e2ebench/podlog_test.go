@@ -34,8 +34,12 @@ type podLog struct {
 	timeline        []string
 	// victims are the evicted pods in the order seen: "<app> (<by>)".
 	victims []string
-	stop    func()
-	done    chan struct{}
+	// firstEviction is when the first eviction was asked for (the API
+	// server's DisruptionTarget time, to the second, or when it was seen),
+	// from start; -1: none.
+	firstEviction time.Duration
+	stop          func()
+	done          chan struct{}
 }
 
 // podLogPeriod is how often the pod log lists the pods.
@@ -58,7 +62,7 @@ func followPods(ctx context.Context, cp *controlplane.ControlPlane) *podLog {
 	l := &podLog{
 		start: time.Now(), pods: map[types.UID]*podSeen{},
 		killed: map[string]map[string]int{}, evicted: map[string]map[string]int{},
-		stop: cancel, done: make(chan struct{}),
+		stop: cancel, done: make(chan struct{}), firstEviction: -1,
 	}
 	go func() {
 		defer close(l.done)
@@ -82,6 +86,7 @@ func (l *podLog) restart(start time.Time) {
 	defer l.mu.Unlock()
 	l.start = start
 	l.timeline = nil
+	l.firstEviction = -1
 	for _, v := range l.victims {
 		l.timeline = append(l.timeline, "before the start: "+v+" evicted")
 	}
@@ -130,9 +135,12 @@ func (l *podLog) observe(pods []corev1.Pod) {
 			s.node = p.Spec.NodeName
 		}
 		if !s.evicted {
-			if by := evictedBy(p); by != "" {
+			if by, at := evictedBy(p); by != "" {
 				s.evicted = true
 				l.countEviction(s, by)
+				if l.firstEviction < 0 {
+					l.firstEviction = at.Sub(l.start)
+				}
 			}
 		}
 		for _, c := range p.Status.ContainerStatuses {
@@ -163,24 +171,29 @@ func (l *podLog) observe(pods []corev1.Pod) {
 
 // evictedBy says who evicted p: the kubelet (phase Failed, reason Evicted,
 // or its DisruptionTarget condition), the Eviction API (the descheduler's
-// way), or "" for a pod not evicted.
-func evictedBy(p *corev1.Pod) string {
-	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
-		return "kubelet"
-	}
+// way), or "" for a pod not evicted; and when: the DisruptionTarget
+// condition's time (the API server's, whole seconds), else now.
+func evictedBy(p *corev1.Pod) (string, time.Time) {
+	at := time.Now()
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			if !c.LastTransitionTime.IsZero() {
+				at = c.LastTransitionTime.Time
+			}
 			switch c.Reason {
 			case "EvictionByEvictionAPI":
-				return "Eviction API (descheduler)"
+				return "Eviction API (descheduler)", at
 			case "TerminationByKubelet":
-				return "kubelet"
+				return "kubelet", at
 			default:
-				return c.Reason
+				return c.Reason, at
 			}
 		}
 	}
-	return ""
+	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+		return "kubelet", at
+	}
+	return "", at
 }
 
 func (l *podLog) countEviction(s *podSeen, by string) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stackRun is one run of a part with one stack: stack is "A" or "B", n
@@ -35,6 +36,29 @@ func countRow[R any](name string, f func(R) int) row[R] {
 // textRow is a row with no figure to summarize.
 func textRow[R any](name string, f func(R) string) row[R] {
 	return row[R]{name: name, text: f}
+}
+
+// reactionRow is the time from a run's crossing of the line (crossed; < 0:
+// never) to its first eviction, asked by whomever (the API server's
+// DisruptionTarget time, whole seconds): the reaction the victims row
+// names the author of. Runs that did not cross or evicted nothing have none.
+func reactionRow[R any](name string, crossed func(R) time.Duration, log func(R) *podLog) row[R] {
+	reaction := func(r R) (time.Duration, bool) {
+		c, l := crossed(r), log(r)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.firstEviction - c, c >= 0 && l.firstEviction >= 0
+	}
+	return row[R]{name: name, text: func(r R) string {
+		d, ok := reaction(r)
+		if !ok {
+			return "none"
+		}
+		return fmt.Sprintf("%.1f", d.Seconds())
+	}, num: func(r R) (float64, bool) {
+		d, ok := reaction(r)
+		return math.Round(d.Seconds()*10) / 10, ok
+	}}
 }
 
 // writeRuns writes every run side by side (a column per run, in the order
