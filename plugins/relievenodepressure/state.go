@@ -238,7 +238,7 @@ func (s *stateStore) write(ctx context.Context, st *state, nodes []string) error
 			return err
 		}
 		body := map[string]any{"data": diff}
-		if st.resourceVersion != "" { // always, but in fake clientsets
+		if st.resourceVersion != "" { // empty only from a fake clientset
 			body["metadata"] = map[string]string{"resourceVersion": st.resourceVersion}
 		}
 		patch, err := json.Marshal(body)
@@ -371,7 +371,7 @@ func (s *stateStore) rebase(ctx context.Context, st *state) error {
 		}
 		if _, changed := mine[node]; changed {
 			klog.FromContext(ctx).Info("Warning: the record of a node was changed by someone else while this run changed it too; this run's record is written",
-				"configMap", klog.KRef(s.namespace, s.name), "node", node)
+				"plugin", PluginName, "configMap", klog.KRef(s.namespace, s.name), "node", node)
 			continue
 		}
 		if r, ok := fresh[node]; ok {
