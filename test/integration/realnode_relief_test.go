@@ -346,14 +346,27 @@ func scrapeDescheduler(t *testing.T, port int) map[string]float64 {
 // resource (apiserver_request_total), every code and scope together.
 func apiServerRequests(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, resource, verb string) float64 {
 	t.Helper()
+	return apiServerMetric(ctx, t, cp, "apiserver_request_total", `resource="`+resource+`"`, `verb="`+verb+`"`)
+}
+
+// apiServerMetric is the sum of the API server's series of metric whose
+// labels hold every one of labels (each `name="value"`).
+func apiServerMetric(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, metric string, labels ...string) float64 {
+	t.Helper()
 	data, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n float64
+next:
 	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="`+resource+`"`) || !strings.Contains(line, `verb="`+verb+`"`) {
+		if !strings.HasPrefix(line, metric+"{") {
 			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
 		}
 		if f := strings.Fields(line); len(f) == 2 {
 			v, _ := strconv.ParseFloat(f[1], 64)

@@ -115,6 +115,12 @@ func TestShippedRights(t *testing.T) {
 		// few pods; it never watches or caches every Event.
 		{"headroom-descheduler", "default", []string{"list", "events"}, true},
 		{"headroom-descheduler", "default", []string{"watch", "events"}, false},
+		// RelieveNodePressure's record: a merge patch of a node's key after
+		// each eviction, on that ConfigMap alone; never a whole Update.
+		{"headroom-descheduler", controlplane.Namespace, []string{"patch", "configmaps/" + controlplane.DeschedulerStateConfigMap}, true},
+		{"headroom-descheduler", controlplane.Namespace, []string{"update", "configmaps/" + controlplane.DeschedulerStateConfigMap}, false},
+		{"headroom-descheduler", controlplane.Namespace, []string{"patch", "configmaps/other"}, false},
+		{"headroom-descheduler", controlplane.Namespace, []string{"create", "configmaps"}, false},
 		{"headroom-scheduler", "default", []string{"create", "pods", "--subresource=binding"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/headroom-scheduler"}, true},
 		{"headroom-scheduler", controlplane.Namespace, []string{"update", "leases/other"}, false},
