@@ -153,7 +153,9 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		return fwk.NewStatus(fwk.Skip)
 	}
 	pl.cache.Prune()
-	if b, ok := pl.cache.BoundsFor(ctx, state, nodes); ok && pl.nothingAtRisk(in, b) {
+	// A lower least slack or capacity, or a greater allocatable memory,
+	// can only put more at risk: a claim for nodecache.Claim.
+	if b, ok := pl.cache.Claim(ctx, state, nodes, func(b nodecache.Bounds) bool { return pl.nothingAtRisk(in, b) }); ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("OOMRisk: the pod fits every node's memory slack, every node would score the same", "pod", klog.KObj(pod),
 				"podWorst", in.WorstWithin(b.Greatest[sumAllocatable], pl.est), "leastSlack", b.Least[sumSlack], "score", fwk.MaxNodeScore)
