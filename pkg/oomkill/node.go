@@ -96,6 +96,7 @@ type Node struct {
 // declared figures start.
 type podDeclared struct {
 	pod   *corev1.Pod
+	class corev1.PodQOSClass
 	first int32
 }
 
@@ -172,10 +173,10 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		if len(refs) == 0 {
 			continue
 		}
-		class := v1qos.GetPodQOS(pod)
 		first := len(n.victims)
-		ds, ok := prev.declaredOf(pod, len(n.pods), len(refs))
+		class, ds, ok := prev.declaredOf(pod, len(n.pods), len(refs))
 		if !ok {
+			class = v1qos.GetPodQOS(pod)
 			adjs = slices.Grow(adjs[:0], len(refs))[:len(refs)]
 			kubeletAdjs(withQOS(allocatedPod(pod), class), refs, n.capacity, adjs)
 			readPodMemory(pod, refs, &pm)
@@ -188,7 +189,7 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		} else {
 			n.declared = append(n.declared, ds...)
 		}
-		n.pods = append(n.pods, podDeclared{pod: pod, first: int32(first)})
+		n.pods = append(n.pods, podDeclared{pod: pod, class: class, first: int32(first)})
 		for k, r := range refs {
 			c := r.of(pod)
 			d := &n.declared[first+k]
@@ -273,18 +274,18 @@ func (p *Node) reusableFor(n *Node) *Node {
 	return p
 }
 
-// declaredOf returns the declared figures p read of pod, the same object,
-// with count containers; hint is where pod is likely to be among p's pods
+// declaredOf returns the QoS class and the declared figures p read of pod,
+// the same object, with count containers; hint is where pod is likely to be among p's pods
 // (the scheduler adds a node's pods at the end of its list).
-func (p *Node) declaredOf(pod *corev1.Pod, hint, count int) ([]declared, bool) {
+func (p *Node) declaredOf(pod *corev1.Pod, hint, count int) (corev1.PodQOSClass, []declared, bool) {
 	if p == nil {
-		return nil, false
+		return "", nil, false
 	}
 	i := hint
 	if i >= len(p.pods) || p.pods[i].pod != pod {
 		i = slices.IndexFunc(p.pods, func(d podDeclared) bool { return d.pod == pod })
 		if i < 0 {
-			return nil, false
+			return "", nil, false
 		}
 	}
 	first, end := int(p.pods[i].first), len(p.declared)
@@ -292,9 +293,9 @@ func (p *Node) declaredOf(pod *corev1.Pod, hint, count int) ([]declared, bool) {
 		end = int(p.pods[i+1].first)
 	}
 	if end-first != count {
-		return nil, false
+		return "", nil, false
 	}
-	return p.declared[first:end], true
+	return p.pods[i].class, p.declared[first:end], true
 }
 
 // withQOS returns pod, or a shallow copy of it carrying its QoS class in
