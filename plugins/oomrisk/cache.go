@@ -28,8 +28,8 @@ type nodeEntry struct {
 	// Score needs no assessment.
 	slack int64
 	// capacity and allocatable are the node's memory in bytes, copied from
-	// the model so that Score finds the incoming pod's worst case for the
-	// node's shape without reading the model (see podWorst).
+	// the model so that Score finds the incoming pod's worst case on the
+	// node (allocatable) without reading the model (see podWorst).
 	capacity, allocatable int64
 	err                   error // the node's memory is unknown
 	node                  *oomkill.Node
