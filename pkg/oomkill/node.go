@@ -275,8 +275,8 @@ func (p *Node) reusableFor(n *Node) *Node {
 }
 
 // declaredOf returns the QoS class and the declared figures p read of pod,
-// the same object, with count containers; hint is where pod is likely to be among p's pods
-// (the scheduler adds a node's pods at the end of its list).
+// the same object, with count containers; hint is where pod is likely to be
+// among p's pods (the scheduler adds a node's pods at the end of its list).
 func (p *Node) declaredOf(pod *corev1.Pod, hint, count int) (corev1.PodQOSClass, []declared, bool) {
 	if p == nil {
 		return "", nil, false
