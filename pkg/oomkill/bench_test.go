@@ -76,3 +76,33 @@ func BenchmarkNewNode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewNodeWithPrevious is NewNode for a node that changed since its
+// last model (WithPrevious): a new sample on the node (the same pods), and
+// a pod placed on it (one pod more).
+func BenchmarkNewNodeWithPrevious(b *testing.B) {
+	for _, pods := range []int{10, 110, 250} {
+		_, list := benchNode(pods + 1)
+		node := testNode("bench", 256*Gi, 250*Gi)
+		for _, change := range []struct {
+			name          string
+			before, after []*corev1.Pod
+		}{
+			{"sample", list[:pods], list[:pods]},
+			{"placed", list[:pods], list},
+		} {
+			b.Run(fmt.Sprintf("pods=%d/%s", pods, change.name), func(b *testing.B) {
+				prev, err := NewNode(node, change.before, DefaultEstimate)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := NewNode(node, change.after, DefaultEstimate, WithPrevious(prev)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -12,7 +12,19 @@ import (
 type Option func(*options)
 
 type options struct {
-	sample *memstats.NodeStats
+	sample   *memstats.NodeStats
+	previous *Node
+}
+
+// WithPrevious lets NewNode take, from prev (a model of the same node
+// built before, nil for none), what it read of the pods they share: the
+// same pod objects, which the scheduler and the API's informers never
+// modify. Their oom_score_adj, requests and worst cases are not worked
+// out again where the node's capacity, allocatable memory and Estimate
+// are prev's; the model is the one NewNode builds without it. A pod object
+// modified in place after prev was built must not be passed.
+func WithPrevious(prev *Node) Option {
+	return func(o *options) { o.previous = prev }
 }
 
 // WithMemorySample builds the model on the node's measured memory (see the

@@ -84,6 +84,30 @@ type Node struct {
 	nowPrefix    []int64 // nowPrefix[i] = Σ Used of victims[:i], saturating
 	nowShortfall int64
 	nowKilled    int
+
+	// What NewNode read of the pods' declarations, for a later model of the
+	// same node (WithPrevious): each counted pod with the index of its
+	// first container's figures in declared, in the order given.
+	pods     []podDeclared
+	declared []declared
+}
+
+// podDeclared is a counted pod of a model and where its containers'
+// declared figures start.
+type podDeclared struct {
+	pod   *corev1.Pod
+	class corev1.PodQOSClass
+	first int32
+}
+
+// declared is what NewNode reads of one considered container (refsOf
+// order) before any memory sample: its oom_score_adj and its memory request
+// and worst case on the node. They depend on the pod object and the node's
+// capacity, allocatable memory and Estimate only.
+type declared struct {
+	request, worst int64
+	adj            int32
+	estimated      bool
 }
 
 // MemoryOf returns node's memory capacity and allocatable memory in bytes,
@@ -133,7 +157,9 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		}
 	}
 	n.victims = make([]Victim, 0, size)
+	n.declared = make([]declared, 0, size)
 	n.measured = o.sample != nil
+	prev := o.previous.reusableFor(n)
 	var refs []ref
 	var adjs []int
 	var worst, shares []int64
@@ -147,16 +173,26 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		if len(refs) == 0 {
 			continue
 		}
-		adjs = slices.Grow(adjs[:0], len(refs))[:len(refs)]
-		class := v1qos.GetPodQOS(pod)
-		kubeletAdjs(withQOS(allocatedPod(pod), class), refs, n.capacity, adjs)
-		readPodMemory(pod, refs, &pm)
-		worst = slices.Grow(worst[:0], len(refs))[:len(refs)]
-		estimated = slices.Grow(estimated[:0], len(refs))[:len(refs)]
-		est.worsts(pm.requests, pm.limits, pm.podLimit, n.allocatable, worst, estimated)
 		first := len(n.victims)
+		class, ds, ok := prev.declaredOf(pod, len(n.pods), len(refs))
+		if !ok {
+			class = v1qos.GetPodQOS(pod)
+			adjs = slices.Grow(adjs[:0], len(refs))[:len(refs)]
+			kubeletAdjs(withQOS(allocatedPod(pod), class), refs, n.capacity, adjs)
+			readPodMemory(pod, refs, &pm)
+			worst = slices.Grow(worst[:0], len(refs))[:len(refs)]
+			estimated = slices.Grow(estimated[:0], len(refs))[:len(refs)]
+			est.worsts(pm.requests, pm.limits, pm.podLimit, n.allocatable, worst, estimated)
+			for k := range refs {
+				n.declared = append(n.declared, declared{request: pm.requests[k], worst: worst[k], adj: int32(adjs[k]), estimated: estimated[k]})
+			}
+		} else {
+			n.declared = append(n.declared, ds...)
+		}
+		n.pods = append(n.pods, podDeclared{pod: pod, class: class, first: int32(first)})
 		for k, r := range refs {
 			c := r.of(pod)
+			d := &n.declared[first+k]
 			n.victims = append(n.victims, Victim{
 				Namespace: pod.Namespace,
 				Pod:       pod.Name,
@@ -164,11 +200,11 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 				Container: c.Name,
 				Sidecar:   r.init,
 				QOS:       class,
-				Adj:       adjs[k],
-				Request:   pm.requests[k],
-				Worst:     worst[k],
-				Estimated: estimated[k],
-				Points:    badness(worst[k], adjs[k], n.totalPages),
+				Adj:       int(d.adj),
+				Request:   d.request,
+				Worst:     d.worst,
+				Estimated: d.estimated,
+				Points:    badness(d.worst, int(d.adj), n.totalPages),
 			})
 		}
 		if n.measured {
@@ -225,6 +261,41 @@ func NewNode(node *corev1.Node, pods []*corev1.Pod, est Estimate, opts ...Option
 		}
 	}
 	return n, nil
+}
+
+// reusableFor returns p when a model of node n may take its pods'
+// declared figures from it: the same capacity, allocatable memory and
+// Estimate, on which alone (with the pod object) they depend. nil
+// otherwise.
+func (p *Node) reusableFor(n *Node) *Node {
+	if p == nil || p.capacity != n.capacity || p.allocatable != n.allocatable || p.est != n.est {
+		return nil
+	}
+	return p
+}
+
+// declaredOf returns the QoS class and the declared figures p read of pod,
+// the same object, with count containers; hint is where pod is likely to be
+// among p's pods (the scheduler adds a node's pods at the end of its list).
+func (p *Node) declaredOf(pod *corev1.Pod, hint, count int) (corev1.PodQOSClass, []declared, bool) {
+	if p == nil {
+		return "", nil, false
+	}
+	i := hint
+	if i >= len(p.pods) || p.pods[i].pod != pod {
+		i = slices.IndexFunc(p.pods, func(d podDeclared) bool { return d.pod == pod })
+		if i < 0 {
+			return "", nil, false
+		}
+	}
+	first, end := int(p.pods[i].first), len(p.declared)
+	if i+1 < len(p.pods) {
+		end = int(p.pods[i+1].first)
+	}
+	if end-first != count {
+		return "", nil, false
+	}
+	return p.pods[i].class, p.declared[first:end], true
 }
 
 // withQOS returns pod, or a shallow copy of it carrying its QoS class in

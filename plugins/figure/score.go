@@ -140,13 +140,16 @@ func (pl *Plugin[S]) ampleEverywhere(ctx context.Context, state fwk.CycleState, 
 	if ample <= 0 {
 		return false
 	}
-	b, ok := pl.nodes.BoundsFor(ctx, state, nodes)
-	if !ok || b.Least[sumFree] < ample || b.Least[sumFree]-ample < need {
-		return false
-	}
 	unknown := pl.settings.UnknownScore
 	unknownScoresMax := unknown == config.UnknownNodeScoreMeanOfKnown || unknown == fwk.MaxNodeScore
-	return unknownScoresMax || now.UnixNano() <= b.Least[sumUsableUntil]
+	// A lower least can only make it fail: a claim for nodecache.Claim.
+	_, ok := pl.nodes.Claim(ctx, state, nodes, func(b nodecache.Bounds) bool {
+		if b.Least[sumFree] < ample || b.Least[sumFree]-ample < need {
+			return false
+		}
+		return unknownScoresMax || now.UnixNano() <= b.Least[sumUsableUntil]
+	})
+	return ok
 }
 
 // fitsEveryNode refreshes the per-node state for the cycle (PreFilter

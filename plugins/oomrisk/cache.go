@@ -28,8 +28,8 @@ type nodeEntry struct {
 	// Score needs no assessment.
 	slack int64
 	// capacity and allocatable are the node's memory in bytes, copied from
-	// the model so that Score finds the incoming pod's worst case for the
-	// node's shape without reading the model (see podWorst).
+	// the model so that Score finds the incoming pod's worst case on the
+	// node (allocatable) without reading the model (see podWorst).
 	capacity, allocatable int64
 	err                   error // the node's memory is unknown
 	node                  *oomkill.Node
@@ -93,6 +93,12 @@ func (pl *OOMRisk) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *node
 	if err == nil && pl.maxSampleAge > 0 {
 		e.staleAfter, e.node0, e.pods, e.declared = stats.SampledAt.Add(pl.maxSampleAge), ni.Node(), pods, &declaredModel{}
 	}
+	if prev != nil && prev.node != nil {
+		// Pods the node held before keep what was read of their
+		// declarations: a placement or a new sample does not read them
+		// all again.
+		opts = append(opts, oomkill.WithPrevious(prev.node))
+	}
 	n, err := oomkill.NewNode(ni.Node(), pods, pl.est, opts...)
 	e.node, e.err = n, err
 	if err == nil {
@@ -126,7 +132,7 @@ func (e *nodeEntry) model(now time.Time, est oomkill.Estimate) (n *oomkill.Node,
 	e.declared.once.Do(func() {
 		// The same node and pods the measured model was built from, so
 		// it cannot fail where that one did not.
-		e.declared.node, _ = oomkill.NewNode(e.node0, e.pods, est)
+		e.declared.node, _ = oomkill.NewNode(e.node0, e.pods, est, oomkill.WithPrevious(e.node))
 	})
 	if e.declared.node == nil {
 		return e.node, false

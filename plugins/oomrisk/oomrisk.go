@@ -110,25 +110,28 @@ type preScoreState struct {
 	// now is when the cycle judges memory samples' age: once per cycle,
 	// not once per node.
 	now time.Time
-	// worst is the pod's worst case on the node shape Score saw last: the
-	// nodes of a cluster mostly share a few shapes, and the worst case
-	// depends only on the shape (the estimate is the plugin's).
+	// worst is the pod's worst case on the allocatable memory Score saw
+	// last: the nodes of a cluster mostly share a few shapes, and the worst
+	// case depends only on the allocatable memory (the estimate is the
+	// plugin's).
 	worst atomic.Pointer[shapeWorst]
 }
 
 type shapeWorst struct {
-	capacity, allocatable, podWorst int64
+	allocatable, podWorst int64
 }
 
 // podWorst returns the pod's worst-case memory on the summarised node,
-// in.WorstOn(node), from the cycle's last shape when it matches; node is
-// read only when it does not.
-func (s *preScoreState) podWorst(sum nodecache.Summary, node func() *oomkill.Node) int64 {
-	capacity, allocatable := sum[sumCapacity], sum[sumAllocatable]
-	if w := s.worst.Load(); w != nil && w.capacity == capacity && w.allocatable == allocatable {
+// in.WorstOn(node) for the node's model (built with est), from the cycle's
+// last allocatable memory when it matches. It reads neither the node's
+// model nor the pod's plan for the node's shape (the kubelet's
+// oom_score_adj), which the worst case does not depend on: WorstWithin.
+func (s *preScoreState) podWorst(sum nodecache.Summary, est oomkill.Estimate) int64 {
+	allocatable := sum[sumAllocatable]
+	if w := s.worst.Load(); w != nil && w.allocatable == allocatable {
 		return w.podWorst
 	}
-	w := &shapeWorst{capacity: capacity, allocatable: allocatable, podWorst: s.in.WorstOn(node())}
+	w := &shapeWorst{allocatable: allocatable, podWorst: s.in.WorstWithin(allocatable, est)}
 	s.worst.Store(w)
 	return w.podWorst
 }
@@ -153,7 +156,9 @@ func (pl *OOMRisk) PreScore(ctx context.Context, state fwk.CycleState, pod *core
 		return fwk.NewStatus(fwk.Skip)
 	}
 	pl.cache.Prune()
-	if b, ok := pl.cache.BoundsFor(ctx, state, nodes); ok && pl.nothingAtRisk(in, b) {
+	// A lower least slack or capacity, or a greater allocatable memory,
+	// can only put more at risk: a claim for nodecache.Claim.
+	if b, ok := pl.cache.Claim(ctx, state, nodes, func(b nodecache.Bounds) bool { return pl.nothingAtRisk(in, b) }); ok {
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("OOMRisk: the pod fits every node's memory slack, every node would score the same", "pod", klog.KObj(pod),
 				"podWorst", in.WorstWithin(b.Greatest[sumAllocatable], pl.est), "leastSlack", b.Least[sumSlack], "score", fwk.MaxNodeScore)
@@ -202,7 +207,7 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 		}
 		return neutralScore, nil
 	}
-	podWorst := s.podWorst(sum, func() *oomkill.Node { return pl.cache.Get(ctx, ni).node })
+	podWorst := s.podWorst(sum, pl.est)
 	v := logger.V(4)
 	if podWorst <= sum[sumSlack] && !v.Enabled() {
 		// No shortfall even with the pod: Assess would find no risk and no

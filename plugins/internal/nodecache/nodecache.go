@@ -580,6 +580,10 @@ type Store[V any] interface {
 	Refresh(ctx context.Context, state fwk.CycleState) (Bounds, bool)
 	// BoundsFor is Refresh for a claim about nodes, PreScore's candidates.
 	BoundsFor(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo) (Bounds, bool)
+	// Claim reports whether a claim that wider bounds cannot make true
+	// holds for BoundsFor's bounds, reading the candidates the last walk
+	// does not cover only where it holds over the nodes it covers.
+	Claim(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, claim func(Bounds) bool) (Bounds, bool)
 	// Prune drops the nodes the snapshot no longer holds.
 	Prune()
 }

@@ -200,7 +200,36 @@ func (c *Cache[V]) BoundsFor(ctx context.Context, state fwk.CycleState, nodes []
 	if !ok {
 		return b, false
 	}
-	for _, ni := range c.nodes.uncovered(state, nodes, b) {
+	c.fold(ctx, &b, c.nodes.uncovered(state, nodes, b, true))
+	return b, true
+}
+
+// Claim reports whether claim holds for BoundsFor's bounds of nodes, and
+// returns them. claim must be one that wider bounds cannot make true (a
+// lower least, a greater greatest): Claim asks it first of the bounds over
+// the nodes the last walk covers, and reads the candidates the walk does
+// not cover only where it holds there. Where nodes are tight, most cycles'
+// claims fail on the walk's bounds, and the pass over the candidates,
+// which reads every one of them, is left out.
+func (c *Cache[V]) Claim(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, claim func(Bounds) bool) (Bounds, bool) {
+	b, ok := c.Refresh(ctx, state)
+	if !ok {
+		return b, false
+	}
+	// With no node walked, the bounds are empty, not wide: only the
+	// candidates can tell.
+	walked := b.Generation > 0
+	if walked && !claim(b) {
+		c.nodes.uncovered(state, nodes, b, false)
+		return b, false
+	}
+	c.fold(ctx, &b, c.nodes.uncovered(state, nodes, b, true))
+	return b, claim(b)
+}
+
+// fold widens b by the summaries of nodes.
+func (c *Cache[V]) fold(ctx context.Context, b *Bounds, nodes []fwk.NodeInfo) {
+	for _, ni := range nodes {
 		sum := c.Summary(ctx, ni)
 		for _, w := range c.wanted {
 			if f := w.Figure; w.Greatest {
@@ -210,7 +239,6 @@ func (c *Cache[V]) BoundsFor(ctx context.Context, state fwk.CycleState, nodes []
 			}
 		}
 	}
-	return b, true
 }
 
 // uncoveredPass is BoundsFor's look at one cycle's candidates: those that
@@ -225,11 +253,15 @@ type uncoveredPass struct {
 	first      *fwk.NodeInfo // the candidates, by identity: &candidates[0]
 	count      int
 	generation int64
-	infos      []fwk.NodeInfo // never modified once found: callers read it unlocked
+	// found tells whether infos was looked for: a pass whose claims all
+	// failed on the walk's bounds (Claim) never looks.
+	found bool
+	infos []fwk.NodeInfo // never modified once found: callers read it unlocked
 }
 
-// uncovered returns the candidates, with a Node, that b does not cover.
-func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, b Bounds) []fwk.NodeInfo {
+// uncovered indexes the cycle's candidates for Score (once per cycle) and,
+// when find is set, returns those, with a Node, that b does not cover.
+func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, b Bounds, find bool) []fwk.NodeInfo {
 	if len(candidates) == 0 {
 		return nil
 	}
@@ -237,17 +269,19 @@ func (n *nodes) uncovered(state fwk.CycleState, candidates []fwk.NodeInfo, b Bou
 	defer n.mu.Unlock()
 	cycle, _ := state.(*framework.CycleState)
 	p := &n.pass
-	if cycle != nil && p.cycle == cycle && p.first == &candidates[0] && p.count == len(candidates) && p.generation == b.Generation {
-		return p.infos
-	}
-	*p = uncoveredPass{cycle: cycle, first: &candidates[0], count: len(candidates), generation: b.Generation}
-	for _, ni := range candidates {
-		if !b.Covers(ni) && ni.Node() != nil {
-			p.infos = append(p.infos, ni)
+	if cycle == nil || p.cycle != cycle || p.first != &candidates[0] || p.count != len(candidates) || p.generation != b.Generation {
+		*p = uncoveredPass{cycle: cycle, first: &candidates[0], count: len(candidates), generation: b.Generation}
+		if v := n.current.Load(); v != nil {
+			n.candidates.Store(newCandidates(v, candidates))
 		}
 	}
-	if v := n.current.Load(); v != nil {
-		n.candidates.Store(newCandidates(v, candidates))
+	if find && !p.found {
+		for _, ni := range candidates {
+			if !b.Covers(ni) && ni.Node() != nil {
+				p.infos = append(p.infos, ni)
+			}
+		}
+		p.found = true
 	}
 	return p.infos
 }

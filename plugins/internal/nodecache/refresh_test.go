@@ -104,6 +104,40 @@ func TestRefreshWalksEveryFewCycles(t *testing.T) {
 	}
 }
 
+// Claim asks its claim of the walk's bounds first, and reads the
+// candidates the walk does not cover only where it holds there; the
+// candidates are indexed for Score either way.
+func TestClaimReadsUncoveredOnlyWhereItHolds(t *testing.T) {
+	f := boundsFixture(t, "a", "b", "c")
+	f.cache.nodes.walkEvery = walkEvery
+	ctx := t.Context()
+	a, b := f.nodeInfo(t, "a"), f.nodeInfo(t, "b")
+	f.refresh(t, framework.NewCycleState()) // the walk
+	a.AddPod(podOn("p1", "a"))
+	a.AddPod(podOn("p2", "a"))
+	cycle := framework.NewCycleState()
+	candidates := []fwk.NodeInfo{a, b}
+
+	// Every node holds a pod: fails on the walk's least (0), so a's two
+	// pods could not make it hold.
+	if _, ok := f.cache.Claim(ctx, cycle, candidates, func(b Bounds) bool { return b.Least[0] >= 1 }); ok || f.computed.Load() != 3 {
+		t.Fatalf("a claim failing on the walk's bounds: %v after %d computations; want false, a not read (3)", ok, f.computed.Load())
+	}
+	if c := f.cache.nodes.candidates.Load(); c == nil {
+		t.Fatal("the candidates were not indexed for Score")
+	} else if _, ok := c.find(a); !ok {
+		t.Fatal("a is not among the indexed candidates")
+	}
+	// No node holds more than a pod: holds on the walk's bounds (0..0), not
+	// with a's two folded in.
+	if got, ok := f.cache.Claim(ctx, cycle, candidates, func(b Bounds) bool { return b.Greatest[0] <= 1 }); ok || got.Greatest[0] != 2 || f.computed.Load() != 4 {
+		t.Fatalf("a claim holding on the walk's bounds only: %v, %+v after %d computations; want false, 0..2, a read (4)", ok, got, f.computed.Load())
+	}
+	if got, ok := f.cache.Claim(ctx, cycle, candidates, func(b Bounds) bool { return b.Greatest[0] <= 2 }); !ok || got.Greatest[0] != 2 {
+		t.Fatalf("a claim holding with a folded in: %v, %+v; want true, 0..2", ok, got)
+	}
+}
+
 // A node added to (or removed from) the snapshot gives the snapshot a new
 // list, and Refresh a new view that counts it.
 func TestRefreshFollowsTheNodeList(t *testing.T) {
@@ -328,4 +362,48 @@ func noteIs(n Note, want uint32) bool {
 		return !ok
 	}
 	return ok && v == want
+}
+
+// BenchmarkClaim is PreScore's claim over 500 candidates of 5,000 nodes,
+// one node changed every cycle, where the claim fails (a tight fleet:
+// Score runs): Claim, which asks the walk's bounds first, against BoundsFor
+// and the claim after it (fold), what PreScore did before Claim.
+func BenchmarkClaim(b *testing.B) {
+	tight := func(b Bounds) bool { return b.Least[0] >= 1000 }
+	for _, name := range []string{"claim", "fold"} {
+		b.Run(name, func(b *testing.B) {
+			names := make([]string, 5000)
+			for i := range names {
+				names[i] = fmt.Sprintf("node-%d", i)
+			}
+			f := boundsFixture(b, names...)
+			f.cache.nodes.walkEvery = walkEvery
+			infos, _ := f.snapshot.NodeInfos().List()
+			ctx := b.Context()
+			f.refresh(b, framework.NewCycleState())
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				ni := infos[i%len(infos)].(*framework.NodeInfo)
+				ni.AddPod(podOn(fmt.Sprintf("p%d", i), ni.Node().Name))
+				start := (i * 500) % len(infos)
+				candidates := infos[start:min(start+500, len(infos))]
+				cycle := framework.NewCycleState()
+				f.refresh(b, cycle)
+				b.StartTimer()
+				var ok bool
+				if name == "claim" {
+					_, ok = f.cache.Claim(ctx, cycle, candidates, tight)
+				} else {
+					bounds, _ := f.cache.BoundsFor(ctx, cycle, candidates)
+					ok = tight(bounds)
+				}
+				if ok {
+					b.Fatal("the claim holds")
+				}
+				i++
+			}
+		})
+	}
 }
