@@ -86,6 +86,21 @@ func (r nodeRecord) awaits(key string) bool {
 	return slices.Contains(r.Awaiting, key)
 }
 
+// await records that the trigger of the figure with key waits for a
+// sample of it stamped after sampledAt: awaits' inverse, in the record's
+// format (PIDs in Accounted, the others in Awaiting).
+func (r *nodeRecord) await(key string, sampledAt time.Time) {
+	if key == keyPIDs {
+		r.Accounted = false
+	} else {
+		r.Awaiting = append(r.Awaiting, key)
+	}
+	if r.SampledAt == nil {
+		r.SampledAt = map[string]time.Time{}
+	}
+	r.SampledAt[key] = sampledAt
+}
+
 func (r nodeRecord) last() time.Time {
 	var t time.Time
 	if n := len(r.Seen); n > 0 {
@@ -303,15 +318,7 @@ func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 			if m.accounts(pod) {
 				continue
 			}
-			if m.key == keyPIDs {
-				r.Accounted = false
-			} else {
-				r.Awaiting = append(r.Awaiting, m.key)
-			}
-			if r.SampledAt == nil {
-				r.SampledAt = map[string]time.Time{}
-			}
-			r.SampledAt[m.key] = m.sampledAt
+			r.await(m.key, m.sampledAt)
 			break
 		}
 	}
