@@ -36,24 +36,48 @@ const ReasonStarvedOfPodIP = "StarvedOfPodIP"
 // longer Waiting, whatever its Events say.
 const starvedFresh = 10 * time.Minute
 
+// podIPs is a node's pod-IP figure.
+type podIPs struct {
+	used, allocatable int64
+}
+
 // podIPsOf is node's pod-IP figure for the room check and the trigger:
 // its headroom.dev/ip-* sample, estimated over its pods as NodeIPs
 // estimates it (ipstats.EstimateUsed). The error is ipstats.ParseNode's
 // (ipstats.IsUnknown) or the pod lister's.
-func (c *cycle) podIPsOf(node *v1.Node) (roomFigure, error) {
+func (c *cycle) podIPsOf(node *v1.Node) (podIPs, error) {
 	maxAge := DefaultMaxSampleAge
 	if t := c.args.IPStarved; t != nil {
 		maxAge = t.MaxSampleAge.Duration
 	}
 	stats, err := ipstats.ParseNode(node.Annotations, c.now, maxAge)
 	if err != nil {
-		return roomFigure{}, err
+		return podIPs{}, err
 	}
 	pods, err := c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	if err != nil {
-		return roomFigure{}, err
+		return podIPs{}, err
 	}
-	return roomFigure{known: true, used: ipstats.EstimateUsed(stats, slices.Values(pods)), allocatable: stats.Capacity}, nil
+	return podIPs{used: ipstats.EstimateUsed(stats, slices.Values(pods)), allocatable: stats.Capacity}, nil
+}
+
+// podIPsRoom is node's pod-IP figure as a destination, whether or not the
+// ipStarved trigger is on: a replacement that takes a pod IP (not on the
+// host's network) needs a free one there, as NodeIPs' Filter with its
+// default minFreeIPs of 0 has it.
+func podIPsRoom(c *cycle, node *v1.Node) (*roomFigure, error) {
+	ips, err := c.podIPsOf(node)
+	switch {
+	case ipstats.IsUnknown(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &roomFigure{
+		used: ips.used,
+		need: func(_ *nodeRelief, pod *v1.Pod) (int64, bool) { return 1, ipstats.TakesIP(pod) },
+		fits: func(used, need int64) bool { return addSat(used, need) <= ips.allocatable },
+	}, nil
 }
 
 // starvedPlan is the ipStarved trigger's plan for one node.
@@ -61,7 +85,7 @@ type starvedPlan struct {
 	n *nodeRelief
 	// ips is the node's pod-IP figure: the trigger acts only where it is
 	// known and leaves no free pod IP.
-	ips roomFigure
+	ips podIPs
 	// starved are the node's pods starved of a pod IP past the grace, in
 	// eviction order, and their evidence.
 	starved []*v1.Pod

@@ -247,12 +247,7 @@ func (st *state) clone() *state {
 // A sample already recorded (the agent has not written since the last
 // run) does not count again.
 func (c *cycle) observe(node *v1.Node, st *pressure) string {
-	var at time.Time
-	for _, m := range st.measured {
-		if m.triggered() && m.sampledAt.After(at) {
-			at = m.sampledAt
-		}
-	}
+	at := st.sampleTime()
 	if at.IsZero() {
 		at = c.now
 	}
@@ -310,16 +305,15 @@ func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 	if !finished {
 		r.Seen = c.state.records[n.node.Name].Seen
 	}
-	for _, m := range st.measured {
-		if m == nil {
+	for i, p := range st.by {
+		if p == nil {
 			continue
 		}
 		for _, pod := range n.evictedPods {
-			if m.accounts(pod) {
-				continue
+			if !p.accounts(pod) {
+				r.await(st.triggers[i].key, p.sampleTime())
+				break
 			}
-			r.await(m.key, m.sampledAt)
-			break
 		}
 	}
 	c.state.records[n.node.Name] = r
