@@ -318,13 +318,17 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 
 // frees: a pod that frees less than the figure's floor (minGain, at
 // least 1) is not evicted for it.
-func (m *measured) frees(g int64) (reason, whyNot string) {
+func (m *measured) frees(_ *v1.Pod, g int64) (reason, whyNot string) {
 	if floor := max(m.minGain, 1); g < floor {
 		return "", fmt.Sprintf("frees %s, below the floor of %s (%s %d%% of %s)",
 			m.amount(g), m.format(floor), m.minGainField, m.minGainPercent, m.format(m.allocatable))
 	}
 	return fmt.Sprintf("%s %s used > threshold %d%%", m.name, percent(m.start, m.allocatable), m.threshold), ""
 }
+
+func (m *measured) ranking(n *nodeRelief) []*v1.Pod { return n.kubeletRanking(m) }
+
+func (m *measured) reclaimOrder() int { return m.reclaim }
 
 func (m *measured) remove(_ *v1.Pod, g int64) { m.used = max(m.used-g, 0) }
 

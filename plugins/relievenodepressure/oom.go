@@ -101,11 +101,11 @@ func (p *oomPressure) gain(pod *v1.Pod) (int64, error) {
 	return max(p.shortfall-without, 0), nil
 }
 
-func (p *oomPressure) frees(g int64) (reason, whyNot string) {
+func (p *oomPressure) frees(_ *v1.Pod, g int64) (reason, whyNot string) {
 	if g <= 0 {
 		return "", ""
 	}
-	return fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%", percent(p.start, p.model.Allocatable()), p.threshold), ""
+	return p.summary(), ""
 }
 
 func (p *oomPressure) remove(pod *v1.Pod, _ int64) {

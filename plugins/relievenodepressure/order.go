@@ -203,19 +203,19 @@ func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
 }
 
 // walk is the order in which the plan takes its next pod with the
-// projection st: the kubelet's ranking for the signal it would reclaim
-// first (figure.reclaim) of the ranked triggers still pending, or, where
+// projection st: the ranking of the pending trigger that reclaims first
+// (ranker; for PIDs and memory the kubelet's, memory first), or, where
 // none is (the OOM trigger alone), the neutral order. ranked reports a
-// kubelet ranking.
+// ranking.
 func (n *nodeRelief) walk(st *pressure) (order []*v1.Pod, ranked bool) {
-	var first *measured
+	var first ranker
 	for _, p := range st.by {
-		if m, ok := p.(*measured); ok && m.rank != nil && m.level().pending() && (first == nil || m.reclaim < first.reclaim) {
-			first = m
+		if r, ok := p.(ranker); ok && p.level().pending() && (first == nil || r.reclaimOrder() < first.reclaimOrder()) {
+			first = r
 		}
 	}
 	if first == nil {
 		return n.order.neutral, false
 	}
-	return n.kubeletRanking(first), true
+	return first.ranking(n), true
 }

@@ -152,7 +152,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 	visited := sets.New[types.UID]()
 	ranked := false
 	for proj.pending() {
-		order, byKubelet := n.walk(proj)
+		order, byRanking := n.walk(proj)
 		i := slices.IndexFunc(order, func(pod *v1.Pod) bool { return !visited.Has(pod.UID) })
 		if i < 0 {
 			break
@@ -173,7 +173,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
 			continue
 		}
-		ranked = ranked || byKubelet
+		ranked = ranked || byRanking
 		l.add(s)
 		p.steps = append(p.steps, s)
 		proj.remove(pod, s.gains)
@@ -362,7 +362,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 		if !p.level().pending() {
 			continue
 		}
-		reason, whyNot := p.frees(g)
+		reason, whyNot := p.frees(pod, g)
 		if reason == "" {
 			if whyNot != "" {
 				belowFloor = append(belowFloor, whyNot)
@@ -380,6 +380,11 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	}
 
 	return s, n.placeable(&s, l, func() string {
+		for _, p := range proj.by {
+			if r, ok := p.(interface{ noRoom() string }); ok {
+				return r.noRoom()
+			}
+		}
 		return fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
 	})
 }

@@ -61,13 +61,14 @@ func (r reservation) plus(o reservation) reservation {
 }
 
 // roomChecks are the figures a destination is checked by: every enabled
-// trigger's, and the pod-IP figure NodeIPs reads, whatever the triggers.
+// trigger's, and the ipStarved trigger's, pod IPs as NodeIPs reads them,
+// whatever the triggers.
 func roomChecks(triggers []*trigger) []roomCheck {
 	checks := make([]roomCheck, 0, len(triggers)+1)
 	for _, t := range triggers {
 		checks = append(checks, t.room)
 	}
-	return append(checks, podIPsRoom)
+	return append(checks, ipStarvedTrigger.room)
 }
 
 // buildRoom reads every node's figures once.

@@ -50,10 +50,10 @@ type projection interface {
 	// so far; a *malformedPod error reports a declaration counted as the
 	// default.
 	gain(pod *v1.Pod) (int64, error)
-	// frees tells, for a pending trigger, whether evicting a pod that
-	// frees g moves it toward its target: the eviction's reason, or why
+	// frees tells, for a pending trigger, whether evicting pod, which
+	// frees g, moves it toward its target: the eviction's reason, or why
 	// not ("" where there is no more to say than that it does not).
-	frees(g int64) (reason, whyNot string)
+	frees(pod *v1.Pod, g int64) (reason, whyNot string)
 	// remove projects the eviction of pod, which frees g.
 	remove(pod *v1.Pod, g int64)
 	clone() projection
@@ -96,6 +96,9 @@ type gauge struct {
 	threshold, target        int64
 	// noAllocatable says why allocatable is 0: the figure is then unknown.
 	noAllocatable string
+	// bestEffort: the trigger evicts what it can (ipStarved); a plan that
+	// leaves it pending still relieves.
+	bestEffort bool
 }
 
 // triggered reports whether the figure was above its threshold at the start.
@@ -108,7 +111,15 @@ func (g gauge) pending() bool { return g.triggered() && exceeds(g.used, g.alloca
 // aboveThreshold reports whether the trigger fired and is still projected
 // above its threshold.
 func (g gauge) aboveThreshold() bool {
-	return g.triggered() && exceeds(g.used, g.allocatable, g.threshold)
+	return !g.bestEffort && g.triggered() && exceeds(g.used, g.allocatable, g.threshold)
+}
+
+// ranker is a projection with its own ranking of the node's pods: the
+// plan walks the ranking of the pending one that reclaims first (lowest
+// reclaimOrder), or the neutral order where none is pending.
+type ranker interface {
+	ranking(n *nodeRelief) []*v1.Pod
+	reclaimOrder() int
 }
 
 // assessTrigger returns node's projection by t, or why it is unknown: the

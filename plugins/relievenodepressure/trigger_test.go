@@ -70,7 +70,7 @@ func (w *widgets) keysAndValues(prefix string) []any {
 }
 func (w *widgets) summary() string               { return fmt.Sprintf("widgets %d > threshold", w.g.start) }
 func (w *widgets) malformedNode() *malformedNode { return nil }
-func (w *widgets) frees(g int64) (reason, whyNot string) {
+func (w *widgets) frees(_ *v1.Pod, g int64) (reason, whyNot string) {
 	if g <= 0 {
 		return "", "frees no widgets"
 	}
