@@ -122,13 +122,11 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		return out, nil
 	}
 	out.Triggered, out.Relieves, out.Thresholds = true, !p.aboveThreshold, st.thresholdsAndTargets()
-	after := st.clone()
 	steps := map[types.UID]step{}
 	for _, s := range p.steps {
 		steps[s.pod.UID] = s
-		after.remove(s.pod, s.gains)
 	}
-	out.After = after.keysAndValues("")
+	out.After = st.without(p.steps).keysAndValues("")
 	for _, pod := range n.order.effective(p.walked) {
 		pp := PodPlan{Pod: pod}
 		if m := st.of(keyPIDs); m != nil {

@@ -17,7 +17,7 @@ import (
 // is fresh), so its reliefs wait for none.
 func oomTrigger(t *OOMTrigger) *trigger {
 	return &trigger{
-		key: EvictionReasonOOM, name: "OOM", noun: "memory",
+		key: EvictionReasonOOM, name: "OOM",
 		assess: func(c *cycle, node *v1.Node, pods []*v1.Pod) (projection, error) {
 			if pods == nil {
 				var err error

@@ -210,13 +210,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 // maxPodsToEvictPerNode long, so the quadratic walk costs nothing.
 func prune(st *pressure, steps []step) []step {
 	for i := 0; i < len(steps); {
-		proj := st.clone()
-		for j, s := range steps {
-			if j != i {
-				proj.remove(s.pod, s.gains)
-			}
-		}
-		if proj.pending() {
+		if st.without(slices.Delete(slices.Clone(steps), i, i+1)).pending() {
 			i++
 			continue
 		}
@@ -239,10 +233,7 @@ func prune(st *pressure, steps []step) []step {
 // room the replacements take on other nodes is charged as the ranking
 // planned it, whichever of the workload's pods go.
 func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
-	goal := st.clone()
-	for _, s := range p.steps {
-		goal.remove(s.pod, s.gains)
-	}
+	goal := st.without(p.steps)
 	var owners []owner
 	for _, s := range p.steps {
 		if o := ownerOf(s.pod); !slices.Contains(owners, o) {
@@ -263,10 +254,7 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 				others = append(others, s)
 			}
 		}
-		proj := st.clone()
-		for _, s := range others {
-			proj.remove(s.pod, s.gains)
-		}
+		proj := st.without(others)
 		l := n.ledgerOf(others)
 		var chosen []step
 		why := map[types.UID]string{}

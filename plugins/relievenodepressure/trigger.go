@@ -14,13 +14,15 @@ import (
 // a room reservation are arrays of it, copied with the step.
 const maxFigures = 8
 
-// trigger is one of the plugin's pressure triggers, defined over the one
-// core that every trigger shares: assess the node (sample), wait for the
-// pressure to last (pressureSamples), walk the ranking, plan, check the
-// room on other nodes, evict, and record the relief. A trigger only says
-// how a node's figure is read (assess, returning a projection) and how a
-// destination's is (room); PIDs and measured memory are figures
-// (figure.trigger), the OOM shortfall is the OOM model's (oomTrigger).
+// trigger is one of the plugin's triggers, defined over the one core that
+// every trigger shares: assess the node (sample), wait for the pressure to
+// last (pressureSamples), walk the ranking, plan, check the room on other
+// nodes, evict, and record the relief. A trigger only says how a node's
+// figure is read (assess, returning a projection) and how a destination's
+// is (room): PIDs and measured memory are figures (figure.trigger), the
+// OOM shortfall is the OOM model's (oomTrigger), and the ipStarved
+// trigger's projection is a node's starved pods (starvedPods), planned
+// after the others' without their debounce.
 type trigger struct {
 	// key is the trigger's args field, its name in a node's record, in
 	// EvictionsTotal and in the thresholds logged ("pids", "memory",
@@ -163,6 +165,15 @@ func (s *pressure) clone() *pressure {
 		if p != nil {
 			c.by[i] = p.clone()
 		}
+	}
+	return c
+}
+
+// without is the projection once steps' pods are evicted too.
+func (s *pressure) without(steps []step) *pressure {
+	c := s.clone()
+	for _, step := range steps {
+		c.remove(step.pod, step.gains)
 	}
 	return c
 }
