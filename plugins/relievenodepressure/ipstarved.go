@@ -136,9 +136,7 @@ func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, e
 	slices.SortFunc(sp.waiting, func(a, b *v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	n := &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst),
-		logger: logger, tried: sets.New[types.UID]()}
-	sp.n = n
+	sp.n = c.newNodeRelief(node, pods, logger)
 	budget := *t.MaxEventsPerNode
 	for _, pod := range sp.waiting {
 		if budget <= 0 {

@@ -218,11 +218,16 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 			c.warnNode(logger, node, w.reason, w.annotation, w.err, w.consequence)
 		}
 	}
-	n = &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
+	n = c.newNodeRelief(node, pods, logger)
 	for _, pod := range n.order.neutral {
 		n.checkPriority(pod)
 	}
 	return n, st, n.plan(st), nil
+}
+
+// newNodeRelief starts the relief of node, with pods on it.
+func (c *cycle) newNodeRelief(node *v1.Node, pods []*v1.Pod, logger klog.Logger) *nodeRelief {
+	return &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
 }
 
 // evictionReason is the reason the eviction of the step's pod gives: the

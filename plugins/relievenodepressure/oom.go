@@ -18,15 +18,7 @@ import (
 func oomTrigger(t *OOMTrigger) *trigger {
 	return &trigger{
 		key: EvictionReasonOOM, name: "OOM",
-		assess: func(c *cycle, node *v1.Node, pods []*v1.Pod) (projection, error) {
-			if pods == nil {
-				var err error
-				if pods, err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil); err != nil {
-					return nil, err
-				}
-			}
-			return c.assessOOM(t, node, pods)
-		},
+		assess: func(c *cycle, node *v1.Node, pods []*v1.Pod) (projection, error) { return c.assessOOM(t, node, pods) },
 		// A replacement's worst case is counted against the destination's
 		// model: the node's worst-case shortfall with it stays at or below
 		// the threshold.

@@ -293,11 +293,7 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 		n.unrelievable(st, p)
 		return false, nil
 	}
-	planned := make([]string, len(p.steps))
-	for i, s := range p.steps {
-		planned[i] = klog.KObj(s.pod).String()
-	}
-	n.logger.V(2).Info("Relief planned", "pods", planned)
+	n.logger.V(2).Info("Relief planned", "pods", podNames(p.steps))
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
 	defer c.recordRelief(n, st)
 	return n.carryOut(ctx, st, p, func() *plan { return n.plan(st) })

@@ -34,7 +34,7 @@ type trigger struct {
 	// longer than it (RelieveNodePressure.stateHorizon).
 	sampleAge time.Duration
 	recorded  bool
-	// assess reads node's figure with pods on it (nil: list them): the
+	// assess reads node's figure with pods, the node's pods, on it: the
 	// node's projection by the trigger, or why the figure is unknown.
 	assess func(c *cycle, node *v1.Node, pods []*v1.Pod) (projection, error)
 	// room reads node's figure as a destination of replacements; nil and
