@@ -25,9 +25,10 @@ const (
 // figure is a measured node figure a trigger watches: PIDs, or memory. It
 // says how the node agent's sample of the figure is read and how a node's use
 // of it is estimated (with the scheduler plugins' own code), how amounts of
-// it read in logs and Events, and the trigger's settings. Everything else,
-// a pod's gain, the plan and its pruning, the room on other nodes, the
-// debounce and the record of reliefs, is one code over every figure.
+// it read in logs and Events, and the trigger's settings; its projection
+// (measured) gives a pod's gain by the node agent's list and the kubelet's
+// ranking. The plan, the room check, the debounce and the record are the
+// core's (trigger.go).
 type figure struct {
 	// name starts the figure's log keys and Event summaries ("PIDs",
 	// "memory"); noun names its sample and its users ("PID", "memory"); key
