@@ -164,7 +164,7 @@ func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, e
 	}
 	sp.order()
 	sp.pressure = &pressure{triggers: []*trigger{ipStarvedTrigger}, by: []projection{
-		&starvedPods{starvedPlan: sp, start: int64(len(sp.starved)), left: int64(len(sp.starved))}}}
+		&starvedPods{starvedPlan: sp, left: int64(len(sp.starved))}}}
 	sp.plan = sp.planSteps()
 	return sp, nil
 }
@@ -180,11 +180,12 @@ var ipStarvedTrigger = &trigger{key: EvictionReasonIPStarved, name: "podIPs", ro
 // plan's order (ranking), and the trigger evicts what it can.
 type starvedPods struct {
 	*starvedPlan
-	start, left int64
+	// left are the starved pods the plan has not evicted yet.
+	left int64
 }
 
 func (s *starvedPods) level() gauge {
-	return gauge{start: s.start, used: s.left, allocatable: s.ips.allocatable, bestEffort: true}
+	return gauge{start: int64(len(s.starved)), used: s.left, allocatable: s.ips.allocatable, bestEffort: true}
 }
 
 func (s *starvedPods) gain(pod *v1.Pod) (int64, error) {
@@ -219,7 +220,7 @@ func (s *starvedPods) keysAndValues(prefix string) []any {
 }
 
 func (s *starvedPods) summary() string {
-	return fmt.Sprintf("no free pod IP (%d/%d used), %d pods starved of one", s.ips.used, s.ips.allocatable, s.start)
+	return fmt.Sprintf("no free pod IP (%d/%d used), %d pods starved of one", s.ips.used, s.ips.allocatable, len(s.starved))
 }
 
 func (s *starvedPods) malformedNode() *malformedNode { return nil }
