@@ -301,6 +301,11 @@ func rnpWaitPods(ctx context.Context, t *testing.T, c kubernetes.Interface, n in
 }
 
 // rnpApplyRole sets the pod's annotations, labels and status.
+// rnpRolesEpoch is the time every role's readiness counts back from: one
+// for the process, so that two pods of one readyFor are ready since the
+// same second, however the seconds fall while a test applies them.
+var rnpRolesEpoch = time.Now().Truncate(time.Second)
+
 func rnpApplyRole(ctx context.Context, t *testing.T, c kubernetes.Interface, pod *corev1.Pod, role rnpRole) {
 	t.Helper()
 	pods := c.CoreV1().Pods(pod.Namespace)
@@ -318,7 +323,7 @@ func rnpApplyRole(ctx context.Context, t *testing.T, c kubernetes.Interface, pod
 			t.Fatal(err)
 		}
 	}
-	now := time.Now()
+	now := rnpRolesEpoch
 	status := func(cond bool) corev1.ConditionStatus {
 		if cond {
 			return corev1.ConditionTrue
