@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
-	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
 // planRow is one pod of `kubectl headroom evictions`.
@@ -60,16 +58,9 @@ func parsePlan(t *testing.T, out string) []planRow {
 //	fresh     Ready for 2 minutes           evicted 3rd: 8700 ≤ 9000
 //	restarts  not needed
 func TestKubectlHeadroomEvictionsIsTheNextRun(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	cp, ctx := rnpStart(t)
 	c := cp.Client
 	ns := metav1.NamespaceDefault
-	for _, name := range []string{rnpNode, "spare"} {
-		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	roles := []rnpRole{
 		{name: "prio", phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour, annotations: map[string]string{rnpDeletePriority: "5"}},
 		{name: "pending", phase: corev1.PodPending, annotations: map[string]string{pidstats.AnnotationPodPIDs: "0"}},

@@ -76,18 +76,10 @@ const (
 //	malformed  Ready for 2h, priority "urgent" (counts as 0)  kept, Warning Event
 //	bare       no owner, delete-priority 10  kept
 func TestRelieveNodePressureEvictsInDeleteOrder(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	// The spare node leaves room elsewhere, so the evictor's nodeFit passes.
+	cp, ctx := rnpStart(t)
 	c := cp.Client
 	ns := metav1.NamespaceDefault
-
-	// The spare node leaves room elsewhere, so the evictor's nodeFit passes.
-	for _, name := range []string{rnpNode, "spare"} {
-		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	roles := []rnpRole{
 		{name: "prio", phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour, annotations: map[string]string{rnpDeletePriority: "5"}},
@@ -301,6 +293,22 @@ func rnpWaitPods(ctx context.Context, t *testing.T, c kubernetes.Interface, n in
 }
 
 // rnpApplyRole sets the pod's annotations, labels and status.
+// rnpStart starts a control plane with the controller manager and kwok,
+// and the two nodes of the RelieveNodePressure tests: rnpNode, and "spare"
+// for the replacements. Its context ends with the test.
+func rnpStart(t *testing.T) (*controlplane.ControlPlane, context.Context) {
+	t.Helper()
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	for _, name := range []string{rnpNode, "spare"} {
+		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cp, ctx
+}
+
 // rnpRolesEpoch is the time every role's readiness counts back from: one
 // for the process, so that two pods of one readyFor are ready since the
 // same second, however the seconds fall while a test applies them.
@@ -707,16 +715,9 @@ func TestRelieveNodePressureOnceAndOffTheNode(t *testing.T) {
 // Event on the Node, written before the one-shot process exited, naming
 // the culprit and why it stays.
 func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	cp, ctx := rnpStart(t)
 	c := cp.Client
 	ns := metav1.NamespaceDefault
-	for _, name := range []string{rnpNode, "spare"} {
-		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	web := rnpWorkload("web", 2, rnpNode, relievenodepressure.DefaultSchedulerName, nil)
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

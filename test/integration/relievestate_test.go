@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -30,16 +29,9 @@ const stateOtherNodes = 4900
 // over the relieving run shows that each write after an eviction sends the
 // node's record only; the records of the other nodes stay as they were.
 func TestRelieveNodePressureRecordWriteIsOneNodes(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	cp, ctx := rnpStart(t)
 	c := cp.Client
 	ns := metav1.NamespaceDefault
-	for _, name := range []string{rnpNode, "spare"} {
-		if _, err := cp.CreateNode(ctx, name, resources("8", "32Gi", "110"), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	web := rnpWorkload("web", 4, rnpNode, relievenodepressure.DefaultSchedulerName, nil)
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
