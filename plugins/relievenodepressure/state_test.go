@@ -77,12 +77,9 @@ func configMapWrites(t *testing.T, actions []clientgotesting.Action) (writes []c
 // ConfigMap as with none. The run's last write sends only what changed
 // too. The other records stay as they were.
 func TestEvictionWritesOnlyItsNodesRecord(t *testing.T) {
-	hog := testPod("hog", "n1", ownedBy("hog"), restarts(9), pids(600))
-	other := testPod("other", "n1", ownedBy("other"), restarts(5), pids(500))
-	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
-	nodes := []*v1.Node{pidNode("n1", 10000, 9700), spareNode("n2")}
+	nodes, pods := twoEvictionsOnN1()
 	before := stateConfigMap(3000)
-	e := newEnv(t, setup{}, append(objects(nodes, []*v1.Pod{hog, other, bystander}), before.DeepCopy())...)
+	e := newEnv(t, setup{}, append(objects(nodes, pods), before.DeepCopy())...)
 	if got, want := e.run(t, nodes...), []string{"hog", "other"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
 	}
@@ -125,12 +122,9 @@ func TestEvictionWritesOnlyItsNodesRecord(t *testing.T) {
 // record of the node the run relieves is the run's: its evictions came
 // after the edit.
 func TestOperatorEditDuringARunIsKept(t *testing.T) {
-	hog := testPod("hog", "n1", ownedBy("hog"), restarts(9), pids(600))
-	other := testPod("other", "n1", ownedBy("other"), restarts(5), pids(500))
-	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
-	nodes := []*v1.Node{pidNode("n1", 10000, 9700), spareNode("n2")}
+	nodes, pods := twoEvictionsOnN1()
 	before := stateConfigMap(10)
-	e := newEnv(t, setup{}, append(objects(nodes, []*v1.Pod{hog, other, bystander}), before.DeepCopy())...)
+	e := newEnv(t, setup{}, append(objects(nodes, pods), before.DeepCopy())...)
 	gvr := v1.SchemeGroupVersion.WithResource("configmaps")
 	var (
 		mu        sync.Mutex
@@ -207,11 +201,8 @@ func TestOperatorEditDuringARunIsKept(t *testing.T) {
 // process, and each cycle's first write creates the ConfigMap in its
 // sandbox. Here the next cycle, on the same sample, evicts nothing more.
 func TestDryRunKeepsTheRecordInTheProcess(t *testing.T) {
-	hog := testPod("hog", "n1", ownedBy("hog"), restarts(9), pids(600))
-	other := testPod("other", "n1", ownedBy("other"), restarts(5), pids(500))
-	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
-	nodes := []*v1.Node{pidNode("n1", 10000, 9700), spareNode("n2")}
-	e := newEnv(t, setup{}, objects(nodes, []*v1.Pod{hog, other, bystander})...)
+	nodes, pods := twoEvictionsOnN1()
+	e := newEnv(t, setup{}, objects(nodes, pods)...)
 	store := e.plugin.store
 	sandbox := fake.NewSimpleClientset() // what the descheduler's sandbox is
 	store.client = sandbox
@@ -223,9 +214,19 @@ func TestDryRunKeepsTheRecordInTheProcess(t *testing.T) {
 		t.Errorf("first cycle's writes %+v, want the ConfigMap created at the first eviction, then patched", writes)
 	}
 	// The next cycle: a new sandbox, the evicted pods gone from it.
-	next := newEnv(t, setup{}, objects(nodes, []*v1.Pod{bystander})...)
+	next := newEnv(t, setup{}, objects(nodes, pods[2:])...)
 	next.plugin.store, store.client = store, fake.NewSimpleClientset()
 	if got := next.run(t, nodes...); len(got) != 0 {
 		t.Fatalf("the next cycle evicted %v before a new sample", got)
+	}
+}
+
+// twoEvictionsOnN1 is node n1 at 9,700 of 10,000 PIDs, whose relief evicts
+// "hog" then "other" (the bystander stays), and n2 with room for them.
+func twoEvictionsOnN1() ([]*v1.Node, []*v1.Pod) {
+	return []*v1.Node{pidNode("n1", 10000, 9700), spareNode("n2")}, []*v1.Pod{
+		testPod("hog", "n1", ownedBy("hog"), restarts(9), pids(600)),
+		testPod("other", "n1", ownedBy("other"), restarts(5), pids(500)),
+		testPod("bystander", "n1", ownedBy("bystander"), pids(400)),
 	}
 }
