@@ -260,3 +260,78 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 		t.Fatalf("%d pods taken from the previous model and %d changed: the test no longer covers both", reused, changed)
 	}
 }
+
+// TestWithPreviousRereadsAStatusThatChangesTheFigures: a new object of the
+// same pod and generation whose status differs only where the figures read
+// it gives the model built from scratch. The API server accepts two
+// statuses of one container name, and a status of a container in the other
+// list: the kubelet's oom_score_adj reads every status with allocated
+// memory (allocatedPod), the resource helpers the last of a name, an init
+// container's over the others'. A pod-level limit counts as actuated
+// (status.resources) where a resize raised it.
+func TestWithPreviousRereadsAStatusThatChangesTheFigures(t *testing.T) {
+	memory := func(b int64) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceMemory: bytesQ(b)} }
+	for _, tc := range []struct {
+		name          string
+		podLimit      int64 // spec.resources.limits
+		before, after corev1.PodStatus
+	}{{
+		// allocatedPod takes 2Gi, then 4Gi; the helpers the second
+		// status of each, without resources (the spec's request).
+		name: "an earlier status of the name with allocated memory",
+		before: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", AllocatedResources: memory(2 * Gi)}, {Name: "app"}}},
+		after: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", AllocatedResources: memory(4 * Gi)}, {Name: "app"}}},
+	}, {
+		// Before, the init containers' status of the name, without
+		// resources, hides the containers' one from the helpers (the
+		// spec's request); after, the helpers read 3Gi actuated.
+		name: "a status of the name in the init containers' list",
+		before: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+				Resources: &corev1.ResourceRequirements{Requests: memory(3 * Gi)}, AllocatedResources: memory(3 * Gi)}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}},
+		after: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+				Resources: &corev1.ResourceRequirements{Requests: memory(3 * Gi)}, AllocatedResources: memory(3 * Gi)}}},
+	}, {
+		// The container's worst case, 2Gi, is held to the pod's limit:
+		// the spec's 1.5Gi before, 1.75Gi actuated after.
+		name:     "a pod-level limit actuated by a resize",
+		podLimit: 3 * Gi / 2,
+		after:    corev1.PodStatus{Resources: &corev1.ResourceRequirements{Limits: memory(7 * Gi / 4)}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := testNode("n", 16*Gi, 15*Gi)
+			before := burstable("p", Gi, 0)
+			before.Generation = 1
+			if tc.podLimit > 0 {
+				before.Spec.Resources = &corev1.ResourceRequirements{Limits: memory(tc.podLimit)}
+			}
+			before.Status = tc.before
+			before.Status.QOSClass = corev1.PodQOSBurstable
+			after := before.DeepCopy()
+			after.Status = tc.after
+			after.Status.QOSClass = corev1.PodQOSBurstable
+			prev, err := NewNode(node, []*corev1.Pod{before}, DefaultEstimate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := NewNode(node, []*corev1.Pod{after}, DefaultEstimate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reflect.DeepEqual(prev.KillOrder(), want.KillOrder()) {
+				t.Fatalf("the statuses give the same figures: the case covers nothing\n%+v", want.KillOrder())
+			}
+			got, err := NewNode(node, []*corev1.Pod{after}, DefaultEstimate, WithPrevious(prev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("with the previous model\n%+v\nfrom scratch\n%+v", got.KillOrder(), want.KillOrder())
+			}
+		})
+	}
+}

@@ -20,7 +20,9 @@ import (
 //     compared below.
 //
 // What kwok or a kubelet reports of a running pod (phase, conditions other
-// than PodResizePending, container states) is not read.
+// than PodResizePending, container states) is not read; whether the pod's
+// processes are gone (sample.Terminal) and what a memory sample measured
+// of it NewNode reads of the new object.
 func sameDeclarations(a, b *corev1.Pod) bool {
 	if a.Generation == 0 || a.Generation != b.Generation {
 		return false
@@ -39,41 +41,80 @@ func sameDeclarations(a, b *corev1.Pod) bool {
 		!sameList(sa.AllocatedResources, sb.AllocatedResources) {
 		return false
 	}
-	// The helpers look a container's status up by name in both lists.
-	for _, containers := range [...][]corev1.Container{b.Spec.Containers, b.Spec.InitContainers} {
-		if !sameResizeStatuses(containers, sa.ContainerStatuses, sb.ContainerStatuses) ||
-			!sameResizeStatuses(containers, sa.InitContainerStatuses, sb.InitContainerStatuses) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameResizeStatuses reports whether, for every container, the status of
-// its name that the resource helpers and allocatedPod take (the last) has
-// the same resources and allocated resources in a and in b.
-func sameResizeStatuses(containers []corev1.Container, a, b []corev1.ContainerStatus) bool {
-	if len(a) == 0 && len(b) == 0 {
+	if len(sa.ContainerStatuses)+len(sa.InitContainerStatuses)+len(sb.ContainerStatuses)+len(sb.InitContainerStatuses) == 0 {
 		return true
 	}
-	for i := range containers {
-		ca, cb := lastStatus(a, containers[i].Name), lastStatus(b, containers[i].Name)
-		if !sameRequirements(ca.Resources, cb.Resources) || !sameList(ca.AllocatedResources, cb.AllocatedResources) {
-			return false
+	// The API server accepts two statuses of one name, and a status of a
+	// container of the other list ("consumers of those fields must account
+	// for unexpected data"): compare what each reader takes of them.
+	for _, containers := range [...][]corev1.Container{b.Spec.Containers, b.Spec.InitContainers} {
+		for i := range containers {
+			ca, cb := helperStatus(sa, containers[i].Name), helperStatus(sb, containers[i].Name)
+			if !sameRequirements(ca.Resources, cb.Resources) || !sameList(ca.AllocatedResources, cb.AllocatedResources) {
+				return false
+			}
 		}
 	}
-	return true
+	return sameAllocatedMemory(sa.ContainerStatuses, sb.ContainerStatuses) &&
+		sameAllocatedMemory(sa.InitContainerStatuses, sb.InitContainerStatuses)
+}
+
+// noStatus stands for a container without a status; never written.
+var noStatus corev1.ContainerStatus
+
+// helperStatus returns the status of the container name that the resource
+// helpers take: they fill one map by name from the containers' statuses,
+// then the init containers', so the last of that name wins, an init
+// containers' status over the others'.
+func helperStatus(s *corev1.PodStatus, name string) *corev1.ContainerStatus {
+	if cs := lastStatus(s.InitContainerStatuses, name); cs != nil {
+		return cs
+	}
+	if cs := lastStatus(s.ContainerStatuses, name); cs != nil {
+		return cs
+	}
+	return &noStatus
 }
 
 // lastStatus returns the last status of the container name in statuses,
-// or an empty one.
+// or nil.
 func lastStatus(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
 	for i := len(statuses) - 1; i >= 0; i-- {
 		if statuses[i].Name == name {
 			return &statuses[i]
 		}
 	}
-	return &corev1.ContainerStatus{}
+	return nil
+}
+
+// sameAllocatedMemory reports whether a and b hold, in the same order, the
+// same allocated memory of containers of the same names: allocatedPod
+// reads every status that has it, one after another.
+func sameAllocatedMemory(a, b []corev1.ContainerStatus) bool {
+	i, j := 0, 0
+	for {
+		i, j = nextAllocatedMemory(a, i), nextAllocatedMemory(b, j)
+		if i == len(a) || j == len(b) {
+			return i == len(a) && j == len(b)
+		}
+		qa, qb := a[i].AllocatedResources[corev1.ResourceMemory], b[j].AllocatedResources[corev1.ResourceMemory]
+		if a[i].Name != b[j].Name || qa.Cmp(qb) != 0 {
+			return false
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// nextAllocatedMemory returns the index of the first status from i on that
+// has allocated memory, or len(statuses).
+func nextAllocatedMemory(statuses []corev1.ContainerStatus, i int) int {
+	for i < len(statuses) {
+		if _, ok := statuses[i].AllocatedResources[corev1.ResourceMemory]; ok {
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // sameRequirements compares the requests and limits of a and b; a nil
