@@ -261,6 +261,59 @@ func TestSummaryAfterRefresh(t *testing.T) {
 	}
 }
 
+// The caches that share the index keep their own summaries of a node side
+// by side in the view: after a refresh each reads its own (nothing is
+// computed again) and keeps its bounds over its own.
+func TestViewKeepsEachCachesSummaries(t *testing.T) {
+	f := boundsFixture(t, "a", "b", "c")
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var computed int
+	scaled := func(by int64) *Cache[int] {
+		return New(h, func(_ context.Context, ni fwk.NodeInfo, _ *int) int {
+			computed++
+			return len(ni.GetPods())
+		}, func(v *int) Summary { return Summary{by * int64(*v), by} }, Bound{Figure: 0, Greatest: true})
+	}
+	ten, hundred := scaled(10), scaled(100)
+	pods := map[string]int64{"a": 1, "b": 2, "c": 3}
+	for name, n := range pods {
+		for i := range n {
+			f.nodeInfo(t, name).AddPod(podOn(fmt.Sprintf("%s%d", name, i), name))
+		}
+	}
+	if got := f.refresh(t, framework.NewCycleState()); got.Least[0] != 1 || got.Greatest[0] != 3 {
+		t.Fatalf("the first cache's bounds: %+v, want 1..3", got)
+	}
+	ctx := t.Context()
+	for _, c := range []struct {
+		cache *Cache[int]
+		by    int64
+	}{{ten, 10}, {hundred, 100}} {
+		if got, ok := c.cache.Refresh(ctx, nil); !ok || got.Greatest[0] != 3*c.by {
+			t.Fatalf("the cache of %d a pod: bounds %+v, want the greatest %d", c.by, got, 3*c.by)
+		}
+	}
+	before, beforeFirst := computed, f.computed.Load()
+	for name, n := range pods {
+		ni := f.nodeInfo(t, name)
+		if got := f.cache.Summary(ctx, ni); got != (Summary{n}) {
+			t.Errorf("%s: the first cache's summary %v, want [%d 0 0 0]", name, got, n)
+		}
+		if got := ten.Summary(ctx, ni); got != (Summary{10 * n, 10}) {
+			t.Errorf("%s: the second cache's summary %v, want [%d 10 0 0]", name, got, 10*n)
+		}
+		if got := hundred.Summary(ctx, ni); got != (Summary{100 * n, 100}) {
+			t.Errorf("%s: the third cache's summary %v, want [%d 100 0 0]", name, got, 100*n)
+		}
+	}
+	if computed != before || f.computed.Load() != beforeFirst {
+		t.Fatalf("%d values computed after the refresh, want none", computed-before+int(f.computed.Load()-beforeFirst))
+	}
+}
+
 // The caches that share the index look at one cycle's candidates once: the
 // second BoundsFor of the cycle folds in its own figures of the changed
 // candidate the first found, and does not look at the candidates again;
