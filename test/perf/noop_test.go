@@ -2,13 +2,20 @@ package perf
 
 import (
 	"context"
+	"math"
+	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
+	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/plugins"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
+	"github.com/headroom-k8s/headroom/plugins/nodepids"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
@@ -97,8 +104,69 @@ func (tightFloorScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment
 	return nil, nil
 }
 
+// The HeadroomLookupFloor profile is HeadroomTightFloor whose stand-ins
+// do the least a plugin that reads a node's figure does in Filter and
+// Score, what the project asks of its own: a lookup of the node's figure,
+// parsed from its annotation once and kept by node name behind a lock, and
+// a comparison (OOMRisk's: the node's requested memory against its
+// allocatable). Its ratio to HeadroomTightFloor is what the lookups alone
+// cost; Headroom's to it, what Headroom does beyond them.
+const lookupFloorPrefix = "LookupFloor"
+
+// usedAnnotation is the annotation each figure plugin's stand-in looks up.
+var usedAnnotation = map[string]string{
+	nodepids.Name: pidstats.AnnotationUsed,
+	nodeips.Name:  ipstats.AnnotationUsed,
+}
+
+// lookupFilterScore stands in for NodePIDs and NodeIPs in
+// HeadroomLookupFloor.
+type lookupFilterScore struct {
+	floorFilterScore
+	key string
+	mu  *sync.RWMutex
+	by  map[string]int64 // node name → the figure
+}
+
+func (p lookupFilterScore) figureOf(node *corev1.Node) int64 {
+	p.mu.RLock()
+	v, ok := p.by[node.Name]
+	p.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v, _ = strconv.ParseInt(node.Annotations[p.key], 10, 64)
+	p.mu.Lock()
+	p.by[node.Name] = v
+	p.mu.Unlock()
+	return v
+}
+
+func (p lookupFilterScore) Filter(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if p.figureOf(ni.Node()) == math.MaxInt64 {
+		return fwk.NewStatus(fwk.Unschedulable, "figure out of range")
+	}
+	return nil
+}
+
+func (p lookupFilterScore) Score(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	return p.figureOf(ni.Node()) % (fwk.MaxNodeScore + 1), nil
+}
+
+func (p lookupFilterScore) ScoreExtensions() fwk.ScoreExtensions { return p }
+
+// lookupScore stands in for OOMRisk in HeadroomLookupFloor.
+type lookupScore struct{ tightFloorScore }
+
+func (lookupScore) Score(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	if ni.GetRequested().GetMemory() > ni.GetAllocatable().GetMemory() {
+		return 0, nil
+	}
+	return fwk.MaxNodeScore, nil
+}
+
 // noopRegistry returns the stand-ins' factories (HeadroomNoop's,
-// HeadroomFloor's and HeadroomTightFloor's).
+// HeadroomFloor's, HeadroomTightFloor's and HeadroomLookupFloor's).
 func noopRegistry() frameworkruntime.Registry {
 	r := frameworkruntime.Registry{}
 	// Every figure plugin filters and scores; OOMRisk only scores.
@@ -113,6 +181,13 @@ func noopRegistry() frameworkruntime.Registry {
 		r[noopPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return noopFilterScore{name: noopPrefix + name}, nil
 		}
+		r[lookupFloorPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+			return lookupFilterScore{floorFilterScore: floorFilterScore{noopFilterScore{name: lookupFloorPrefix + name}},
+				key: usedAnnotation[name], mu: &sync.RWMutex{}, by: map[string]int64{}}, nil
+		}
+	}
+	r[lookupFloorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return lookupScore{tightFloorScore{noopScore{name: lookupFloorPrefix + oomrisk.Name}}}, nil
 	}
 	r[tightFloorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 		return tightFloorScore{noopScore{name: tightFloorPrefix + oomrisk.Name}}, nil

@@ -117,12 +117,13 @@ func variants() map[string]variant {
 	}
 	slices.Sort(all)
 	v := map[string]variant{
-		"HeadroomNoop":       {base: "Headroom", standIn: noopPrefix},
-		"HeadroomFloor":      {base: "Headroom", standIn: floorPrefix},
-		"HeadroomTightFloor": {base: "Headroom", standIn: tightFloorPrefix},
-		"DefaultAgain":       {base: "Default"},
-		"HeadroomFilterLast": {base: "Headroom", filterLast: true},
-		"HeadroomNone":       {base: "Headroom", remove: all},
+		"HeadroomNoop":        {base: "Headroom", standIn: noopPrefix},
+		"HeadroomFloor":       {base: "Headroom", standIn: floorPrefix},
+		"HeadroomTightFloor":  {base: "Headroom", standIn: tightFloorPrefix},
+		"HeadroomLookupFloor": {base: "Headroom", standIn: lookupFloorPrefix},
+		"DefaultAgain":        {base: "Default"},
+		"HeadroomFilterLast":  {base: "Headroom", filterLast: true},
+		"HeadroomNone":        {base: "Headroom", remove: all},
 	}
 	for _, name := range all {
 		v["HeadroomNo"+name] = variant{base: "Headroom", remove: []string{name}}

@@ -94,16 +94,25 @@ func listProfiles(t *testing.T, path string) []*schedconfig.Plugins {
 }
 
 // TestVariantsBuild: every variant of make perf builds a framework, and the
-// tight fleet's floor has a stand-in scoring for each of Headroom's plugins.
+// tight fleet's floors have a stand-in scoring for each of Headroom's
+// plugins.
 func TestVariantsBuild(t *testing.T) {
 	dir := t.TempDir()
 	for name := range variants() {
 		listPlugins(t, profiles(t, dir, []string{name})[0].Config)
 	}
-	score := pluginNames(listPlugins(t, profiles(t, dir, []string{"HeadroomTightFloor"})[0].Config).Score.Enabled)
-	for name := range plugins.Registry() {
-		if !slices.Contains(score, tightFloorPrefix+name) || slices.Contains(score, name) {
-			t.Errorf("HeadroomTightFloor scores with %v, want %s in place of %s", score, tightFloorPrefix+name, name)
+	for profile, prefix := range map[string]string{"HeadroomTightFloor": tightFloorPrefix, "HeadroomLookupFloor": lookupFloorPrefix} {
+		score := pluginNames(listPlugins(t, profiles(t, dir, []string{profile})[0].Config).Score.Enabled)
+		for name := range plugins.Registry() {
+			if !slices.Contains(score, prefix+name) || slices.Contains(score, name) {
+				t.Errorf("%s scores with %v, want %s in place of %s", profile, score, prefix+name, name)
+			}
+		}
+	}
+	// Every figure plugin's lookup stand-in reads its figure.
+	for _, f := range plugins.Figures() {
+		if usedAnnotation[f.Name()] == "" {
+			t.Errorf("HeadroomLookupFloor's stand-in for %s looks up no annotation", f.Name())
 		}
 	}
 }
