@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -102,10 +103,10 @@ func TestWithPreviousBuildsTheSameModel(t *testing.T) {
 
 // TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame: a pod given
 // as a new object of the same UID (bound, its status updated, resized,
-// its spec changed) gives, with the previous model, field for field the
-// model built from scratch; and a new object whose spec, annotations and
-// resize status are unchanged (a status update, a binding) takes its
-// figures from the previous model.
+// its spec changed, terminating) gives, with the previous model, field for
+// field the model built from scratch; and a new object whose spec,
+// annotations and resize status are unchanged (a status update, a binding,
+// a deletion) takes its figures from the previous model.
 func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	memory := func(b int64) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceMemory: bytesQ(b)} }
@@ -199,6 +200,23 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 		func(p *corev1.Pod) bool { // a resize found infeasible
 			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible})
 			return false
+		},
+		func(p *corev1.Pod) bool { // terminating, its processes still running: it counts in full
+			p.DeletionTimestamp = &metav1.Time{}
+			return true
+		},
+		func(p *corev1.Pod) bool { // terminating, every container exited: it counts no more
+			p.DeletionTimestamp = &metav1.Time{}
+			for _, n := range names(p) {
+				if !slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == n }) {
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
+				}
+			}
+			for i := range p.Status.ContainerStatuses {
+				cs := &p.Status.ContainerStatuses[i]
+				cs.Ready, cs.State = false, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+			}
+			return true
 		},
 	}
 	var reused, changed int
