@@ -146,6 +146,8 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 			pp.Reason = why
 		case p.limit > 0:
 			pp.Reason = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
+		case p.blockedBy != nil:
+			pp.Reason = p.afterBlocked()
 		default:
 			pp.Reason = "not needed: the evictions before it bring the node to its target"
 		}

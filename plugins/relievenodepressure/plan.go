@@ -69,6 +69,9 @@ type step struct {
 	// causes are the keys of the triggers the pod is evicted for: the
 	// reasons EvictionsTotal counts it under.
 	causes []string
+	// noRoom: the pod would move a trigger, but no other node has room
+	// for its replacement.
+	noRoom bool
 }
 
 // charge is a replacement counted against other nodes' room: need at
@@ -91,6 +94,14 @@ type plan struct {
 	// walked is every pod of the node in the order the plan walked them,
 	// those it did not reach last in the order it would have gone on in.
 	walked []*v1.Pod
+	// blockedBy is the pod the kubelet's ranking put next that cannot
+	// move (no room for its replacement): the walk ended there.
+	blockedBy *v1.Pod
+}
+
+// afterBlocked says why a pod after blockedBy in the walk is not evicted.
+func (p *plan) afterBlocked() string {
+	return fmt.Sprintf("ranked after %s, which cannot move: not the pressure's cause", klog.KObj(p.blockedBy))
 }
 
 // ledger is what a plan's steps take of other nodes' room and of
@@ -171,6 +182,14 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		if why != "" {
 			p.why[pod.UID] = why
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
+			if byRanking && s.noRoom {
+				// The kubelet evicts this pod next, and it has nowhere to
+				// go. The pods after it in the ranking are not the
+				// pressure's cause: evicting them would move bystanders
+				// and leave the cause where it is.
+				p.blockedBy = pod
+				break
+			}
 			continue
 		}
 		ranked = ranked || byRanking
@@ -422,6 +441,7 @@ func (n *nodeRelief) placeable(s *step, l ledger, noRoom func() string) string {
 	}
 	target, need, ok := n.roomFor(pod, l.reserved)
 	if !ok {
+		s.noRoom = true
 		return noRoom()
 	}
 	s.target, s.need = target, need
@@ -564,7 +584,11 @@ func (n *nodeRelief) replacement(st *pressure, pod *v1.Pod) string {
 func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
 	var b strings.Builder
-	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
+	if p.blockedBy != nil {
+		fmt.Fprintf(&b, "the pod the kubelet would evict next, %s, cannot move, and the pods after it are not the cause (%s); nothing evicted.", klog.KObj(p.blockedBy), st.summary())
+	} else {
+		fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
+	}
 	planned := sets.New[types.UID]()
 	for _, s := range p.steps {
 		planned.Insert(s.pod.UID)
@@ -587,6 +611,8 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 				why = "evictable, not enough on its own"
 			case p.limit > 0:
 				why = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
+			case p.blockedBy != nil:
+				why = p.afterBlocked()
 			default:
 				why = "not reached"
 			}

@@ -523,9 +523,10 @@ func lrFewest(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64) 
 // the kubelet's PID ranking (every pod here has priority 0: the most PIDs
 // first) over the evictable pods whose replacement, counted at what the pod
 // held or declares, whichever is more, fits on another node (room), until
-// the node is at its target or the per-node limit is spent; 0 where that
-// does not bring it to its threshold. The plan is a prefix of the ranking:
-// it is not pruned.
+// the node is at its target or the per-node limit is spent, or the next
+// evictable pod's replacement fits nowhere (the pods after it are not the
+// cause); 0 where that does not bring it to its threshold. The plan is a
+// prefix of the ranking: it is not pruned.
 func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64, room func(need int64) bool) int {
 	order := slices.Clone(pods)
 	slices.SortStableFunc(order, func(a, b *corev1.Pod) int { return cmp.Compare(evictable(b), evictable(a)) })
@@ -534,7 +535,12 @@ func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) in
 		if projected <= lrTarget || n == lrMaxPerRun {
 			break
 		}
-		if g := evictable(p); g > 0 && room(max(g, lrDeclared)) {
+		if g := evictable(p); g > 0 {
+			if !room(max(g, lrDeclared)) {
+				// The kubelet's next victim cannot move: the pods after
+				// it are bystanders.
+				break
+			}
 			n++
 			projected -= g
 		}
