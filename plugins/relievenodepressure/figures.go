@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
-	"strings"
 	"time"
 	"unicode"
 
@@ -17,15 +16,6 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
-// figureID names one of the measured figures a trigger watches.
-type figureID int
-
-const (
-	figurePIDs figureID = iota
-	figureMemory
-	numFigures
-)
-
 // The figures' keys: their args fields, and their names in a node's record.
 const (
 	keyPIDs   = "pids"
@@ -35,11 +25,11 @@ const (
 // figure is a measured node figure a trigger watches: PIDs, or memory. It
 // says how the node agent's sample of the figure is read and how a node's use
 // of it is estimated (with the scheduler plugins' own code), how amounts of
-// it read in logs and Events, and the trigger's settings. Everything else,
-// a pod's gain, the plan and its pruning, the room on other nodes, the
-// debounce and the record of reliefs, is one code over every figure.
+// it read in logs and Events, and the trigger's settings; its projection
+// (measured) gives a pod's gain by the node agent's list and the kubelet's
+// ranking. The plan, the room check, the debounce and the record are the
+// core's (trigger.go).
 type figure struct {
-	id figureID
 	// name starts the figure's log keys and Event summaries ("PIDs",
 	// "memory"); noun names its sample and its users ("PID", "memory"); key
 	// is its args field and its name in a node's record ("pids", "memory").
@@ -67,8 +57,11 @@ type figure struct {
 	fits func(free, allocatable, need int64) bool
 	// rank compares two pods as the kubelet's eviction manager ranks them
 	// for the figure's signal (rankPIDPressure, rankMemoryPressure); see
-	// nodeRelief.kubeletRanking.
-	rank func(a, b rankKey) int
+	// nodeRelief.kubeletRanking. reclaim is the signal's place where
+	// several are met: the kubelet reclaims the lowest first
+	// (byEvictionPriority: memory, then PIDs).
+	rank    func(a, b rankKey) int
+	reclaim int
 	// requested, when set, is what a pod requests of the figure, which the
 	// kubelet's ranking weighs its use against (memory).
 	requested func(*v1.Pod) int64
@@ -104,16 +97,20 @@ type reading struct {
 	estimate func(pods []*v1.Pod) sample.Usage
 }
 
-// figuresOf returns the figures of the enabled triggers, indexed by id.
-func figuresOf(args *RelieveNodePressureArgs) [numFigures]*figure {
-	var fs [numFigures]*figure
+// triggersOf returns the enabled pressure triggers, in the order their
+// figures are logged and their reasons given.
+func triggersOf(args *RelieveNodePressureArgs) []*trigger {
+	var ts []*trigger
 	if t := args.PIDs; t != nil {
-		fs[figurePIDs] = pidsFigure(t)
+		ts = append(ts, pidsFigure(t).trigger())
 	}
 	if t := args.Memory; t != nil {
-		fs[figureMemory] = memoryFigure(t, memoryEstimate(args))
+		ts = append(ts, memoryFigure(t, memoryEstimate(args)).trigger())
 	}
-	return fs
+	if t := args.OOM; t != nil {
+		ts = append(ts, oomTrigger(t))
+	}
+	return ts
 }
 
 // pidsFigure is the PID trigger's figure: NodePIDs' model (pkg/pidstats).
@@ -124,7 +121,7 @@ func pidsFigure(t *PIDsTrigger) *figure {
 	// every node's reading.
 	declared := func(pod *v1.Pod) (int64, error) { return pidstats.PodPIDs(pod, defaultPIDs) }
 	return &figure{
-		id: figurePIDs, name: "PIDs", noun: "PID", key: keyPIDs,
+		name: "PIDs", noun: "PID", key: keyPIDs,
 		format: func(n int64) string { return strconv.FormatInt(n, 10) }, unit: " PIDs",
 		podsAnnotation: pidstats.AnnotationPIDPods, malformedPods: ReasonMalformedPIDPods, malformedPod: ReasonMalformedPodPIDs,
 		minGainField: "minPodPIDsPercent",
@@ -144,7 +141,7 @@ func pidsFigure(t *PIDsTrigger) *figure {
 			return r, nil
 		},
 		fits: floor.Fits,
-		rank: rankPIDPressure,
+		rank: rankPIDPressure, reclaim: 1,
 		// headroom.dev/pids is the pod's own to write.
 		declaredFloor: defaultPIDs,
 	}
@@ -157,7 +154,7 @@ func pidsFigure(t *PIDsTrigger) *figure {
 func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
 	maxAge := t.MaxSampleAge.Duration
 	return &figure{
-		id: figureMemory, name: "memory", noun: "memory", key: keyMemory,
+		name: "memory", noun: "memory", key: keyMemory,
 		format: formatBytes, unit: " of memory",
 		podsAnnotation: memstats.AnnotationPods, malformedPods: ReasonMalformedMemoryPods,
 		minGainField: "minPodBytesPercent",
@@ -179,7 +176,7 @@ func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
 				estimate:      func(pods []*v1.Pod) sample.Usage { return memstats.Estimate(s, pods, declared) },
 			}, nil
 		},
-		rank:      rankMemoryPressure,
+		rank: rankMemoryPressure, reclaim: 0,
 		requested: memstats.PodRequest,
 	}
 }
@@ -194,15 +191,7 @@ func memoryEstimate(args *RelieveNodePressureArgs) oomkill.Estimate {
 	return oomkill.DefaultEstimate
 }
 
-// pressure is a node's trigger figures at the start of a cycle and as
-// projected after the evictions made so far. A nil trigger was not assessed:
-// disabled, or the node's figures are unknown.
-type pressure struct {
-	measured [numFigures]*measured
-	oom      *oomPressure
-}
-
-// measured is a node's pressure by one measured figure.
+// measured is a node's projection by one measured figure.
 type measured struct {
 	*figure
 	reading
@@ -212,18 +201,6 @@ type measured struct {
 	// minGain is the least a pod must free to be evicted for the figure.
 	minGain int64
 }
-
-type oomPressure struct {
-	model             *oomkill.Node
-	start, shortfall  int64
-	threshold, target int64
-	evicted           []*v1.Pod
-	// swapErr is why the node's swap figures were ignored, or nil.
-	swapErr error
-}
-
-// gains are what evicting a pod frees by each measured figure.
-type gains [numFigures]int64
 
 // nodeFigure is a node's sample of a figure and its estimated use, or why
 // they are unknown.
@@ -237,15 +214,14 @@ type nodeFigure struct {
 }
 
 type figureKey struct {
-	node string
-	id   figureID
+	node, figure string
 }
 
 // figureOf returns node's figure f, computed once per cycle: the relief of
 // a node and the room check of every other node read the same figures.
 // pods are the node's pods, or nil to list them.
 func (c *cycle) figureOf(f *figure, node *v1.Node, pods []*v1.Pod) nodeFigure {
-	k := figureKey{node.Name, f.id}
+	k := figureKey{node.Name, f.key}
 	if nf, ok := c.readings[k]; ok {
 		return nf
 	}
@@ -265,21 +241,17 @@ func (c *cycle) figureOf(f *figure, node *v1.Node, pods []*v1.Pod) nodeFigure {
 	return nf
 }
 
-// assessFigure returns the pressure of node with pods on it by figure f, or
-// nil and why its figure is unknown.
-func (c *cycle) assessFigure(f *figure, node *v1.Node, pods []*v1.Pod) (*measured, error) {
+// trigger is the figure's trigger over the core.
+func (f *figure) trigger() *trigger {
+	return &trigger{key: f.key, name: f.name, noun: f.noun, sampleAge: f.maxSampleAge, recorded: true, assess: f.assess, room: f.room}
+}
+
+// assess returns the projection of node with pods on it by figure f, or
+// why its figure is unknown.
+func (f *figure) assess(c *cycle, node *v1.Node, pods []*v1.Pod) (projection, error) {
 	nf := c.figureOf(f, node, pods)
 	if nf.err != nil {
 		return nil, nf.err
-	}
-	if r := c.state.records[node.Name]; r.Relieved != nil {
-		if wait, since := r.waitsFor(f.key, nf.sampledAt); wait {
-			return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s (a sample stamped after %s): the sample of %s still counts what the pods evicted then held",
-				f.noun, r.Relieved.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), nf.sampledAt.UTC().Format(time.RFC3339))
-		}
-	}
-	if nf.allocatable == 0 {
-		return nil, fmt.Errorf("%s", nf.noAllocatable)
 	}
 	// The shared estimate, less what terminating pods hold: it is already
 	// on its way out (an eviction of an earlier cycle, say), and planning
@@ -288,51 +260,35 @@ func (c *cycle) assessFigure(f *figure, node *v1.Node, pods []*v1.Pod) (*measure
 	return &measured{figure: f, reading: nf.reading, start: used, used: used, minGain: percentOf(nf.allocatable, f.minGainPercent)}, nil
 }
 
-// assessOOM returns the memory-shortfall figures of node, or nil and why they
-// are unknown.
-// The model is OOMRisk's: on the node's memory sample where it is fresh and
-// valid (oomkill.MemorySampleOf), on declarations alone otherwise.
-func (c *cycle) assessOOM(t *OOMTrigger, node *v1.Node, pods []*v1.Pod) (*oomPressure, error) {
-	est := oomkill.Estimate{
-		RequestMultiplierPercent:      *t.NoLimitRequestPercent,
-		FractionOfAllocatablePermille: *t.NoLimitAllocatablePermille,
+// room is node's figure f as a destination: a replacement must fit beside
+// what the node holds now, its terminating pods included (Usage.Held), as
+// the scheduler judges it, at or below the trigger's threshold and, where
+// the figure has one, its further rule (NodePIDs' floor). The replacement
+// takes its need (nodeRelief.need), by the node's declared function.
+func (f *figure) room(c *cycle, node *v1.Node) (*roomFigure, error) {
+	nf := c.figureOf(f, node, nil)
+	switch {
+	case nf.unknown:
+		return nil, nil
+	case nf.err != nil:
+		return nil, nf.err
 	}
-	opts, stats, sampleErr := oomkill.MemorySampleOf(node, c.now, t.MaxSampleAge.Duration)
-	var swapErr error
-	if sampleErr == nil {
-		swapErr = stats.SwapErr
-	}
-	model, err := oomkill.NewNode(node, pods, est, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if model.Allocatable() == 0 {
-		return nil, fmt.Errorf("no allocatable memory")
-	}
-	return &oomPressure{
-		model: model, start: model.Shortfall(), shortfall: model.Shortfall(),
-		threshold: *t.ThresholdPercent, target: *t.TargetPercent, swapErr: swapErr,
+	allocatable := nf.allocatable
+	return &roomFigure{
+		used: nf.usage.Held,
+		need: func(n *nodeRelief, pod *v1.Pod) (int64, bool) { return n.need(f, nf.declared, pod), true },
+		fits: func(used, need int64) bool {
+			return (f.fits == nil || f.fits(max(allocatable-used, 0), allocatable, need)) &&
+				!exceeds(addSat(used, need), allocatable, f.threshold)
+		},
 	}, nil
 }
 
-// triggered reports whether the figure was above its threshold at the start.
-func (m *measured) triggered() bool {
-	return m != nil && exceeds(m.start, m.allocatable, m.threshold)
+func (m *measured) level() gauge {
+	return gauge{start: m.start, used: m.used, allocatable: m.allocatable, threshold: m.threshold, target: m.target, noAllocatable: m.noAllocatable}
 }
 
-// pending reports whether the node still needs relief from this trigger:
-// triggered, and projected above target.
-func (m *measured) pending() bool {
-	return m.triggered() && exceeds(m.used, m.allocatable, m.target)
-}
-
-func (p *oomPressure) triggered() bool {
-	return p != nil && exceeds(p.start, p.model.Allocatable(), p.threshold)
-}
-
-func (p *oomPressure) pending() bool {
-	return p.triggered() && exceeds(p.shortfall, p.model.Allocatable(), p.target)
-}
+func (m *measured) sampleTime() time.Time { return m.sampledAt }
 
 // gain is what evicting pod is projected to free of the figure (see the
 // package README, "Evict only what relieves"):
@@ -355,112 +311,61 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 		declared = max(declared, m.declaredFloor)
 	}
 	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
-	return n, err
+	if err != nil {
+		return n, &malformedPod{reason: m.malformedPod, err: err}
+	}
+	return n, nil
+}
+
+// frees: a pod that frees less than the figure's floor (minGain, at
+// least 1) is not evicted for it.
+func (m *measured) frees(_ *v1.Pod, g int64) (reason, whyNot string) {
+	if floor := max(m.minGain, 1); g < floor {
+		return "", fmt.Sprintf("frees %s, below the floor of %s (%s %d%% of %s)",
+			m.amount(g), m.format(floor), m.minGainField, m.minGainPercent, m.format(m.allocatable))
+	}
+	return fmt.Sprintf("%s %s used > threshold %d%%", m.name, percent(m.start, m.allocatable), m.threshold), ""
+}
+
+func (m *measured) ranking(n *nodeRelief) []*v1.Pod { return n.kubeletRanking(m) }
+
+func (m *measured) reclaimOrder() int { return m.reclaim }
+
+func (m *measured) remove(_ *v1.Pod, g int64) { m.used = max(m.used-g, 0) }
+
+func (m *measured) clone() projection {
+	c := *m
+	return &c
 }
 
 // accounts reports whether the estimate stops counting what pod holds once
 // it has left the node, before a new sample: the sample lists it, or holds
 // none of it (a complete list, or a pod the sample cannot hold, whose
-// declaration the estimate adds only while it is there). Without the
-// figure there is nothing to account for.
+// declaration the estimate adds only while it is there).
 func (m *measured) accounts(pod *v1.Pod) bool {
-	if m == nil {
-		return true
-	}
 	if _, ok := m.pods.LookupPod(pod); ok {
 		return true
 	}
 	return m.pods.Complete() || !sample.InSample(pod, m.sampledAt)
 }
 
-// podListErr is why the node's per-pod list was not used, or nil.
-func (m *measured) podListErr() error {
-	if !m.triggered() {
-		return nil
+// malformedNode reports, on a node above the figure's threshold, the
+// per-pod list that was not used: the pods' gains are their declarations.
+func (m *measured) malformedNode() *malformedNode {
+	if err := m.pods.Err(); err != nil && m.level().triggered() {
+		return &malformedNode{reason: m.malformedPods, annotation: m.podsAnnotation, err: err,
+			consequence: fmt.Sprintf("gains are the pods' declared %s", m.name)}
 	}
-	return m.pods.Err()
+	return nil
 }
 
-// clone copies the projection, so that a plan can be made without touching
-// the figures the evictions are counted against.
-func (s *pressure) clone() *pressure {
-	c := &pressure{}
-	for id, m := range s.measured {
-		if m != nil {
-			cp := *m
-			c.measured[id] = &cp
-		}
-	}
-	if s.oom != nil {
-		o := *s.oom
-		o.evicted = s.oom.evicted[:len(s.oom.evicted):len(s.oom.evicted)]
-		c.oom = &o
-	}
-	return c
+func (m *measured) keysAndValues(prefix string) []any {
+	return []any{logKey(prefix, m.name+"Used"), fmt.Sprintf("%s/%s (%s)", m.format(m.used), m.format(m.allocatable), percent(m.used, m.allocatable))}
 }
 
-// remove projects the eviction of pod, which frees g.
-func (s *pressure) remove(pod *v1.Pod, g gains) {
-	for id, m := range s.measured {
-		if m != nil {
-			m.used = max(m.used-g[id], 0)
-		}
-	}
-	if s.oom != nil {
-		s.oom.evicted = append(s.oom.evicted, pod)
-		s.oom.shortfall = s.oom.model.ShortfallWithout(s.oom.evicted...)
-	}
-}
-
-// aboveThreshold reports whether a trigger that fired is still projected
-// above its threshold: a plan that leaves the node there is not carried out.
-func (s *pressure) aboveThreshold() bool {
-	for _, m := range s.measured {
-		if m.triggered() && exceeds(m.used, m.allocatable, m.threshold) {
-			return true
-		}
-	}
-	return s.oom.triggered() && exceeds(s.oom.shortfall, s.oom.model.Allocatable(), s.oom.threshold)
-}
-
-func (s *pressure) triggered() bool {
-	for _, m := range s.measured {
-		if m.triggered() {
-			return true
-		}
-	}
-	return s.oom.triggered()
-}
-
-func (s *pressure) pending() bool {
-	for _, m := range s.measured {
-		if m.pending() {
-			return true
-		}
-	}
-	return s.oom.pending()
-}
-
-// shortfallWithout is the projected shortfall once pod is evicted too.
-func (p *oomPressure) shortfallWithout(pod *v1.Pod) int64 {
-	return p.model.ShortfallWithout(append(p.evicted[:len(p.evicted):len(p.evicted)], pod)...)
-}
-
-// keysAndValues renders the projected figures for a log line (PIDsUsed,
-// memoryUsed, OOMShortfall); prefix tells apart the figures before and
-// after an eviction (beforePIDsUsed, afterMemoryUsed).
-func (s *pressure) keysAndValues(prefix string) []any {
-	var kv []any
-	for _, m := range s.measured {
-		if m != nil {
-			kv = append(kv, logKey(prefix, m.name+"Used"), fmt.Sprintf("%s/%s (%s)", m.format(m.used), m.format(m.allocatable), percent(m.used, m.allocatable)))
-		}
-	}
-	if p := s.oom; p != nil {
-		kv = append(kv, logKey(prefix, "OOMShortfall"), fmt.Sprintf("%d/%d bytes (%s)", p.shortfall, p.model.Allocatable(),
-			percent(p.shortfall, p.model.Allocatable())))
-	}
-	return kv
+func (m *measured) summary() string {
+	return fmt.Sprintf("%s %s/%s used (%s) > threshold %d%%", m.name, m.format(m.start), m.format(m.allocatable),
+		percent(m.start, m.allocatable), m.threshold)
 }
 
 // logKey is key after prefix, its first letter upper-cased there.
@@ -471,36 +376,6 @@ func logKey(prefix, key string) string {
 	r := []rune(key)
 	r[0] = unicode.ToUpper(r[0])
 	return prefix + string(r)
-}
-
-// summary renders the figures of the triggers that fired, with their
-// thresholds, for an Event.
-func (s *pressure) summary() string {
-	var parts []string
-	for _, m := range s.measured {
-		if m.triggered() {
-			parts = append(parts, fmt.Sprintf("%s %s/%s used (%s) > threshold %d%%", m.name, m.format(m.start), m.format(m.allocatable),
-				percent(m.start, m.allocatable), m.threshold))
-		}
-	}
-	if o := s.oom; o.triggered() {
-		parts = append(parts, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%", percent(o.start, o.model.Allocatable()), o.threshold))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// thresholdsAndTargets renders the configuration of the triggers that fired.
-func (s *pressure) thresholdsAndTargets() []any {
-	var kv []any
-	for _, m := range s.measured {
-		if m.triggered() {
-			kv = append(kv, m.key+"ThresholdPercent", m.threshold, m.key+"TargetPercent", m.target)
-		}
-	}
-	if s.oom.triggered() {
-		kv = append(kv, "oomThresholdPercent", s.oom.threshold, "oomTargetPercent", s.oom.target)
-	}
-	return kv
 }
 
 // exceeds reports whether part/whole > pct/100, exactly, without overflow,

@@ -36,24 +36,48 @@ const ReasonStarvedOfPodIP = "StarvedOfPodIP"
 // longer Waiting, whatever its Events say.
 const starvedFresh = 10 * time.Minute
 
+// podIPs is a node's pod-IP figure.
+type podIPs struct {
+	used, allocatable int64
+}
+
 // podIPsOf is node's pod-IP figure for the room check and the trigger:
 // its headroom.dev/ip-* sample, estimated over its pods as NodeIPs
 // estimates it (ipstats.EstimateUsed). The error is ipstats.ParseNode's
 // (ipstats.IsUnknown) or the pod lister's.
-func (c *cycle) podIPsOf(node *v1.Node) (roomFigure, error) {
+func (c *cycle) podIPsOf(node *v1.Node) (podIPs, error) {
 	maxAge := DefaultMaxSampleAge
 	if t := c.args.IPStarved; t != nil {
 		maxAge = t.MaxSampleAge.Duration
 	}
 	stats, err := ipstats.ParseNode(node.Annotations, c.now, maxAge)
 	if err != nil {
-		return roomFigure{}, err
+		return podIPs{}, err
 	}
 	pods, err := c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	if err != nil {
-		return roomFigure{}, err
+		return podIPs{}, err
 	}
-	return roomFigure{known: true, used: ipstats.EstimateUsed(stats, slices.Values(pods)), allocatable: stats.Capacity}, nil
+	return podIPs{used: ipstats.EstimateUsed(stats, slices.Values(pods)), allocatable: stats.Capacity}, nil
+}
+
+// podIPsRoom is node's pod-IP figure as a destination, whether or not the
+// ipStarved trigger is on: a replacement that takes a pod IP (not on the
+// host's network) needs a free one there, as NodeIPs' Filter with its
+// default minFreeIPs of 0 has it.
+func podIPsRoom(c *cycle, node *v1.Node) (*roomFigure, error) {
+	ips, err := c.podIPsOf(node)
+	switch {
+	case ipstats.IsUnknown(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &roomFigure{
+		used: ips.used,
+		need: func(_ *nodeRelief, pod *v1.Pod) (int64, bool) { return 1, ipstats.TakesIP(pod) },
+		fits: func(used, need int64) bool { return addSat(used, need) <= ips.allocatable },
+	}, nil
 }
 
 // starvedPlan is the ipStarved trigger's plan for one node.
@@ -61,7 +85,7 @@ type starvedPlan struct {
 	n *nodeRelief
 	// ips is the node's pod-IP figure: the trigger acts only where it is
 	// known and leaves no free pod IP.
-	ips roomFigure
+	ips podIPs
 	// starved are the node's pods starved of a pod IP past the grace, in
 	// eviction order, and their evidence.
 	starved []*v1.Pod
@@ -70,8 +94,9 @@ type starvedPlan struct {
 	why map[types.UID]string
 	// waiting are the node's pods ipstarved.Waiting says wait for their
 	// sandbox, by namespace and name.
-	waiting []*v1.Pod
-	plan    *plan
+	waiting  []*v1.Pod
+	pressure *pressure
+	plan     *plan
 }
 
 // planStarved plans the ipStarved trigger's evictions on node: nil when the
@@ -111,9 +136,7 @@ func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, e
 	slices.SortFunc(sp.waiting, func(a, b *v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	n := &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst),
-		logger: logger, tried: sets.New[types.UID]()}
-	sp.n = n
+	sp.n = c.newNodeRelief(node, pods, logger)
 	budget := *t.MaxEventsPerNode
 	for _, pod := range sp.waiting {
 		if budget <= 0 {
@@ -140,8 +163,74 @@ func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, e
 		sp.starved = append(sp.starved, pod)
 	}
 	sp.order()
+	sp.pressure = &pressure{triggers: []*trigger{ipStarvedTrigger}, by: []projection{
+		&starvedPods{starvedPlan: sp, left: int64(len(sp.starved))}}}
 	sp.plan = sp.planSteps()
 	return sp, nil
+}
+
+// ipStarvedTrigger is the ipStarved trigger: its pressure is its node's
+// starved pods (starvedPods), planned by planStarved after the pressure
+// triggers, with no debounce (its grace is one); its figure, pod IPs, is
+// a destination's room whatever the triggers.
+var ipStarvedTrigger = &trigger{key: EvictionReasonIPStarved, name: "podIPs", room: podIPsRoom}
+
+// starvedPods is a node's projection by the ipStarved trigger: evicting
+// each of its pods starved of a pod IP past the grace relieves it, in the
+// plan's order (ranking), and the trigger evicts what it can.
+type starvedPods struct {
+	*starvedPlan
+	// left are the starved pods the plan has not evicted yet.
+	left int64
+}
+
+func (s *starvedPods) level() gauge {
+	return gauge{start: int64(len(s.starved)), used: s.left, allocatable: s.ips.allocatable, bestEffort: true}
+}
+
+func (s *starvedPods) gain(pod *v1.Pod) (int64, error) {
+	if _, ok := s.since[pod.UID]; ok {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func (s *starvedPods) frees(pod *v1.Pod, g int64) (reason, whyNot string) {
+	if g == 0 {
+		return "", ""
+	}
+	st := s.since[pod.UID]
+	return fmt.Sprintf("has no free pod IP (%d/%d used), pod starved of one for %s (%s)",
+		s.ips.used, s.ips.allocatable, s.n.now.Sub(st.Since).Round(time.Second), st.IPAM), ""
+}
+
+func (s *starvedPods) remove(_ *v1.Pod, g int64) { s.left -= g }
+
+func (s *starvedPods) clone() projection {
+	c := *s
+	return &c
+}
+
+func (s *starvedPods) accounts(*v1.Pod) bool { return true }
+
+func (s *starvedPods) sampleTime() time.Time { return time.Time{} }
+
+func (s *starvedPods) keysAndValues(prefix string) []any {
+	return []any{logKey(prefix, "podIPsUsed"), fmt.Sprintf("%d/%d", s.ips.used, s.ips.allocatable)}
+}
+
+func (s *starvedPods) summary() string {
+	return fmt.Sprintf("no free pod IP (%d/%d used), %d pods starved of one", s.ips.used, s.ips.allocatable, len(s.starved))
+}
+
+func (s *starvedPods) malformedNode() *malformedNode { return nil }
+
+func (s *starvedPods) ranking(*nodeRelief) []*v1.Pod { return s.starved }
+
+func (s *starvedPods) reclaimOrder() int { return 0 }
+
+func (s *starvedPods) noRoom() string {
+	return "no other node has a free pod IP for its replacement (NodeIPs' figure), within the other triggers' room"
 }
 
 // sandboxFailures lists pod's FailedCreatePodSandBox Events, at most limit,
@@ -200,45 +289,16 @@ func (sp *starvedPlan) order() {
 	}
 }
 
-// planSteps takes, in order, every starved pod not yet tried that may be
-// evicted and whose replacement has room on another node (a free pod IP
-// by NodeIPs' figure, and the other triggers' room), counting each
-// replacement against its destination, within maxPodsToEvictPerNode.
+// planSteps plans the starved pods' evictions with the core's plan, in
+// the trigger's order, each replacement counted against its destination,
+// within maxPodsToEvictPerNode; the plan's reasons for passing over a pod
+// add to the Events' (sp.why).
 func (sp *starvedPlan) planSteps() *plan {
-	n := sp.n
-	p := &plan{why: map[types.UID]string{}}
-	budget, limited := n.budget()
-	l := n.ledgerOf(nil)
-	for _, pod := range sp.starved {
-		if n.tried.Has(pod.UID) {
-			continue
-		}
-		if limited && uint(len(p.steps)) >= budget {
-			p.limit = *n.args.MaxPodsToEvictPerNode
-			p.why[pod.UID] = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
-			continue
-		}
-		s := step{pod: pod, target: -1}
-		why := n.excluded(pod)
-		if why == "" {
-			why = n.placeable(&s, l, func() string {
-				return "no other node has a free pod IP for its replacement (NodeIPs' figure), within the other triggers' room"
-			})
-		}
-		if why != "" {
-			p.why[pod.UID] = why
-			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
-			continue
-		}
-		st := sp.since[pod.UID]
-		s.reasons = []string{fmt.Sprintf("has no free pod IP (%d/%d used), pod starved of one for %s (%s)",
-			sp.ips.used, sp.ips.allocatable, n.now.Sub(st.Since).Round(time.Second), st.IPAM)}
-		s.causes = []string{EvictionReasonIPStarved}
-		l.add(s)
-		p.steps = append(p.steps, s)
-	}
+	p := sp.n.plan(sp.pressure)
 	for uid, why := range p.why {
-		sp.why[uid] = why
+		if _, ok := sp.why[uid]; !ok {
+			sp.why[uid] = why
+		}
 	}
 	return p
 }
@@ -262,7 +322,7 @@ func (c *cycle) relieveStarved(ctx context.Context, node *v1.Node) (stop bool, e
 			c.recorder.Eventf(s.pod, nil, v1.EventTypeNormal, ReasonStarvedOfPodIP, "Evict", "%s", reason)
 		}
 	}
-	return sp.n.carryOut(ctx, &pressure{}, sp.plan, sp.planSteps)
+	return sp.n.carryOut(ctx, sp.pressure, sp.plan, sp.planSteps)
 }
 
 // starvedPodPlans are the ipStarved trigger's decisions on node's waiting
@@ -275,8 +335,12 @@ func (sp *starvedPlan) podPlans() []PodPlan {
 		out = append(out, PodPlan{Pod: s.pod, Evict: true, Reason: s.evictionReason(sp.n.node)})
 	}
 	for _, pod := range sp.waiting {
+		why, ok := sp.why[pod.UID]
+		if !ok && sp.plan.limit > 0 {
+			why = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", sp.plan.limit)
+		}
 		if !planned.Has(pod.UID) {
-			out = append(out, PodPlan{Pod: pod, Reason: "ipStarved: " + sp.why[pod.UID]})
+			out = append(out, PodPlan{Pod: pod, Reason: "ipStarved: " + why})
 		}
 	}
 	return out

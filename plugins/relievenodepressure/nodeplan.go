@@ -2,7 +2,6 @@ package relievenodepressure
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -14,8 +13,6 @@ import (
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
-
-	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // NodePlan is what Deschedule would do on one node now: the node's figures,
@@ -107,17 +104,12 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		}
 	}
 	out := &NodePlan{Node: node.Name, Before: st.keysAndValues(""), Unknown: map[string]string{}, Waiting: waiting}
-	for _, f := range c.measures {
-		if f != nil && st.measured[f.id] == nil {
-			if _, err := c.assessFigure(f, node, nil); err != nil {
-				out.Unknown[f.name] = err.Error()
+	pods, _ := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
+	for i, t := range c.triggers {
+		if st.by[i] == nil {
+			if _, err := c.assessTrigger(t, node, pods); err != nil {
+				out.Unknown[t.name] = err.Error()
 			}
-		}
-	}
-	if t := c.args.OOM; t != nil && st.oom == nil {
-		pods, _ := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
-		if _, err := c.assessOOM(t, node, pods); err != nil {
-			out.Unknown["OOM"] = err.Error()
 		}
 	}
 	if out.Waiting != "" {
@@ -130,19 +122,17 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		return out, nil
 	}
 	out.Triggered, out.Relieves, out.Thresholds = true, !p.aboveThreshold, st.thresholdsAndTargets()
-	after := st.clone()
 	steps := map[types.UID]step{}
 	for _, s := range p.steps {
 		steps[s.pod.UID] = s
-		after.remove(s.pod, s.gains)
 	}
-	out.After = after.keysAndValues("")
+	out.After = st.without(p.steps).keysAndValues("")
 	for _, pod := range n.order.effective(p.walked) {
 		pp := PodPlan{Pod: pod}
-		if m := st.measured[figurePIDs]; m != nil {
+		if m := st.of(keyPIDs); m != nil {
 			pp.PIDs, _ = m.gain(pod)
 		}
-		if m := st.measured[figureMemory]; m != nil {
+		if m := st.of(keyMemory); m != nil {
 			pp.MemoryBytes, _ = m.gain(pod)
 		}
 		s, planned := steps[pod.UID]
@@ -156,6 +146,8 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 			pp.Reason = why
 		case p.limit > 0:
 			pp.Reason = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
+		case p.blockedBy != nil:
+			pp.Reason = p.afterBlocked()
 		default:
 			pp.Reason = "not needed: the evictions before it bring the node to its target"
 		}
@@ -220,20 +212,24 @@ func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, e
 	}
 	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
 
-	for _, m := range st.measured {
-		if err := m.podListErr(); err != nil {
-			c.warnNode(logger, node, m.malformedPods, m.podsAnnotation, err, fmt.Sprintf("gains are the pods' declared %s", m.name))
+	for _, p := range st.by {
+		if p == nil {
+			continue
+		}
+		if w := p.malformedNode(); w != nil {
+			c.warnNode(logger, node, w.reason, w.annotation, w.err, w.consequence)
 		}
 	}
-	var ie *sample.InvalidError
-	if o := st.oom; o != nil && errors.As(o.swapErr, &ie) {
-		c.warnNode(logger, node, ReasonMalformedSwap, ie.Key, o.swapErr, "the OOM model counts no swap")
-	}
-	n = &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
+	n = c.newNodeRelief(node, pods, logger)
 	for _, pod := range n.order.neutral {
 		n.checkPriority(pod)
 	}
 	return n, st, n.plan(st), nil
+}
+
+// newNodeRelief starts the relief of node, with pods on it.
+func (c *cycle) newNodeRelief(node *v1.Node, pods []*v1.Pod, logger klog.Logger) *nodeRelief {
+	return &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
 }
 
 // evictionReason is the reason the eviction of the step's pod gives: the

@@ -128,11 +128,6 @@ type rankKey struct {
 	priority int32
 }
 
-// kubeletSignals are the measured figures in the order the kubelet's
-// eviction manager reclaims their signals when several are met
-// (byEvictionPriority: memory first).
-var kubeletSignals = [...]figureID{figureMemory, figurePIDs}
-
 // rankMemoryPressure compares two pods as the kubelet's rankMemoryPressure
 // of Kubernetes v1.36 does (pkg/kubelet/eviction: orderedBy(
 // exceedMemoryRequests, priority, memory)): the pod whose working set
@@ -179,7 +174,7 @@ func cmpBool(a, b bool) int {
 // pod with the same figure. (The kubelet ranks a pod it has no stats for
 // first; every pod the node agent's sample held had stats there.)
 func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
-	if r := n.rankings[m.id]; r != nil {
+	if r := n.rankings[m.key]; r != nil {
 		return r
 	}
 	lowerFirst := *n.args.LowerPriorityFirst
@@ -201,21 +196,26 @@ func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
 	order := slices.Clone(n.order.neutral)
 	slices.SortStableFunc(order, func(a, b *v1.Pod) int { return m.rank(keys[a.UID], keys[b.UID]) })
 	if n.rankings == nil {
-		n.rankings = map[figureID][]*v1.Pod{}
+		n.rankings = map[string][]*v1.Pod{}
 	}
-	n.rankings[m.id] = order
+	n.rankings[m.key] = order
 	return order
 }
 
 // walk is the order in which the plan takes its next pod with the
-// projection st: the kubelet's ranking for the first signal it would
-// reclaim of the measured triggers still pending, or, where only the OOM
-// trigger is, the neutral order. ranked reports a kubelet ranking.
+// projection st: the ranking of the pending trigger that reclaims first
+// (ranker; for PIDs and memory the kubelet's, memory first), or, where
+// none is (the OOM trigger alone), the neutral order. ranked reports a
+// ranking.
 func (n *nodeRelief) walk(st *pressure) (order []*v1.Pod, ranked bool) {
-	for _, id := range kubeletSignals {
-		if m := st.measured[id]; m.pending() {
-			return n.kubeletRanking(m), true
+	var first ranker
+	for _, p := range st.by {
+		if r, ok := p.(ranker); ok && p.level().pending() && (first == nil || r.reclaimOrder() < first.reclaimOrder()) {
+			first = r
 		}
 	}
-	return n.order.neutral, false
+	if first == nil {
+		return n.order.neutral, false
+	}
+	return first.ranking(n), true
 }

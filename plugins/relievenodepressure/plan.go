@@ -42,7 +42,7 @@ type nodeRelief struct {
 	// warned holds the pods whose malformed annotations were reported.
 	warned sets.Set[types.UID]
 	// rankings caches the kubelet's ranking of the node's pods by figure.
-	rankings map[figureID][]*v1.Pod
+	rankings map[string][]*v1.Pod
 	// evictedOne, when set, is told of each successful eviction.
 	evictedOne func(s step, reason string)
 }
@@ -66,9 +66,12 @@ type step struct {
 	// pdbs are the PodDisruptionBudgets the eviction counts against.
 	pdbs    []types.UID
 	reasons []string
-	// causes are the figures' keys the pod is evicted for, and
-	// EvictionReasonOOM: the reasons EvictionsTotal counts it under.
+	// causes are the keys of the triggers the pod is evicted for: the
+	// reasons EvictionsTotal counts it under.
 	causes []string
+	// noRoom: the pod would move a trigger, but no other node has room
+	// for its replacement.
+	noRoom bool
 }
 
 // charge is a replacement counted against other nodes' room: need at
@@ -91,6 +94,14 @@ type plan struct {
 	// walked is every pod of the node in the order the plan walked them,
 	// those it did not reach last in the order it would have gone on in.
 	walked []*v1.Pod
+	// blockedBy is the pod the kubelet's ranking put next that cannot
+	// move (no room for its replacement): the walk ended there.
+	blockedBy *v1.Pod
+}
+
+// afterBlocked says why a pod after blockedBy in the walk is not evicted.
+func (p *plan) afterBlocked() string {
+	return fmt.Sprintf("ranked after %s, which cannot move: not the pressure's cause", klog.KObj(p.blockedBy))
 }
 
 // ledger is what a plan's steps take of other nodes' room and of
@@ -152,7 +163,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 	visited := sets.New[types.UID]()
 	ranked := false
 	for proj.pending() {
-		order, byKubelet := n.walk(proj)
+		order, byRanking := n.walk(proj)
 		i := slices.IndexFunc(order, func(pod *v1.Pod) bool { return !visited.Has(pod.UID) })
 		if i < 0 {
 			break
@@ -171,9 +182,17 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		if why != "" {
 			p.why[pod.UID] = why
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
+			if byRanking && s.noRoom {
+				// The kubelet evicts this pod next, and it has nowhere to
+				// go. The pods after it in the ranking are not the
+				// pressure's cause: evicting them would move bystanders
+				// and leave the cause where it is.
+				p.blockedBy = pod
+				break
+			}
 			continue
 		}
-		ranked = ranked || byKubelet
+		ranked = ranked || byRanking
 		l.add(s)
 		p.steps = append(p.steps, s)
 		proj.remove(pod, s.gains)
@@ -210,13 +229,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 // maxPodsToEvictPerNode long, so the quadratic walk costs nothing.
 func prune(st *pressure, steps []step) []step {
 	for i := 0; i < len(steps); {
-		proj := st.clone()
-		for j, s := range steps {
-			if j != i {
-				proj.remove(s.pod, s.gains)
-			}
-		}
-		if proj.pending() {
+		if st.without(slices.Delete(slices.Clone(steps), i, i+1)).pending() {
 			i++
 			continue
 		}
@@ -239,10 +252,7 @@ func prune(st *pressure, steps []step) []step {
 // room the replacements take on other nodes is charged as the ranking
 // planned it, whichever of the workload's pods go.
 func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
-	goal := st.clone()
-	for _, s := range p.steps {
-		goal.remove(s.pod, s.gains)
-	}
+	goal := st.without(p.steps)
 	var owners []owner
 	for _, s := range p.steps {
 		if o := ownerOf(s.pod); !slices.Contains(owners, o) {
@@ -263,10 +273,7 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 				others = append(others, s)
 			}
 		}
-		proj := st.clone()
-		for _, s := range others {
-			proj.remove(s.pod, s.gains)
-		}
+		proj := st.without(others)
 		l := n.ledgerOf(others)
 		var chosen []step
 		why := map[types.UID]string{}
@@ -330,20 +337,6 @@ func (n *nodeRelief) honourOwnerOrder(st *pressure, p *plan) {
 	}
 }
 
-// reaches reports whether the projection is at or below its targets, or at
-// least as far as goal by every trigger.
-func (s *pressure) reaches(goal *pressure) bool {
-	if !s.pending() {
-		return true
-	}
-	for id, m := range s.measured {
-		if m != nil && m.used > goal.measured[id].used {
-			return false
-		}
-	}
-	return s.oom == nil || s.oom.shortfall <= goal.oom.shortfall
-}
-
 func podNames(steps []step) []string {
 	names := make([]string, len(steps))
 	for i, s := range steps {
@@ -363,30 +356,28 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 		return s, why
 	}
 	var belowFloor []string
-	for _, m := range proj.measured {
-		if m == nil {
+	for i, p := range proj.by {
+		if p == nil {
 			continue
 		}
-		g, err := m.gain(pod)
-		if err != nil {
-			n.warnOnce(pod, m.malformedPod, err)
+		g, err := p.gain(pod)
+		var bad *malformedPod
+		if errors.As(err, &bad) {
+			n.warnOnce(pod, bad.reason, bad.err)
 		}
-		s.gains[m.id] = g
-		if !m.pending() {
+		s.gains[i] = g
+		if !p.level().pending() {
 			continue
 		}
-		if floor := max(m.minGain, 1); g < floor {
-			belowFloor = append(belowFloor, fmt.Sprintf("frees %s, below the floor of %s (%s %d%% of %s)",
-				m.amount(g), m.format(floor), m.minGainField, m.minGainPercent, m.format(m.allocatable)))
+		reason, whyNot := p.frees(pod, g)
+		if reason == "" {
+			if whyNot != "" {
+				belowFloor = append(belowFloor, whyNot)
+			}
 			continue
 		}
-		s.reasons = append(s.reasons, fmt.Sprintf("%s %s used > threshold %d%%", m.name, percent(m.start, m.allocatable), m.threshold))
-		s.causes = append(s.causes, m.key)
-	}
-	if o := proj.oom; o.pending() && o.shortfallWithout(pod) < o.shortfall {
-		s.reasons = append(s.reasons, fmt.Sprintf("OOM shortfall %s of memory > threshold %d%%",
-			percent(o.start, o.model.Allocatable()), o.threshold))
-		s.causes = append(s.causes, EvictionReasonOOM)
+		s.reasons = append(s.reasons, reason)
+		s.causes = append(s.causes, proj.triggers[i].key)
 	}
 	if len(s.reasons) == 0 {
 		if len(belowFloor) > 0 {
@@ -396,6 +387,11 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 	}
 
 	return s, n.placeable(&s, l, func() string {
+		for _, p := range proj.by {
+			if r, ok := p.(interface{ noRoom() string }); ok {
+				return r.noRoom()
+			}
+		}
 		return fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
 	})
 }
@@ -445,6 +441,7 @@ func (n *nodeRelief) placeable(s *step, l ledger, noRoom func() string) string {
 	}
 	target, need, ok := n.roomFor(pod, l.reserved)
 	if !ok {
+		s.noRoom = true
 		return noRoom()
 	}
 	s.target, s.need = target, need
@@ -570,8 +567,8 @@ func outcomeUnknown(err error) bool {
 // "its replacement's 1000 PIDs and 512Mi of memory".
 func (n *nodeRelief) replacement(st *pressure, pod *v1.Pod) string {
 	var needs []string
-	for _, m := range st.measured {
-		if m != nil {
+	for _, p := range st.by {
+		if m, ok := p.(*measured); ok {
 			needs = append(needs, m.amount(n.need(m.figure, m.declared, pod)))
 		}
 	}
@@ -587,7 +584,11 @@ func (n *nodeRelief) replacement(st *pressure, pod *v1.Pod) string {
 func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
 	var b strings.Builder
-	fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
+	if p.blockedBy != nil {
+		fmt.Fprintf(&b, "the pod the kubelet would evict next, %s, cannot move, and the pods after it are not the cause (%s); nothing evicted.", klog.KObj(p.blockedBy), st.summary())
+	} else {
+		fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
+	}
 	planned := sets.New[types.UID]()
 	for _, s := range p.steps {
 		planned.Insert(s.pod.UID)
@@ -610,6 +611,8 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 				why = "evictable, not enough on its own"
 			case p.limit > 0:
 				why = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
+			case p.blockedBy != nil:
+				why = p.afterBlocked()
 			default:
 				why = "not reached"
 			}
@@ -636,12 +639,13 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 // trigger fired, every one known on the node.
 func namedFigures(st *pressure) []*measured {
 	var fired, known []*measured
-	for _, m := range st.measured {
-		if m == nil {
+	for _, p := range st.by {
+		m, ok := p.(*measured)
+		if !ok {
 			continue
 		}
 		known = append(known, m)
-		if m.triggered() {
+		if m.level().triggered() {
 			fired = append(fired, m)
 		}
 	}

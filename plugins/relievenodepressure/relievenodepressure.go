@@ -71,9 +71,10 @@ type RelieveNodePressure struct {
 	selector labels.Selector
 	// schedulers are the args' schedulerNames.
 	schedulers sets.Set[string]
-	// measures are the measured figures of the enabled triggers (PIDs,
-	// memory), indexed by figureID; nil where a trigger is off.
-	measures [numFigures]*figure
+	// triggers are the enabled pressure triggers; rooms the figures a
+	// replacement's destination is checked by (roomChecks).
+	triggers []*trigger
+	rooms    []roomCheck
 	// pdbs lists PodDisruptionBudgets; nil when the handle has no informers.
 	pdbs     policylisters.PodDisruptionBudgetLister
 	recorder events.EventRecorder
@@ -168,7 +169,8 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		return nil, fmt.Errorf("%s args: %w", PluginName, err)
 	}
 	p.logger.V(1).Info("Room check's floor", "check", found)
-	p.measures = figuresOf(args)
+	p.triggers = triggersOf(args)
+	p.rooms = roomChecks(p.triggers)
 	if f := handle.SharedInformerFactory(); f != nil {
 		pdbs := f.Policy().V1().PodDisruptionBudgets()
 		pdbs.Informer() // requested now, so that the descheduler starts it
@@ -231,18 +233,18 @@ func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) 
 }
 
 // stateHorizon is how long the records are kept: stateHorizon, or twice
-// the longest maxSampleAge of the measured figures where that is longer; 0
-// where a figure's samples never go stale.
+// the longest sample age of the triggers whose reliefs wait for a sample
+// where that is longer; 0 where such a trigger's samples never go stale.
 func (d *RelieveNodePressure) stateHorizon() time.Duration {
 	horizon := stateHorizon
-	for _, f := range d.measures {
-		if f == nil {
+	for _, t := range d.triggers {
+		if !t.recorded {
 			continue
 		}
-		if f.maxSampleAge == 0 {
+		if t.sampleAge == 0 {
 			return 0
 		}
-		horizon = max(horizon, 2*f.maxSampleAge)
+		horizon = max(horizon, 2*t.sampleAge)
 	}
 	return horizon
 }
@@ -291,35 +293,21 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 		n.unrelievable(st, p)
 		return false, nil
 	}
-	planned := make([]string, len(p.steps))
-	for i, s := range p.steps {
-		planned[i] = klog.KObj(s.pod).String()
-	}
-	n.logger.V(2).Info("Relief planned", "pods", planned)
+	n.logger.V(2).Info("Relief planned", "pods", podNames(p.steps))
 	NodesTotal.WithLabelValues(ResultRelieved).Inc()
 	defer c.recordRelief(n, st)
 	return n.carryOut(ctx, st, p, func() *plan { return n.plan(st) })
 }
 
-// assess computes the node's figures for the enabled triggers.
+// assess computes the node's projections by the enabled triggers.
 func (c *cycle) assess(logger klog.Logger, node *v1.Node, pods []*v1.Pod) *pressure {
-	st := &pressure{}
-	for _, f := range c.measures {
-		if f == nil {
-			continue
-		}
-		m, err := c.assessFigure(f, node, pods)
+	st := &pressure{triggers: c.triggers, by: make([]projection, len(c.triggers))}
+	for i, t := range c.triggers {
+		p, err := c.assessTrigger(t, node, pods)
 		if err != nil {
-			logger.V(4).Info("Figure unknown; its trigger leaves the node alone", "figure", f.name, "reason", err.Error())
+			logger.V(4).Info("Figure unknown; its trigger leaves the node alone", "figure", t.name, "reason", err.Error())
 		}
-		st.measured[f.id] = m
-	}
-	if t := c.args.OOM; t != nil {
-		p, err := c.assessOOM(t, node, pods)
-		if err != nil {
-			logger.V(4).Info("Memory unknown; the OOM trigger leaves the node alone", "reason", err.Error())
-		}
-		st.oom = p
+		st.by[i] = p
 	}
 	return st
 }

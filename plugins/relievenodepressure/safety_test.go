@@ -660,6 +660,43 @@ func TestRoomCountsWhatThePodHeld(t *testing.T) {
 	}
 }
 
+// When the pod the kubelet would evict next has nowhere to go, the pods
+// after it in the kubelet's ranking are bystanders: evicting them would
+// leave the cause on the node. Nothing is evicted, and the Warning says
+// why; with room for the cause, the cause alone goes.
+func TestNoBystanderWhenTheCauseCannotMove(t *testing.T) {
+	hog := testPod("hog", "n1", ownedBy("hog"))
+	a := testPod("a", "n1", ownedBy("a"))
+	b := testPod("b", "n1", ownedBy("b"))
+	n1 := listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog: 3000, a: 400, b: 350})
+	// At 7,000 of 10,000 PIDs n2 takes a's and b's replacements, not
+	// hog's 3,000 (threshold 95 %); at 5,000 it takes hog's.
+	for used, want := range map[int64][]string{7000: nil, 5000: {"hog"}} {
+		n2 := pidNode("n2", 10000, used)
+		e := newEnv(t, setup{}, objects([]*v1.Node{n1, n2}, []*v1.Pod{hog, a, b})...)
+		if got := e.run(t, n1, n2); !equal(got, want) {
+			t.Errorf("destination at %d of 10000 PIDs: evicted %v, want %v", used, got, want)
+		}
+		if want == nil {
+			w := e.warningEvents()
+			if len(w) != 1 || !strings.Contains(w[0], "the pod the kubelet would evict next, default/hog, cannot move") || !strings.Contains(w[0], "default/hog (3000 PIDs): no other node has room") ||
+				!strings.Contains(w[0], "default/a (400 PIDs): ranked after default/hog, which cannot move: not the pressure's cause") {
+				t.Errorf("Warning Events %q, want one naming hog's missing room and a ranked after it", w)
+			}
+			// kubectl headroom shows the same.
+			p, err := e.plugin.Plan(context.Background(), []*v1.Node{n1, n2}, n1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pp := range p.Pods {
+				if pp.Evict || pp.Pod.Name != "hog" && pp.Reason != "ranked after default/hog, which cannot move: not the pressure's cause" {
+					t.Errorf("Plan: %s evict=%v, reason %q", pp.Pod.Name, pp.Evict, pp.Reason)
+				}
+			}
+		}
+	}
+}
+
 // A pod of another namespace whose ownerReference claims a ReplicaSet's UID
 // is not one of its pods: it does not take the ReplicaSet's turns. Here the
 // intruder holds the most PIDs, so the kubelet's ranking takes it, and its

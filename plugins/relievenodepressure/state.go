@@ -89,6 +89,21 @@ func (r nodeRecord) awaits(key string) bool {
 	return slices.Contains(r.Awaiting, key)
 }
 
+// await records that the trigger of the figure with key waits for a
+// sample of it stamped after sampledAt: awaits' inverse, in the record's
+// format (PIDs in Accounted, the others in Awaiting).
+func (r *nodeRecord) await(key string, sampledAt time.Time) {
+	if key == keyPIDs {
+		r.Accounted = false
+	} else {
+		r.Awaiting = append(r.Awaiting, key)
+	}
+	if r.SampledAt == nil {
+		r.SampledAt = map[string]time.Time{}
+	}
+	r.SampledAt[key] = sampledAt
+}
+
 func (r nodeRecord) last() time.Time {
 	var t time.Time
 	if n := len(r.Seen); n > 0 {
@@ -423,12 +438,7 @@ func (st *state) clone() *state {
 // A sample already recorded (the agent has not written since the last
 // run) does not count again.
 func (c *cycle) observe(node *v1.Node, st *pressure) string {
-	var at time.Time
-	for _, m := range st.measured {
-		if m.triggered() && m.sampledAt.After(at) {
-			at = m.sampledAt
-		}
-	}
+	at := st.sampleTime()
 	if at.IsZero() {
 		at = c.now
 	}
@@ -486,24 +496,15 @@ func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 	if !finished {
 		r.Seen = c.state.records[n.node.Name].Seen
 	}
-	for _, m := range st.measured {
-		if m == nil {
+	for i, p := range st.by {
+		if p == nil {
 			continue
 		}
 		for _, pod := range n.evictedPods {
-			if m.accounts(pod) {
-				continue
+			if !p.accounts(pod) {
+				r.await(st.triggers[i].key, p.sampleTime())
+				break
 			}
-			if m.key == keyPIDs {
-				r.Accounted = false
-			} else {
-				r.Awaiting = append(r.Awaiting, m.key)
-			}
-			if r.SampledAt == nil {
-				r.SampledAt = map[string]time.Time{}
-			}
-			r.SampledAt[m.key] = m.sampledAt
-			break
 		}
 	}
 	c.state.records[n.node.Name] = r

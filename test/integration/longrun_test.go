@@ -322,6 +322,7 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 		}
 		need := map[string]int{}        // node → the fewest evictions that relieve it
 		orderPlan := map[string][]int{} // node → evictions of the kubelet ranking's plan, with and without the other nodes' reliefs
+		kubeletPlan := map[string]func(held, reserved map[string]int64) int{}
 		// What each node holds as a destination sees it: the sample, and
 		// the declared PIDs of the pods placed after it.
 		held := map[string]int64{}
@@ -334,8 +335,9 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 			}
 		}
 		// room finds another node than self that takes need within the
-		// threshold and NodePIDs' floor, after reserved, and reserves it.
-		room := func(self string, reserved map[string]int64) func(int64) bool {
+		// threshold and NodePIDs' floor, by what it holds and after
+		// reserved, and reserves it.
+		room := func(held map[string]int64, self string, reserved map[string]int64) func(int64) bool {
 			return func(need int64) bool {
 				for _, m := range nodes {
 					if u := held[m] + reserved[m]; m != self && u+need <= lrThreshold && lrCapacity-u-need >= lrMinFree {
@@ -374,15 +376,35 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 				}
 			}
 			need[node] = lrFewest(onNode, est, evictable)
-			orderPlan[node] = []int{lrKubeletPlan(onNode, est, evictable, room(node, cycleReserved)),
-				lrKubeletPlan(onNode, est, evictable, room(node, map[string]int64{}))}
+			kubeletPlan[node] = func(held, reserved map[string]int64) int {
+				return lrKubeletPlan(onNode, est, evictable, room(held, node, reserved))
+			}
+			orderPlan[node] = []int{kubeletPlan[node](held, cycleReserved), kubeletPlan[node](held, map[string]int64{})}
 		}
 
 		// One run of the CronJob.
 		failedBefore := len(failures)
 		log := rnpRunPolicy(t, cp, policy)
+		// The destinations as the run read them: between the sample and
+		// the run, a rollout's old pods go once its new ones are Ready,
+		// and new pods are placed. A listed pod gone by then no longer
+		// counts; one placed after the sample counts what it declares.
+		evicted := rnpEvicted(log)
+		evictedUIDs := map[types.UID]bool{}
+		for _, m := range model {
+			if slices.Contains(evicted, m.key) {
+				evictedUIDs[m.uid] = true
+			}
+		}
+		heldAtRun := lrHeldAtRun(ctx, t, c, nodes, samples[tick], evictedUIDs)
+		resAtRun := map[string]int64{}
+		for _, node := range nodes {
+			if plan := kubeletPlan[node]; plan != nil {
+				orderPlan[node] = append(orderPlan[node], plan(heldAtRun, resAtRun), plan(heldAtRun, map[string]int64{}))
+			}
+		}
 		byNode := map[string][]*lrPod{}
-		for _, key := range rnpEvicted(log) {
+		for _, key := range evicted {
 			var victim *lrPod
 			for _, m := range model {
 				if m.key == key {
@@ -501,9 +523,10 @@ func lrFewest(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64) 
 // the kubelet's PID ranking (every pod here has priority 0: the most PIDs
 // first) over the evictable pods whose replacement, counted at what the pod
 // held or declares, whichever is more, fits on another node (room), until
-// the node is at its target or the per-node limit is spent; 0 where that
-// does not bring it to its threshold. The plan is a prefix of the ranking:
-// it is not pruned.
+// the node is at its target or the per-node limit is spent, or the next
+// evictable pod's replacement fits nowhere (the pods after it are not the
+// cause); 0 where that does not bring it to its threshold. The plan is a
+// prefix of the ranking: it is not pruned.
 func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64, room func(need int64) bool) int {
 	order := slices.Clone(pods)
 	slices.SortStableFunc(order, func(a, b *corev1.Pod) int { return cmp.Compare(evictable(b), evictable(a)) })
@@ -512,7 +535,12 @@ func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) in
 		if projected <= lrTarget || n == lrMaxPerRun {
 			break
 		}
-		if g := evictable(p); g > 0 && room(max(g, lrDeclared)) {
+		if g := evictable(p); g > 0 {
+			if !room(max(g, lrDeclared)) {
+				// The kubelet's next victim cannot move: the pods after
+				// it are bystanders.
+				break
+			}
 			n++
 			projected -= g
 		}
@@ -521,6 +549,39 @@ func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) in
 		return 0
 	}
 	return n
+}
+
+// lrHeldAtRun is what each node holds as a destination after a run, as
+// the run's estimate counts it: the sample, less the listed pods gone
+// since, plus the declared PIDs of pods placed after it; the pods the run
+// evicted (evicted) still count, as the run counted them.
+func lrHeldAtRun(ctx context.Context, t *testing.T, c kubernetes.Interface, nodes []string, samples map[string]lrSample, evicted map[types.UID]bool) map[string]int64 {
+	t.Helper()
+	list, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "longrun=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := map[types.UID]bool{}
+	for uid := range evicted {
+		present[uid] = true
+	}
+	held := map[string]int64{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		present[p.UID] = true
+		if s, ok := samples[p.Spec.NodeName]; ok && sample.PlacedAfter(p, s.at) {
+			held[p.Spec.NodeName] += lrDeclared
+		}
+	}
+	for _, node := range nodes {
+		held[node] += samples[node].used
+		for uid, n := range samples[node].listed {
+			if !present[uid] {
+				held[node] -= n
+			}
+		}
+	}
+	return held
 }
 
 // lrPolicy is the shipped DeschedulerPolicy; its RelieveNodePressure args
