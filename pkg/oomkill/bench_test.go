@@ -2,6 +2,7 @@ package oomkill
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,11 +79,20 @@ func BenchmarkNewNode(b *testing.B) {
 }
 
 // BenchmarkNewNodeWithPrevious is NewNode for a node that changed since its
-// last model (WithPrevious): a new sample on the node (the same pods), and
-// a pod placed on it (one pod more).
+// last model (WithPrevious): a new sample on the node (the same pods), a
+// pod placed on it (one pod more), and a pod reported running (a new
+// object of its last pod, its status alone changed).
 func BenchmarkNewNodeWithPrevious(b *testing.B) {
 	for _, pods := range []int{10, 110, 250} {
 		_, list := benchNode(pods + 1)
+		for _, p := range list {
+			p.Generation = 1 // as the API server sets it
+		}
+		running := slices.Clone(list[:pods])
+		last := running[pods-1].DeepCopy()
+		last.Status.Phase = corev1.PodRunning
+		last.Status.ContainerStatuses = append(last.Status.ContainerStatuses, corev1.ContainerStatus{Name: last.Spec.Containers[0].Name, Ready: true})
+		running[pods-1] = last
 		node := testNode("bench", 256*Gi, 250*Gi)
 		for _, change := range []struct {
 			name          string
@@ -90,6 +100,7 @@ func BenchmarkNewNodeWithPrevious(b *testing.B) {
 		}{
 			{"sample", list[:pods], list[:pods]},
 			{"placed", list[:pods], list},
+			{"running", list[:pods], running},
 		} {
 			b.Run(fmt.Sprintf("pods=%d/%s", pods, change.name), func(b *testing.B) {
 				prev, err := NewNode(node, change.before, DefaultEstimate)

@@ -19,10 +19,14 @@ type options struct {
 // WithPrevious lets NewNode take, from prev (a model of the same node
 // built before, nil for none), what it read of the pods they share: the
 // same pod objects, which the scheduler and the API's informers never
-// modify. Their oom_score_adj, requests and worst cases are not worked
-// out again where the node's capacity, allocatable memory and Estimate
-// are prev's; the model is the one NewNode builds without it. A pod object
-// modified in place after prev was built must not be passed.
+// modify, and new objects of a pod (the same UID) whose spec (the same
+// metadata.generation), static and mirror pod annotations, QoS class and
+// resize status are the old object's: a pod bound, or whose status alone
+// changed (sameDeclarations). Their oom_score_adj, requests and worst
+// cases are not worked out again where the node's capacity, allocatable
+// memory and Estimate are prev's; the model is the one NewNode builds
+// without it. A pod object modified in place after prev was built must
+// not be passed.
 func WithPrevious(prev *Node) Option {
 	return func(o *options) { o.previous = prev }
 }

@@ -284,9 +284,17 @@ func (p *Node) declaredOf(pod *corev1.Pod, hint, count int) (corev1.PodQOSClass,
 	i := hint
 	if i >= len(p.pods) || p.pods[i].pod != pod {
 		i = slices.IndexFunc(p.pods, func(d podDeclared) bool { return d.pod == pod })
-		if i < 0 {
+	}
+	if i < 0 && pod.UID != "" {
+		// A new object of the same pod (bound, its status updated): its
+		// figures are the old object's where what they are read from is.
+		i = slices.IndexFunc(p.pods, func(d podDeclared) bool { return d.pod.UID == pod.UID })
+		if i >= 0 && !sameDeclarations(p.pods[i].pod, pod) {
 			return "", nil, false
 		}
+	}
+	if i < 0 {
+		return "", nil, false
 	}
 	first, end := int(p.pods[i].first), len(p.declared)
 	if i+1 < len(p.pods) {

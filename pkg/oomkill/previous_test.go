@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -97,5 +98,258 @@ func TestWithPreviousBuildsTheSameModel(t *testing.T) {
 	}
 	if reused < 700 {
 		t.Fatalf("%d trials could take declarations from the previous model: the test no longer covers reuse", reused)
+	}
+}
+
+// TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame: a pod given
+// as a new object of the same UID (bound, its status updated, resized,
+// its spec changed, terminating) gives, with the previous model, field for
+// field the model built from scratch; and a new object whose spec,
+// annotations and resize status are unchanged (a status update, a binding,
+// a deletion) takes its figures from the previous model.
+func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	memory := func(b int64) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceMemory: bytesQ(b)} }
+	serial := 0
+	newPod := func(capacity int64) *corev1.Pod {
+		serial++
+		var p *corev1.Pod
+		if r.IntN(2) == 0 {
+			p = propertyPod(r, "ns", "")
+		} else {
+			p = parityPod(r, capacity)
+		}
+		p.Name = fmt.Sprintf("p%04d", serial)
+		p = inSample(p, serial)
+		if r.IntN(6) > 0 {
+			p.Generation = 1 + r.Int64N(3) // from an API server
+		}
+		if r.IntN(3) == 0 {
+			p.Spec.PriorityClassName = "system-node-critical"
+		}
+		if r.IntN(3) == 0 { // resized before: less actuated than its spec asks
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: p.Spec.Containers[0].Name,
+				Resources: &corev1.ResourceRequirements{Requests: memory(Gi / 16)}})
+		}
+		return p
+	}
+	names := func(p *corev1.Pod) []string {
+		var ns []string
+		for _, c := range append(slices.Clone(p.Spec.Containers), p.Spec.InitContainers...) {
+			ns = append(ns, c.Name)
+		}
+		return ns
+	}
+	// Each change returns the new object and whether its declarations are
+	// the old object's by what sameDeclarations may know (the status of a
+	// running pod, a binding).
+	changes := []func(p *corev1.Pod) bool{
+		func(p *corev1.Pod) bool { // kwok or a kubelet reports it running
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+			for _, n := range names(p) {
+				if !slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == n }) {
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
+				}
+			}
+			for i := range p.Status.ContainerStatuses {
+				cs := &p.Status.ContainerStatuses[i]
+				cs.Ready, cs.State = true, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+			}
+			return true
+		},
+		func(p *corev1.Pod) bool { // bound, with the binding's annotations
+			p.Spec.NodeName = "n"
+			p.Annotations = map[string]string{"bound-by": "test"}
+			return true
+		},
+		func(p *corev1.Pod) bool { // its spec changed: the API server raises the generation
+			c := &p.Spec.Containers[r.IntN(len(p.Spec.Containers))]
+			c.Resources.Requests = memory(quarter(r, 8) + Gi/8)
+			if p.Generation > 0 {
+				p.Generation++
+			}
+			return false
+		},
+		func(p *corev1.Pod) bool { // a QoS class in status
+			p.Status.QOSClass = []corev1.PodQOSClass{corev1.PodQOSGuaranteed, corev1.PodQOSBurstable, corev1.PodQOSBestEffort}[r.IntN(3)]
+			return false
+		},
+		func(p *corev1.Pod) bool { // a static pod
+			p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+			return false
+		},
+		func(p *corev1.Pod) bool { // a mirror pod
+			p.Annotations = map[string]string{"kubernetes.io/config.mirror": "x"}
+			return false
+		},
+		func(p *corev1.Pod) bool { // memory allocated by a resize
+			ns := names(p)
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: ns[r.IntN(len(ns))], AllocatedResources: memory(quarter(r, 8) + Gi/8)})
+			return false
+		},
+		func(p *corev1.Pod) bool { // resources actuated by a resize, now and then infeasible
+			ns := names(p)
+			p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: ns[r.IntN(len(ns))],
+				Resources: &corev1.ResourceRequirements{Requests: memory(quarter(r, 8) + Gi/8), Limits: memory(quarter(r, 8) + Gi)}})
+			if r.IntN(2) == 0 {
+				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible})
+			}
+			return false
+		},
+		func(p *corev1.Pod) bool { // a resize found infeasible
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible})
+			return false
+		},
+		func(p *corev1.Pod) bool { // terminating, its processes still running: it counts in full
+			p.DeletionTimestamp = &metav1.Time{}
+			return true
+		},
+		func(p *corev1.Pod) bool { // terminating, every container exited: it counts no more
+			p.DeletionTimestamp = &metav1.Time{}
+			for _, n := range names(p) {
+				if !slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == n }) {
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
+				}
+			}
+			for i := range p.Status.ContainerStatuses {
+				cs := &p.Status.ContainerStatuses[i]
+				cs.Ready, cs.State = false, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+			}
+			return true
+		},
+	}
+	var reused, changed int
+	for trial := range 1500 {
+		capacity := []int64{4 * Gi, 16 * Gi, 64 * Gi}[r.IntN(3)] + r.Int64N(Gi)
+		node := testNode("n", capacity, capacity-r.Int64N(capacity/4))
+		var before []*corev1.Pod
+		for range 1 + r.IntN(12) {
+			before = append(before, newPod(capacity))
+		}
+		prev, err := NewNode(node, before, DefaultEstimate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := slices.Clone(before)
+		for i, p := range after {
+			if r.IntN(2) == 0 {
+				continue
+			}
+			cp := p.DeepCopy()
+			same := true
+			for range 1 + r.IntN(2) {
+				same = changes[r.IntN(len(changes))](cp) && same
+			}
+			after[i] = cp
+			refs := refsOf(cp, nil)
+			_, _, took := prev.declaredOf(cp, i, len(refs))
+			switch {
+			case same && cp.Generation > 0:
+				if !took {
+					t.Fatalf("trial %d: pod %s, the same declarations, not taken from the previous model", trial, cp.Name)
+				}
+				reused++
+			case !same:
+				changed++
+			}
+		}
+		var opts []Option
+		if r.IntN(2) == 0 {
+			held := map[*corev1.Pod]int64{}
+			for _, p := range after {
+				held[p] = quarter(r, 16)
+			}
+			opts = append(opts, WithMemorySample(memSample(quarter(r, 64), held)))
+		}
+		want, err := NewNode(node, after, DefaultEstimate, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NewNode(node, after, DefaultEstimate, append(opts, WithPrevious(prev))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("trial %d: with the previous model\n%+v\nfrom scratch\n%+v", trial, got.KillOrder(), want.KillOrder())
+		}
+	}
+	if reused < 500 || changed < 3000 {
+		t.Fatalf("%d pods taken from the previous model and %d changed: the test no longer covers both", reused, changed)
+	}
+}
+
+// TestWithPreviousRereadsAStatusThatChangesTheFigures: a new object of the
+// same pod and generation whose status differs only where the figures read
+// it gives the model built from scratch. The API server accepts two
+// statuses of one container name, and a status of a container in the other
+// list: the kubelet's oom_score_adj reads every status with allocated
+// memory (allocatedPod), the resource helpers the last of a name, an init
+// container's over the others'. A pod-level limit counts as actuated
+// (status.resources) where a resize raised it.
+func TestWithPreviousRereadsAStatusThatChangesTheFigures(t *testing.T) {
+	memory := func(b int64) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceMemory: bytesQ(b)} }
+	for _, tc := range []struct {
+		name          string
+		podLimit      int64 // spec.resources.limits
+		before, after corev1.PodStatus
+	}{{
+		// allocatedPod takes 2Gi, then 4Gi; the helpers the second
+		// status of each, without resources (the spec's request).
+		name: "an earlier status of the name with allocated memory",
+		before: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", AllocatedResources: memory(2 * Gi)}, {Name: "app"}}},
+		after: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", AllocatedResources: memory(4 * Gi)}, {Name: "app"}}},
+	}, {
+		// Before, the init containers' status of the name, without
+		// resources, hides the containers' one from the helpers (the
+		// spec's request); after, the helpers read 3Gi actuated.
+		name: "a status of the name in the init containers' list",
+		before: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+				Resources: &corev1.ResourceRequirements{Requests: memory(3 * Gi)}, AllocatedResources: memory(3 * Gi)}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}},
+		after: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+				Resources: &corev1.ResourceRequirements{Requests: memory(3 * Gi)}, AllocatedResources: memory(3 * Gi)}}},
+	}, {
+		// The container's worst case, 2Gi, is held to the pod's limit:
+		// the spec's 1.5Gi before, 1.75Gi actuated after.
+		name:     "a pod-level limit actuated by a resize",
+		podLimit: 3 * Gi / 2,
+		after:    corev1.PodStatus{Resources: &corev1.ResourceRequirements{Limits: memory(7 * Gi / 4)}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := testNode("n", 16*Gi, 15*Gi)
+			before := burstable("p", Gi, 0)
+			before.Generation = 1
+			if tc.podLimit > 0 {
+				before.Spec.Resources = &corev1.ResourceRequirements{Limits: memory(tc.podLimit)}
+			}
+			before.Status = tc.before
+			before.Status.QOSClass = corev1.PodQOSBurstable
+			after := before.DeepCopy()
+			after.Status = tc.after
+			after.Status.QOSClass = corev1.PodQOSBurstable
+			prev, err := NewNode(node, []*corev1.Pod{before}, DefaultEstimate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := NewNode(node, []*corev1.Pod{after}, DefaultEstimate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reflect.DeepEqual(prev.KillOrder(), want.KillOrder()) {
+				t.Fatalf("the statuses give the same figures: the case covers nothing\n%+v", want.KillOrder())
+			}
+			got, err := NewNode(node, []*corev1.Pod{after}, DefaultEstimate, WithPrevious(prev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("with the previous model\n%+v\nfrom scratch\n%+v", got.KillOrder(), want.KillOrder())
+			}
+		})
 	}
 }

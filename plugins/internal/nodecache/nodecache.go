@@ -299,7 +299,7 @@ func (c *Cache[V]) SummaryNote(ctx context.Context, ni fwk.NodeInfo) (Summary, N
 	}
 	if v := c.nodes.current.Load(); v != nil {
 		if i, ok := c.nodes.position(v, p); ok {
-			h := &v.hot[c.pos][i]
+			h := v.hotOf(c.pos, i)
 			if sum, ok := h.read(generation); ok {
 				return sum, Note{h, generation}
 			}

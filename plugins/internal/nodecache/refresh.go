@@ -87,8 +87,11 @@ type view struct {
 	slots []*slot
 	gens  []int64 // 0: not refreshed yet; guarded by nodes.mu
 	// hot holds each cache's summary per position, written by Refresh
-	// only (under nodes.mu), read by anyone.
-	hot    [][]hot
+	// only (under nodes.mu), read by anyone: a position's summaries side
+	// by side (hotOf), so that the plugins that score a node one after
+	// another read one stretch of memory, where the first one's read
+	// brought the others' into the CPU's caches.
+	hot    []hot
 	bounds []viewBounds
 	// generation is the greatest of gens after the last refresh.
 	generation int64
@@ -111,6 +114,9 @@ type viewBounds struct {
 	// reported.
 	recount bool
 }
+
+// hotOf returns cache k's summary at position i.
+func (v *view) hotOf(k, i int) *hot { return &v.hot[i*len(v.bounds)+k] }
 
 // bucket is where p's search in the table starts (Fibonacci hashing of
 // its address: the allocator aligns NodeInfos, so the low bits vary least).
@@ -326,9 +332,8 @@ func (c *Cache[V]) newView(list []fwk.NodeInfo) *view {
 		v.table[j] = tableEntry{info: p, pos: int32(i)}
 	}
 	k := len(c.nodes.caches)
-	v.hot, v.bounds = make([][]hot, k), make([]viewBounds, k)
+	v.hot, v.bounds = make([]hot, k*len(list)), make([]viewBounds, k)
 	for k := range v.bounds {
-		v.hot[k] = make([]hot, len(list))
 		v.bounds[k].reset(c.nodes.bounds[k])
 	}
 	return v
@@ -347,7 +352,7 @@ func (n *nodes) refresh(ctx context.Context, v *view) {
 			continue
 		}
 		for k, c := range n.caches {
-			h := &v.hot[k][i]
+			h := v.hotOf(k, i)
 			old := h.figures()
 			sum := c.refresh(ctx, ni, v.slots[i])
 			h.write(gen, sum)
@@ -422,7 +427,7 @@ func (b *viewBounds) count(v *view, k int, wanted []Bound) {
 		if ni == nil || v.gens[i] == 0 {
 			continue
 		}
-		sum := v.hot[k][i].figures()
+		sum := v.hotOf(k, i).figures()
 		for _, w := range wanted {
 			f := w.Figure
 			if w.Greatest {

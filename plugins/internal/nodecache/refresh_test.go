@@ -261,6 +261,59 @@ func TestSummaryAfterRefresh(t *testing.T) {
 	}
 }
 
+// The caches that share the index keep their own summaries of a node side
+// by side in the view: after a refresh each reads its own (nothing is
+// computed again) and keeps its bounds over its own.
+func TestViewKeepsEachCachesSummaries(t *testing.T) {
+	f := boundsFixture(t, "a", "b", "c")
+	h, err := frameworkruntime.NewFramework(t.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var computed int
+	scaled := func(by int64) *Cache[int] {
+		return New(h, func(_ context.Context, ni fwk.NodeInfo, _ *int) int {
+			computed++
+			return len(ni.GetPods())
+		}, func(v *int) Summary { return Summary{by * int64(*v), by} }, Bound{Figure: 0, Greatest: true})
+	}
+	ten, hundred := scaled(10), scaled(100)
+	pods := map[string]int64{"a": 1, "b": 2, "c": 3}
+	for name, n := range pods {
+		for i := range n {
+			f.nodeInfo(t, name).AddPod(podOn(fmt.Sprintf("%s%d", name, i), name))
+		}
+	}
+	if got := f.refresh(t, framework.NewCycleState()); got.Least[0] != 1 || got.Greatest[0] != 3 {
+		t.Fatalf("the first cache's bounds: %+v, want 1..3", got)
+	}
+	ctx := t.Context()
+	for _, c := range []struct {
+		cache *Cache[int]
+		by    int64
+	}{{ten, 10}, {hundred, 100}} {
+		if got, ok := c.cache.Refresh(ctx, nil); !ok || got.Greatest[0] != 3*c.by {
+			t.Fatalf("the cache of %d a pod: bounds %+v, want the greatest %d", c.by, got, 3*c.by)
+		}
+	}
+	before, beforeFirst := computed, f.computed.Load()
+	for name, n := range pods {
+		ni := f.nodeInfo(t, name)
+		if got := f.cache.Summary(ctx, ni); got != (Summary{n}) {
+			t.Errorf("%s: the first cache's summary %v, want [%d 0 0 0]", name, got, n)
+		}
+		if got := ten.Summary(ctx, ni); got != (Summary{10 * n, 10}) {
+			t.Errorf("%s: the second cache's summary %v, want [%d 10 0 0]", name, got, 10*n)
+		}
+		if got := hundred.Summary(ctx, ni); got != (Summary{100 * n, 100}) {
+			t.Errorf("%s: the third cache's summary %v, want [%d 100 0 0]", name, got, 100*n)
+		}
+	}
+	if computed != before || f.computed.Load() != beforeFirst {
+		t.Fatalf("%d values computed after the refresh, want none", computed-before+int(f.computed.Load()-beforeFirst))
+	}
+}
+
 // The caches that share the index look at one cycle's candidates once: the
 // second BoundsFor of the cycle folds in its own figures of the changed
 // candidate the first found, and does not look at the candidates again;
@@ -405,5 +458,64 @@ func BenchmarkClaim(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// BenchmarkScoreThreeCaches is Score's reads in a cycle of Headroom's
+// three plugins: 500 candidates of 5,000 nodes, each read by three caches
+// that share the index (one after another per node, as the scheduler runs
+// the plugins' Score), after the cycle's refresh and BoundsFor.
+func BenchmarkScoreThreeCaches(b *testing.B) {
+	names := make([]string, 5000)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%d", i)
+	}
+	f := boundsFixture(b, names...)
+	caches := []*Cache[value]{f.cache}
+	for range 2 {
+		h, err := frameworkruntime.NewFramework(b.Context(), nil, nil, frameworkruntime.WithSnapshotSharedLister(f.snapshot))
+		if err != nil {
+			b.Fatal(err)
+		}
+		caches = append(caches, New(h, func(_ context.Context, ni fwk.NodeInfo, _ *value) value {
+			return value{pods: len(ni.GetPods())}
+		}, func(v *value) Summary { return Summary{int64(v.pods)} }, Bound{Figure: 0}))
+	}
+	infos, _ := f.snapshot.NodeInfos().List()
+	ctx := b.Context()
+	// The candidates of a cycle are a stretch of the snapshot's order
+	// (the scheduler goes on where the last cycle stopped); they are
+	// chosen before the timer runs.
+	cycles := make([][]fwk.NodeInfo, len(infos)/500)
+	for c := range cycles {
+		cycles[c] = infos[c*500 : (c+1)*500]
+	}
+	f.refresh(b, framework.NewCycleState())
+	for _, c := range caches {
+		for _, ni := range infos {
+			c.Summary(ctx, ni) // every summary stored
+		}
+	}
+	b.ReportAllocs()
+	var sum int64
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		cycle := framework.NewCycleState()
+		f.refresh(b, cycle)
+		candidates := cycles[i%len(cycles)]
+		if _, ok := f.cache.BoundsFor(ctx, cycle, candidates); !ok {
+			b.Fatal("no bounds")
+		}
+		b.StartTimer()
+		for _, ni := range candidates {
+			for _, c := range caches {
+				sum += c.Summary(ctx, ni)[0]
+			}
+		}
+		i++
+	}
+	if sum != 0 {
+		b.Fatal("nodes without pods summarised with pods")
 	}
 }
