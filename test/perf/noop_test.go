@@ -107,9 +107,9 @@ func (tightFloorScore) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment
 // The HeadroomLookupFloor profile is HeadroomTightFloor whose stand-ins
 // do the least a plugin that reads a node's figure does in Filter and
 // Score, what the project asks of its own: a lookup of the node's figure,
-// parsed from its annotation once and kept by node name behind a lock, and
-// a comparison (OOMRisk's: the node's requested memory against its
-// allocatable). Its ratio to HeadroomTightFloor is what the lookups alone
+// parsed from its annotation once and kept by node name in a read-mostly
+// map, and a comparison (OOMRisk's: the node's requested memory against
+// its allocatable). Its ratio to HeadroomTightFloor is what the lookups alone
 // cost; Headroom's to it, what Headroom does beyond them.
 const lookupFloorPrefix = "LookupFloor"
 
@@ -120,25 +120,20 @@ var usedAnnotation = map[string]string{
 }
 
 // lookupFilterScore stands in for NodePIDs and NodeIPs in
-// HeadroomLookupFloor.
+// HeadroomLookupFloor. Its figures are a read-mostly map (sync.Map): after
+// a node's first lookup, reads take no lock.
 type lookupFilterScore struct {
 	floorFilterScore
 	key string
-	mu  *sync.RWMutex
-	by  map[string]int64 // node name → the figure
+	by  *sync.Map // node name → the figure (int64)
 }
 
 func (p lookupFilterScore) figureOf(node *corev1.Node) int64 {
-	p.mu.RLock()
-	v, ok := p.by[node.Name]
-	p.mu.RUnlock()
-	if ok {
-		return v
+	if v, ok := p.by.Load(node.Name); ok {
+		return v.(int64)
 	}
-	v, _ = strconv.ParseInt(node.Annotations[p.key], 10, 64)
-	p.mu.Lock()
-	p.by[node.Name] = v
-	p.mu.Unlock()
+	v, _ := strconv.ParseInt(node.Annotations[p.key], 10, 64)
+	p.by.Store(node.Name, v)
 	return v
 }
 
@@ -183,7 +178,7 @@ func noopRegistry() frameworkruntime.Registry {
 		}
 		r[lookupFloorPrefix+name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return lookupFilterScore{floorFilterScore: floorFilterScore{noopFilterScore{name: lookupFloorPrefix + name}},
-				key: usedAnnotation[name], mu: &sync.RWMutex{}, by: map[string]int64{}}, nil
+				key: usedAnnotation[name], by: &sync.Map{}}, nil
 		}
 	}
 	r[lookupFloorPrefix+oomrisk.Name] = func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
