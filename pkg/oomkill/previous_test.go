@@ -133,13 +133,6 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 		}
 		return p
 	}
-	names := func(p *corev1.Pod) []string {
-		var ns []string
-		for _, c := range append(slices.Clone(p.Spec.Containers), p.Spec.InitContainers...) {
-			ns = append(ns, c.Name)
-		}
-		return ns
-	}
 	// Each change returns the new object and whether its declarations are
 	// the old object's by what sameDeclarations may know (the status of a
 	// running pod, a binding).
@@ -147,15 +140,7 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 		func(p *corev1.Pod) bool { // kwok or a kubelet reports it running
 			p.Status.Phase = corev1.PodRunning
 			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
-			for _, n := range names(p) {
-				if !slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == n }) {
-					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
-				}
-			}
-			for i := range p.Status.ContainerStatuses {
-				cs := &p.Status.ContainerStatuses[i]
-				cs.Ready, cs.State = true, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
-			}
+			setEveryContainer(p, true, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 			return true
 		},
 		func(p *corev1.Pod) bool { // bound, with the binding's annotations
@@ -184,12 +169,12 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 			return false
 		},
 		func(p *corev1.Pod) bool { // memory allocated by a resize
-			ns := names(p)
+			ns := containerNames(p)
 			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: ns[r.IntN(len(ns))], AllocatedResources: memory(quarter(r, 8) + Gi/8)})
 			return false
 		},
 		func(p *corev1.Pod) bool { // resources actuated by a resize, now and then infeasible
-			ns := names(p)
+			ns := containerNames(p)
 			p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{Name: ns[r.IntN(len(ns))],
 				Resources: &corev1.ResourceRequirements{Requests: memory(quarter(r, 8) + Gi/8), Limits: memory(quarter(r, 8) + Gi)}})
 			if r.IntN(2) == 0 {
@@ -207,15 +192,7 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 		},
 		func(p *corev1.Pod) bool { // terminating, every container exited: it counts no more
 			p.DeletionTimestamp = &metav1.Time{}
-			for _, n := range names(p) {
-				if !slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == n }) {
-					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
-				}
-			}
-			for i := range p.Status.ContainerStatuses {
-				cs := &p.Status.ContainerStatuses[i]
-				cs.Ready, cs.State = false, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
-			}
+			setEveryContainer(p, false, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}})
 			return true
 		},
 	}
@@ -352,4 +329,27 @@ func TestWithPreviousRereadsAStatusThatChangesTheFigures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setEveryContainer gives each of p's containers a status, ready or not, in
+// state.
+func setEveryContainer(p *corev1.Pod, ready bool, state corev1.ContainerState) {
+	for _, n := range containerNames(p) {
+		if !slices.ContainsFunc(p.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == n }) {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: n})
+		}
+	}
+	for i := range p.Status.ContainerStatuses {
+		cs := &p.Status.ContainerStatuses[i]
+		cs.Ready, cs.State = ready, state
+	}
+}
+
+// containerNames are p's containers' names, init containers last.
+func containerNames(p *corev1.Pod) []string {
+	var ns []string
+	for _, c := range append(slices.Clone(p.Spec.Containers), p.Spec.InitContainers...) {
+		ns = append(ns, c.Name)
+	}
+	return ns
 }
