@@ -24,13 +24,7 @@ func TestWithPreviousBuildsTheSameModel(t *testing.T) {
 	serial := 0
 	newPod := func(capacity int64) *corev1.Pod {
 		serial++
-		var p *corev1.Pod
-		if r.IntN(2) == 0 {
-			p = propertyPod(r, "ns", "")
-		} else {
-			p = parityPod(r, capacity)
-		}
-		p.Name = fmt.Sprintf("p%04d", serial)
+		p := serialPod(r, capacity, serial)
 		p.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", serial))
 		return inSample(p, serial)
 	}
@@ -113,14 +107,7 @@ func TestWithPreviousTakesANewObjectOnlyWhereItDeclaresTheSame(t *testing.T) {
 	serial := 0
 	newPod := func(capacity int64) *corev1.Pod {
 		serial++
-		var p *corev1.Pod
-		if r.IntN(2) == 0 {
-			p = propertyPod(r, "ns", "")
-		} else {
-			p = parityPod(r, capacity)
-		}
-		p.Name = fmt.Sprintf("p%04d", serial)
-		p = inSample(p, serial)
+		p := inSample(serialPod(r, capacity, serial), serial)
 		if r.IntN(6) > 0 {
 			p.Generation = 1 + r.Int64N(3) // from an API server
 		}
@@ -352,4 +339,17 @@ func containerNames(p *corev1.Pod) []string {
 		ns = append(ns, c.Name)
 	}
 	return ns
+}
+
+// serialPod is a random pod of a node of capacity bytes, a property test's
+// or a parity test's, named by its serial number.
+func serialPod(r *rand.Rand, capacity int64, serial int) *corev1.Pod {
+	var p *corev1.Pod
+	if r.IntN(2) == 0 {
+		p = propertyPod(r, "ns", "")
+	} else {
+		p = parityPod(r, capacity)
+	}
+	p.Name = fmt.Sprintf("p%04d", serial)
+	return p
 }
