@@ -331,6 +331,8 @@ func (m *measured) ranking(n *nodeRelief) []*v1.Pod { return n.kubeletRanking(m)
 
 func (m *measured) reclaimOrder() int { return m.reclaim }
 
+func (m *measured) victimOrder() bool { return true }
+
 func (m *measured) remove(_ *v1.Pod, g int64) { m.used = max(m.used-g, 0) }
 
 func (m *measured) clone() projection {

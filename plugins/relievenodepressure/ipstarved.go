@@ -229,6 +229,8 @@ func (s *starvedPods) ranking(*nodeRelief) []*v1.Pod { return s.starved }
 
 func (s *starvedPods) reclaimOrder() int { return 0 }
 
+func (s *starvedPods) victimOrder() bool { return false }
+
 func (s *starvedPods) noRoom() string {
 	return "no other node has a free pod IP for its replacement (NodeIPs' figure), within the other triggers' room"
 }

@@ -86,7 +86,9 @@ func TestIPStarvedEvictsOnlyPodsStarvedPastTheGrace(t *testing.T) {
 // free pod IP takes one pod, the longest starved.
 func TestIPStarvedNeedsAFreePodIPElsewhere(t *testing.T) {
 	a, aEvent := starvedFor("a", "full", 10*time.Minute, ownedBy("rs-a"))
-	b, bEvent := starvedFor("b", "full", 5*time.Minute, ownedBy("rs-b"))
+	b, bEvent := starvedFor("b", "full", 5*time.Minute, ownedBy("rs-b"), func(p *v1.Pod) {
+		p.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: v1.TolerationOpExists}}
+	})
 	pods := []*v1.Pod{a, b}
 	cordoned := ipNode("cordoned", 13, 0)
 	cordoned.Spec.Unschedulable = true
@@ -99,6 +101,10 @@ func TestIPStarvedNeedsAFreePodIPElsewhere(t *testing.T) {
 		{"other node cordoned", cordoned, nil},
 		{"one free pod IP elsewhere", ipNode("other", 13, 12), []string{"a"}},
 		{"two free pod IPs elsewhere", ipNode("other", 13, 11), []string{"a", "b"}},
+		// Each starved pod is a cause of its own: one that cannot move
+		// does not keep the next from moving, as the kubelet's victim
+		// does for the PID and memory triggers.
+		{"free pod IPs only behind a taint b tolerates", tainted(ipNode("other", 13, 0), "dedicated"), []string{"b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			full := ipNode("full", 13, 13)

@@ -205,17 +205,16 @@ func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
 // walk is the order in which the plan takes its next pod with the
 // projection st: the ranking of the pending trigger that reclaims first
 // (ranker; for PIDs and memory the kubelet's, memory first), or, where
-// none is (the OOM trigger alone), the neutral order. ranked reports a
-// ranking.
-func (n *nodeRelief) walk(st *pressure) (order []*v1.Pod, ranked bool) {
-	var first ranker
+// none is (the OOM trigger alone), the neutral order. by is the ranker
+// whose ranking it is; nil for the neutral order.
+func (n *nodeRelief) walk(st *pressure) (order []*v1.Pod, by ranker) {
 	for _, p := range st.by {
-		if r, ok := p.(ranker); ok && p.level().pending() && (first == nil || r.reclaimOrder() < first.reclaimOrder()) {
-			first = r
+		if r, ok := p.(ranker); ok && p.level().pending() && (by == nil || r.reclaimOrder() < by.reclaimOrder()) {
+			by = r
 		}
 	}
-	if first == nil {
-		return n.order.neutral, false
+	if by == nil {
+		return n.order.neutral, nil
 	}
-	return first.ranking(n), true
+	return by.ranking(n), by
 }

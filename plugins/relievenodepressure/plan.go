@@ -163,7 +163,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 	visited := sets.New[types.UID]()
 	ranked := false
 	for proj.pending() {
-		order, byRanking := n.walk(proj)
+		order, by := n.walk(proj)
 		i := slices.IndexFunc(order, func(pod *v1.Pod) bool { return !visited.Has(pod.UID) })
 		if i < 0 {
 			break
@@ -182,7 +182,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		if why != "" {
 			p.why[pod.UID] = why
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
-			if byRanking && s.noRoom {
+			if by != nil && by.victimOrder() && s.noRoom {
 				// The kubelet evicts this pod next, and it has nowhere to
 				// go. The pods after it in the ranking are not the
 				// pressure's cause: evicting them would move bystanders
@@ -192,7 +192,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 			}
 			continue
 		}
-		ranked = ranked || byRanking
+		ranked = ranked || by != nil
 		l.add(s)
 		p.steps = append(p.steps, s)
 		proj.remove(pod, s.gains)

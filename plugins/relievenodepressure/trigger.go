@@ -122,6 +122,11 @@ func (g gauge) aboveThreshold() bool {
 type ranker interface {
 	ranking(n *nodeRelief) []*v1.Pod
 	reclaimOrder() int
+	// victimOrder: the ranking is the order in which the kubelet would
+	// evict the pods, so the pods after one that cannot move are not the
+	// pressure's cause and the walk ends there. Otherwise each pod of the
+	// ranking is a cause of its own (ipStarved's starved pods).
+	victimOrder() bool
 }
 
 // assessTrigger returns node's projection by t, or why it is unknown: the
