@@ -48,19 +48,46 @@ case ${PERF_SHARED:=1} in
   *) echo "PERF_SHARED=${PERF_SHARED}: want 1 (the shared method) or 0" >&2; exit 2 ;;
 esac
 out=$(mktemp)
+# Everything the harness makes under TMPDIR goes in one directory of its own, so
+# that an interrupted run (Ctrl-C kills the test binary before the harness
+# stops its etcd) still leaves no etcd and no data behind.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/headroom-perf.XXXXXX")
+export TMPDIR=$run_tmp
 # The output is summarised below; ARTIFACTS, when made here, holds the logs
 # of failed workloads only: it goes when it is empty.
 cleanup() {
+  # The test binary lives under the run's directory and its etcd keeps its
+  # data there: they are the processes that name it.
+  if pkill -f -- "$run_tmp" 2>/dev/null; then
+    for _ in $(seq 50); do pgrep -f -- "$run_tmp" >/dev/null || break; sleep 0.1; done
+    pkill -KILL -f -- "$run_tmp" 2>/dev/null || true
+  fi
+  wait 2>/dev/null || true
+  rm -rf "$run_tmp"
   rm -f "$out"
-  [[ -n ${made_artifacts:-} ]] && rmdir "$ARTIFACTS" 2>/dev/null || true
+  if [[ -n ${made_artifacts:-} ]] && ! rmdir "$ARTIFACTS" 2>/dev/null; then
+    echo "logs of the failed or interrupted workloads: $ARTIFACTS" >&2
+  fi
 }
 trap cleanup EXIT
+trap 'echo "interrupted: stopping the harness and its etcd" >&2; exit 130' INT TERM
 echo "load before: $(uptime)"
-go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
-  -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
-  -perf-shared="$shared" \
-  ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} 2>&1 | tee "$out"
+# The run goes in the background so that this script takes Ctrl-C at once:
+# the harness's etcd dies of it, and the test binary would wait on that etcd
+# for good; cleanup stops both.
+status=$run_tmp/go-test.status
+{
+  rc=0
+  go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
+    -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
+    -perf-shared="$shared" \
+    ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} || rc=$?
+  echo "$rc" >"$status"
+} 2>&1 | tee "$out" &
+wait $!
+go_status=$(cat "$status" 2>/dev/null || echo 1)
 echo "load after: $(uptime)"
+[[ $go_status == 0 ]] || exit "$go_status"
 echo
 if [[ $shared == true ]]; then
   # The benchmark printed the shared runs' table; again, at the end.
