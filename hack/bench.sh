@@ -11,14 +11,20 @@ cd "$HEADROOM_ROOT"
 out=$(mktemp)
 go test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${COUNT:-1}" ./pkg/... ./plugins/... | tee "$out"
 echo
-echo "ratios to the baseline measured in the same run (ns/op; CPU time where reported):"
+echo "ratios to the baseline measured in the same run, medians over the -count runs (ns/op; CPU time where reported):"
 awk '
   /^pkg: / { pkg = $2 }
   /^Benchmark/ && $4 == "ns/op" {
     name = $1; sub(/-[0-9]+$/, "", name)
     split(name, parts, "/"); base = parts[1]; sub_ = substr(name, length(base) + 1)
-    ns[pkg " " name] = $3; bases[pkg " " name] = base; subs[pkg " " name] = sub_
-    for (i = 5; i < NF; i += 2) if ($(i + 1) == "cpu-ns/op") cpu[pkg " " name] = $i
+    k = pkg " " name
+    ns[k] = ns[k] " " $3; runs[k]++; bases[k] = base; subs[k] = sub_
+    for (i = 5; i < NF; i += 2) if ($(i + 1) == "cpu-ns/op") cpu[k] = cpu[k] " " $i
+  }
+  function median(s,   a, n, i, j, t) {
+    n = split(s, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   END {
     for (k in ns) {
@@ -27,8 +33,8 @@ awk '
       for (b in ns) {
         split(b, bp, " ")
         if (bp[1] == pkg && bases[b] ~ /Baseline/ && subs[b] == subs[k] && index(bases[b], bases[k]) == 1)
-          printf "  %-60s %8.2fx %s%s\n", kp[2], ns[k] / ns[b], bp[2],
-            (k in cpu && b in cpu && cpu[b] > 0) ? sprintf(" (CPU time: %.0f ms/op, %.2fx)", cpu[k] / 1e6, cpu[k] / cpu[b]) : ""
+          printf "  %-60s %8.2fx %s, %d and %d runs%s\n", kp[2], median(ns[k]) / median(ns[b]), bp[2], runs[k], runs[b],
+            (k in cpu && b in cpu && median(cpu[b]) > 0) ? sprintf(" (CPU time: %.0f against %.0f ms/op, %.2fx)", median(cpu[k]) / 1e6, median(cpu[b]) / 1e6, median(cpu[k]) / median(cpu[b])) : ""
       }
     }
   }' "$out" | sort
