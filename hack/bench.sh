@@ -12,7 +12,7 @@ out=$(mktemp)
 go test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${COUNT:-1}" ./pkg/... ./plugins/... | tee "$out"
 echo
 echo "ratios to the baseline measured in the same run, medians over the -count runs (ns/op; CPU time where reported):"
-awk '
+awk "$AWK_MEDIAN"'
   /^pkg: / { pkg = $2 }
   /^Benchmark/ && $4 == "ns/op" {
     name = $1; sub(/-[0-9]+$/, "", name)
@@ -20,11 +20,6 @@ awk '
     k = pkg " " name
     ns[k] = ns[k] " " $3; runs[k]++; bases[k] = base; subs[k] = sub_
     for (i = 5; i < NF; i += 2) if ($(i + 1) == "cpu-ns/op") cpu[k] = cpu[k] " " $i
-  }
-  function median(s,   a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   END {
     for (k in ns) {

@@ -25,3 +25,13 @@ headroom_ldflags() {
 # (pinned_images.sandbox), so that it is imported, never pulled.
 PAUSE_VERSION=3.10.2
 PAUSE_IMAGE=registry.k8s.io/pause:$PAUSE_VERSION
+# An awk function, median(s), of the numbers in the space-separated string s
+# (0 for none): hack/perf.sh and hack/bench.sh summarise runs with it.
+AWK_MEDIAN='
+  function median(s,   a, n, i, j, t) {
+    n = split(s, a, " ")
+    if (n == 0) return 0
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+'

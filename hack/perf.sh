@@ -49,8 +49,9 @@ case ${PERF_SHARED:=1} in
 esac
 out=$(mktemp)
 # Everything the harness makes under TMPDIR goes in one directory of its own, so
-# that an interrupted run (Ctrl-C kills the test binary before the harness
-# stops its etcd) still leaves no etcd and no data behind.
+# that an interrupted run (Ctrl-C reaches the harness's etcd too, and the
+# test binary then waits on it for good) still leaves no process and no data
+# behind.
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/headroom-perf.XXXXXX")
 export TMPDIR=$run_tmp
 # The output is summarised below; ARTIFACTS, when made here, holds the logs
@@ -95,7 +96,7 @@ if [[ $shared == true ]]; then
   exit 0
 fi
 summarize() {
-  awk -v profiles="$profiles" '
+  awk -v profiles="$profiles" "$AWK_MEDIAN"'
     BEGIN { np = split(profiles, prof, ",") }
     $1 ~ /^BenchmarkPerfScheduling\// {
       split($1, p, "/"); n = split(p[2], c, "_")
@@ -107,12 +108,6 @@ summarize() {
       }
       if (!((wl, run) in seenrun)) { seenrun[wl, run] = 1; runs[wl] = runs[wl] " " run }
       if (!(wl in seen)) { seen[wl] = 1; order[++nw] = wl }
-    }
-    function median(s,   a, n, i, j, t) {
-      n = split(s, a, " ")
-      if (n == 0) return 0
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-      return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
     END {
       base = prof[1]
