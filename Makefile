@@ -32,6 +32,7 @@ test: tools images ## every unit and integration test (the CI command)
 	cd test/cilium && go test $(GO_TEST_FLAGS) ./...
 	cd test/awsipamd && go test $(GO_TEST_FLAGS) ./...
 	cd hack/tools/release && go test $(GO_TEST_FLAGS) ./...
+	cd hack/tools/mdcheck && go test $(GO_TEST_FLAGS) ./...
 
 unit: tools ## unit tests only (the CNI IPAM tests run bin/host-local; the image tests need make images: they run in make test)
 	go test $(GO_TEST_FLAGS) -race $(RACE_PKGS)
@@ -78,7 +79,7 @@ run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler and -des
 down: ## stop the demo cluster
 	hack/local-down.sh
 
-verify: tools ## gofmt, vet, go mod tidy, generated code up to date
+verify: tools ## gofmt, vet, go mod tidy, generated code up to date, Markdown that parses with closed fences and links that resolve
 	hack/verify.sh
 
 generate: tools ## deepcopy, conversion and defaulting code; the Helm chart's files from manifests/

@@ -33,10 +33,15 @@ go vet ./... || fail=1
 go vet -tags e2ebench ./test/e2ebench || fail=1
 go vet -tags agentload ./test/agentload || fail=1
 
-for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
+for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/mdcheck hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
   (cd "$dir" && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
 done
+
+# Docs are code: every Markdown file as a CommonMark parser reads it, with
+# fences closed and relative links and anchors that resolve (hack/tools/mdcheck).
+(cd hack/tools/mdcheck && go build -o "$BIN_DIR/mdcheck" .)
+git ls-files -z '*.md' | xargs -0 "$BIN_DIR/mdcheck" || fail=1
 
 hack/update-codegen.sh >/dev/null
 if ! git diff --quiet -- '*zz_generated*'; then
