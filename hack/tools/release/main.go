@@ -5,21 +5,26 @@
 //	    krew archives of kubectl-headroom (one per os/arch, read from each
 //	    binary's Go build information) and the krew plugin manifest
 //	    DIR/plugins/headroom.yaml whose sha256s are the archives'
-//	release sign -version V -revision COMMIT [-key cosign.key] DIR
+//	release sign -version V -revision COMMIT [-key cosign.key | -keyless [-fulcio-url URL] [-rekor-url URL]] DIR
 //	    signs the release in DIR (Sigstore bundles, sigstore-go): each image
 //	    index (cosign's signature and SLSA v1 provenance as its referrers),
 //	    the chart and the krew archives (FILE.sigstore.json), and SLSA v1
-//	    provenance of those files (provenance.sigstore.json); writes
-//	    DIR/cosign.pub. Without -key, with a key pair of its own
+//	    provenance of those files (provenance.sigstore.json). With a key it
+//	    writes DIR/cosign.pub (without -key, a key pair of its own); with
+//	    -keyless, a Fulcio certificate for the environment's OIDC identity
+//	    (GitHub Actions' id-token) and every signature in Rekor
 //	release checksums DIR
 //	    DIR/SHA256SUMS over every other file under DIR (`sha256sum -c` reads it)
-//	release verify [-platforms linux/amd64,linux/arm64] DIR
-//	    checks the release in DIR offline: DIR/SHA256SUMS (every file, and
-//	    only those); each image archive images/NAME.oci.tar (one image index
+//	release verify [-platforms linux/amd64,linux/arm64] [-certificate-identity-regexp RE -certificate-oidc-issuer URL [-trusted-root FILE]] DIR
+//	    checks the release in DIR: DIR/SHA256SUMS (every file, and only
+//	    those); each image archive images/NAME.oci.tar (one image index
 //	    ghcr.io/headroom-k8s/NAME:TAG of exactly -platforms, each platform's
 //	    image a static binary of its machine with the release's labels and
 //	    one SPDX SBOM that matches the binary); the signatures and
-//	    provenance against DIR/cosign.pub; and the krew manifest
+//	    provenance against DIR/cosign.pub (offline) or, keyless, a
+//	    certificate of that identity and issuer and a transparency log
+//	    entry, against the trusted root (default Sigstore's public one,
+//	    fetched through TUF); and the krew manifest
 //	    plugins/headroom.yaml against the archives in kubectl-headroom/.
 //	    It reports every problem, each naming its file, and exits 1
 //	release push -registry HOST[:PORT]/PATH ARCHIVE.oci.tar...

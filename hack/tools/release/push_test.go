@@ -92,7 +92,7 @@ func TestReleasePushPull(t *testing.T) {
 	t.Logf("hack/release.sh (node agent, linux/amd64 and linux/arm64, chart): %s", time.Since(start).Round(time.Second))
 
 	// hack/release.sh ran release verify; the test reads what it found.
-	rel, err := Verify(out, DefaultPlatforms)
+	rel, err := Verify(out, DefaultPlatforms, nil)
 	if err != nil {
 		t.Fatalf("release verify %s:\n%v", out, err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
 	intoto "github.com/in-toto/attestation/go/v1"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
@@ -41,7 +42,7 @@ import (
 
 // The release's signatures, as cosign (v3, its default bundle format) writes
 // and reads them: Sigstore bundles (v0.3), verified with the key in
-// PublicKeyFile, no transparency log.
+// PublicKeyFile and no transparency log, or keyless (keyless.go).
 const (
 	// PublicKeyFile is the release's public key, PEM (cosign.pub).
 	PublicKeyFile = "cosign.pub"
@@ -80,6 +81,9 @@ type ProvenanceOptions struct {
 func signMain(args []string) error {
 	fl := flag.NewFlagSet("release sign", flag.ContinueOnError)
 	keyFile := fl.String("key", "", "cosign private key (cosign generate-key-pair; its password in COSIGN_PASSWORD); none: a new key pair for this release, whose private key is thrown away")
+	keyless := fl.Bool("keyless", false, "sign without a key: a short-lived Fulcio certificate for the environment's OIDC identity (SIGSTORE_ID_TOKEN, or GitHub Actions' ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN, audience sigstore), each signature recorded in Rekor; no cosign.pub")
+	fulcioURL := fl.String("fulcio-url", DefaultFulcioURL, "the Fulcio instance of -keyless")
+	rekorURL := fl.String("rekor-url", DefaultRekorURL, "the Rekor instance of -keyless")
 	var o ProvenanceOptions
 	fl.StringVar(&o.Version, "version", "", "the release's version (required)")
 	fl.StringVar(&o.Revision, "revision", "", "the commit built (required)")
@@ -91,6 +95,9 @@ func signMain(args []string) error {
 	if fl.NArg() != 1 || o.Version == "" || o.Revision == "" {
 		return errors.New("want -version V -revision COMMIT DIR")
 	}
+	if *keyless && *keyFile != "" {
+		return errors.New("-key and -keyless: sign with one or the other")
+	}
 	o.Started = time.Now()
 	if *started != "" {
 		t, err := time.Parse(time.RFC3339, *started)
@@ -99,16 +106,25 @@ func signMain(args []string) error {
 		}
 		o.Started = t
 	}
-	var key *ecdsa.PrivateKey
-	if *keyFile != "" {
-		var err error
-		if key, err = LoadCosignKey(*keyFile, []byte(os.Getenv("COSIGN_PASSWORD"))); err != nil {
-			return err
+	var s *Signer
+	var err error
+	switch {
+	case *keyless:
+		s, err = newPublicKeylessSigner(context.Background(), *fulcioURL, *rekorURL)
+	case *keyFile != "":
+		var key *ecdsa.PrivateKey
+		if key, err = LoadCosignKey(*keyFile, []byte(os.Getenv("COSIGN_PASSWORD"))); err == nil {
+			s, err = NewKeySigner(key)
 		}
+	default:
+		s, err = NewKeySigner(nil)
 	}
-	signed, err := SignRelease(fl.Arg(0), key, o)
-	for _, s := range signed {
-		fmt.Println(s)
+	if err != nil {
+		return err
+	}
+	signed, err := SignRelease(fl.Arg(0), s, o)
+	for _, line := range signed {
+		fmt.Println(line)
 	}
 	return err
 }
@@ -131,19 +147,20 @@ func LoadCosignKey(path string, password []byte) (*ecdsa.PrivateKey, error) {
 	return ek, nil
 }
 
-// SignRelease signs the release in dir with key (nil: a new P-256 key,
-// used for this release alone) and writes its public key to
-// dir/PublicKeyFile:
-//   - each images/*.oci.tar gains two referrers of its image index, each a
-//     Sigstore bundle of a DSSE-signed in-toto statement about the index's
-//     digest: cosign's signature, and SLSA v1 provenance;
-//   - the chart (headroom-*.tgz) and every krew archive get a bundle of
-//     their own next to them (FILE.sigstore.json, cosign sign-blob's);
-//   - ProvenanceFile holds one signed SLSA v1 statement whose subjects are
-//     those files and the krew manifest.
-//
-// Run it before WriteChecksums, which then lists what it wrote.
-func SignRelease(dir string, key *ecdsa.PrivateKey, o ProvenanceOptions) ([]string, error) {
+// Signer makes the release's Sigstore bundles: with a key (each bundle
+// names it by its hint, and the release holds its PublicKeyFile) or
+// keyless (each bundle holds a Fulcio certificate of the signer's OIDC
+// identity and the signature's Rekor entry: keyless.go).
+type Signer struct {
+	keypair sign.Keypair
+	opts    sign.BundleOptions
+	// publicKeyPEM is the key's, written to PublicKeyFile; "" keyless.
+	publicKeyPEM string
+}
+
+// NewKeySigner signs with key (nil: a new P-256 key, used for this
+// release alone).
+func NewKeySigner(key *ecdsa.PrivateKey) (*Signer, error) {
 	if key == nil {
 		var err error
 		if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
@@ -158,16 +175,39 @@ func SignRelease(dir string, key *ecdsa.PrivateKey, o ProvenanceOptions) ([]stri
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, PublicKeyFile), []byte(pem), 0o644); err != nil {
-		return nil, err
+	return &Signer{keypair: kp, publicKeyPEM: pem}, nil
+}
+
+// bundle signs content.
+func (s *Signer) bundle(content sign.Content) (*protobundle.Bundle, error) {
+	return sign.Bundle(content, s.keypair, s.opts)
+}
+
+// SignRelease signs the release in dir with s; with a key, it writes the
+// public key to dir/PublicKeyFile:
+//   - each images/*.oci.tar gains two referrers of its image index, each a
+//     Sigstore bundle of a DSSE-signed in-toto statement about the index's
+//     digest: cosign's signature, and SLSA v1 provenance;
+//   - the chart (headroom-*.tgz) and every krew archive get a bundle of
+//     their own next to them (FILE.sigstore.json, cosign sign-blob's);
+//   - ProvenanceFile holds one signed SLSA v1 statement whose subjects are
+//     those files and the krew manifest.
+//
+// Run it before WriteChecksums, which then lists what it wrote.
+func SignRelease(dir string, s *Signer, o ProvenanceOptions) ([]string, error) {
+	var done []string
+	if s.publicKeyPEM != "" {
+		if err := os.WriteFile(filepath.Join(dir, PublicKeyFile), []byte(s.publicKeyPEM), 0o644); err != nil {
+			return nil, err
+		}
+		done = append(done, PublicKeyFile+": the public key")
 	}
-	done := []string{PublicKeyFile + ": the public key"}
 	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range archives {
-		d, err := signImageArchive(a, kp, o)
+		d, err := signImageArchive(a, s, o)
 		if err != nil {
 			return done, fmt.Errorf("%s: %w", a, err)
 		}
@@ -188,7 +228,7 @@ func SignRelease(dir string, key *ecdsa.PrivateKey, o ProvenanceOptions) ([]stri
 		if f == krewManifestFile {
 			continue // covered by the provenance, and its sha256s cover the archives
 		}
-		b, err := sign.Bundle(&sign.PlainData{Data: data}, kp, sign.BundleOptions{})
+		b, err := s.bundle(&sign.PlainData{Data: data})
 		if err != nil {
 			return done, err
 		}
@@ -198,7 +238,7 @@ func SignRelease(dir string, key *ecdsa.PrivateKey, o ProvenanceOptions) ([]stri
 		done = append(done, f+BundleSuffix)
 	}
 	if len(subjects) > 0 {
-		b, err := signStatement(kp, subjects, slsaProvenancePredicate, provenance(o))
+		b, err := signStatement(s, subjects, slsaProvenancePredicate, provenance(o))
 		if err != nil {
 			return done, err
 		}
@@ -206,6 +246,9 @@ func SignRelease(dir string, key *ecdsa.PrivateKey, o ProvenanceOptions) ([]stri
 			return done, err
 		}
 		done = append(done, fmt.Sprintf("%s: SLSA provenance of %d files", ProvenanceFile, len(subjects)))
+	}
+	if id := s.identity(); id != "" {
+		done = append(done, "signed keyless, every signature in the transparency log, with the certificate of "+id)
 	}
 	return done, nil
 }
@@ -236,7 +279,7 @@ func signedFiles(dir string) ([]string, error) {
 
 // signImageArchive adds the signature and provenance referrers of the image
 // index to the OCI layout archive, and returns the index's digest.
-func signImageArchive(archive string, kp sign.Keypair, o ProvenanceOptions) (v1.Hash, error) {
+func signImageArchive(archive string, s *Signer, o ProvenanceOptions) (v1.Hash, error) {
 	dir, remove, err := unpack(archive)
 	if err != nil {
 		return v1.Hash{}, err
@@ -275,15 +318,15 @@ func signImageArchive(archive string, kp sign.Keypair, o ProvenanceOptions) (v1.
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	for _, s := range []struct {
+	for _, st := range []struct {
 		predicateType string
 		predicate     proto.Message
 	}{{cosignSignPredicate, nil}, {slsaProvenancePredicate, provenance(o)}} {
-		b, err := signStatement(kp, about, s.predicateType, s.predicate)
+		b, err := signStatement(s, about, st.predicateType, st.predicate)
 		if err != nil {
 			return v1.Hash{}, err
 		}
-		img, err := bundleArtifact(b, s.predicateType, subject, mtime)
+		img, err := bundleArtifact(b, st.predicateType, subject, mtime)
 		if err != nil {
 			return v1.Hash{}, err
 		}
@@ -320,7 +363,7 @@ func provenance(o ProvenanceOptions) *slsa.Provenance {
 
 // signStatement signs an in-toto statement (DSSE) and returns its bundle
 // as JSON.
-func signStatement(kp sign.Keypair, subjects []*intoto.ResourceDescriptor, predicateType string, predicate proto.Message) ([]byte, error) {
+func signStatement(s *Signer, subjects []*intoto.ResourceDescriptor, predicateType string, predicate proto.Message) ([]byte, error) {
 	st := &intoto.Statement{Type: intoto.StatementTypeUri, Subject: subjects, PredicateType: predicateType, Predicate: &structpb.Struct{}}
 	if predicate != nil {
 		raw, err := protojson.Marshal(predicate)
@@ -335,7 +378,7 @@ func signStatement(kp sign.Keypair, subjects []*intoto.ResourceDescriptor, predi
 	if err != nil {
 		return nil, err
 	}
-	b, err := sign.Bundle(&sign.DSSEData{Data: payload, PayloadType: inTotoPayloadType}, kp, sign.BundleOptions{})
+	b, err := s.bundle(&sign.DSSEData{Data: payload, PayloadType: inTotoPayloadType})
 	if err != nil {
 		return nil, err
 	}

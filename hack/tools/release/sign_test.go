@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ecdsa"
 	"crypto/elliptic"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func TestLoadCosignKey(t *testing.T) {
 	if err := os.WriteFile(chart, []byte("a chart\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SignRelease(release, key, ProvenanceOptions{Version: "v0", Revision: strings.Repeat("ab", 20), Builder: DefaultBuilderID}); err != nil {
+	if _, err := SignRelease(release, newKeySigner(t, key), ProvenanceOptions{Version: "v0", Revision: strings.Repeat("ab", 20), Builder: DefaultBuilderID}); err != nil {
 		t.Fatal(err)
 	}
 	written, err := os.ReadFile(filepath.Join(release, PublicKeyFile))
@@ -57,6 +58,16 @@ func TestLoadCosignKey(t *testing.T) {
 	if err := VerifyFileSignatures(release, rv); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newKeySigner is NewKeySigner, failing the test on an error.
+func newKeySigner(t *testing.T, key *ecdsa.PrivateKey) *Signer {
+	t.Helper()
+	s, err := NewKeySigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // tamperImage changes the amd64 image of the image archive (one more

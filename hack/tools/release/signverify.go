@@ -22,11 +22,14 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 )
 
-// ReleaseVerifier checks the release's Sigstore bundles against its public
+// ReleaseVerifier checks the release's Sigstore bundles: against its public
 // key, offline, as `cosign verify --key cosign.pub --insecure-ignore-tlog`
-// does: no transparency log, no timestamps, the key trusted for all time.
+// does (no transparency log, no timestamps, the key trusted for all time),
+// or keyless (NewKeylessVerifier).
 type ReleaseVerifier struct {
 	verifier *verify.Verifier
+	// policy is what signed: the key, or a certificate identity.
+	policy verify.PolicyOption
 }
 
 // NewReleaseVerifier reads a PEM public key (the release's cosign.pub).
@@ -45,12 +48,13 @@ func NewReleaseVerifier(publicKeyPEM []byte) (*ReleaseVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ReleaseVerifier{verifier: v}, nil
+	return &ReleaseVerifier{verifier: v, policy: verify.WithKey()}, nil
 }
 
-// VerifyBundle checks that the bundle (JSON) is signed by the release's key
-// and is about the artifact with this sha256 (hex), and returns its in-toto
-// statement (nil for a plain signature).
+// VerifyBundle checks that the bundle (JSON) is signed as rv trusts (the
+// release's key, or the keyless identity) and is about the artifact with
+// this sha256 (hex), and returns its in-toto statement (nil for a plain
+// signature).
 func (rv *ReleaseVerifier) VerifyBundle(raw []byte, sha256Hex string) (*intoto.Statement, error) {
 	var b bundle.Bundle
 	if err := b.UnmarshalJSON(raw); err != nil {
@@ -60,7 +64,7 @@ func (rv *ReleaseVerifier) VerifyBundle(raw []byte, sha256Hex string) (*intoto.S
 	if err != nil {
 		return nil, err
 	}
-	res, err := rv.verifier.Verify(&b, verify.NewPolicy(verify.WithArtifactDigest("sha256", digest), verify.WithKey()))
+	res, err := rv.verifier.Verify(&b, verify.NewPolicy(verify.WithArtifactDigest("sha256", digest), rv.policy))
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +72,7 @@ func (rv *ReleaseVerifier) VerifyBundle(raw []byte, sha256Hex string) (*intoto.S
 }
 
 // VerifyFileSignatures checks the signatures of the release's files in dir
-// with its PublicKeyFile: every chart and krew archive has a bundle
+// with rv: every chart and krew archive has a bundle
 // FILE.sigstore.json of its own that verifies against it, and the signed
 // ProvenanceFile lists each of them and the krew manifest with its sha256.
 // Each problem names its file.
@@ -126,7 +130,7 @@ func VerifyFileSignatures(dir string, rv *ReleaseVerifier) error {
 // CheckIndexSignatures checks the Sigstore bundles that refer to the image
 // index idx, read from src (the archive's layout, or the registry it was
 // pushed to): at least one is cosign's signature of idx and one its SLSA
-// provenance, both signed by the release's key; a bundle that fails is a
+// provenance, both signed as rv trusts; a bundle that fails is a
 // problem even beside good ones.
 func CheckIndexSignatures(src ImageSource, idx v1.Hash, rv *ReleaseVerifier) error {
 	refs, err := src.Referrers(idx)

@@ -58,6 +58,9 @@ var commit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 func verifyMain(args []string) error {
 	fl := flag.NewFlagSet("release verify", flag.ContinueOnError)
 	platforms := fl.String("platforms", strings.Join(DefaultPlatforms, ","), "comma-separated OS/ARCH: the platforms every image index must hold, no more and no fewer")
+	identity := fl.String("certificate-identity-regexp", "", "keyless: a regexp the signing certificate's identity (subject alternative name) must match, e.g. the release workflow's ^https://github\\.com/headroom-k8s/headroom/\\.github/workflows/release\\.yaml@refs/tags/v; with -certificate-oidc-issuer, instead of the release's cosign.pub")
+	issuer := fl.String("certificate-oidc-issuer", "", "keyless: the OIDC issuer the certificate must name, e.g. https://token.actions.githubusercontent.com")
+	trustedRoot := fl.String("trusted-root", "", "keyless: a Sigstore trusted root (JSON) holding the Fulcio and Rekor keys; default Sigstore's public one, fetched through TUF")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -69,7 +72,24 @@ func verifyMain(args []string) error {
 	if err != nil {
 		return fmt.Errorf("-platforms: %w", err)
 	}
-	rel, err := Verify(dir, ps)
+	// Keyless when an identity is given; else the release's own key.
+	var rv *ReleaseVerifier
+	switch {
+	case *identity != "" || *issuer != "":
+		if *identity == "" || *issuer == "" {
+			return errors.New("-certificate-identity-regexp and -certificate-oidc-issuer: keyless verification needs both")
+		}
+		trusted, err := LoadTrustedRoot(*trustedRoot)
+		if err != nil {
+			return fmt.Errorf("-trusted-root: %w", err)
+		}
+		if rv, err = NewKeylessVerifier(trusted, *identity, *issuer); err != nil {
+			return err
+		}
+	case *trustedRoot != "":
+		return errors.New("-trusted-root is for keyless verification: give -certificate-identity-regexp and -certificate-oidc-issuer too")
+	}
+	rel, err := Verify(dir, ps, rv)
 	if err != nil {
 		return fmt.Errorf("%s:\n%w", dir, err)
 	}
@@ -141,12 +161,13 @@ type ImageSource interface {
 	Referrers(h v1.Hash) ([]v1.Descriptor, error)
 }
 
-// Verify checks the release in dir offline: SHA256SUMS (VerifyChecksums);
+// Verify checks the release in dir: SHA256SUMS (VerifyChecksums); the
+// signatures with rv (nil: the release's PublicKeyFile, offline);
 // every images/*.oci.tar (VerifyImageArchive), its image index holding
 // exactly platforms; and kubectl-headroom's krew archives against
 // plugins/headroom.yaml (VerifyKubectlPlugin). It reports every problem it
 // finds, each naming its file relative to dir, joined.
-func Verify(dir string, platforms []string) (*Release, error) {
+func Verify(dir string, platforms []string, rv *ReleaseVerifier) (*Release, error) {
 	var errs []error
 	if err := VerifyChecksums(dir); err != nil {
 		errs = append(errs, err)
@@ -154,12 +175,14 @@ func Verify(dir string, platforms []string) (*Release, error) {
 	rel := &Release{}
 	// Every release is signed: without its key nothing else can be trusted,
 	// but the rest is still checked and reported.
-	var rv *ReleaseVerifier
-	if pem, err := os.ReadFile(filepath.Join(dir, PublicKeyFile)); err != nil {
-		errs = append(errs, fmt.Errorf("%s: the release's public key: %w", PublicKeyFile, err))
-	} else if rv, err = NewReleaseVerifier(pem); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", PublicKeyFile, err))
-	} else {
+	if rv == nil {
+		if pem, err := os.ReadFile(filepath.Join(dir, PublicKeyFile)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: the release's public key: %w", PublicKeyFile, err))
+		} else if rv, err = NewReleaseVerifier(pem); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", PublicKeyFile, err))
+		}
+	}
+	if rv != nil {
 		errs = append(errs, VerifyFileSignatures(dir, rv))
 	}
 	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))

@@ -53,7 +53,7 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	signed, err := SignRelease(release, nil, ProvenanceOptions{Version: version, Revision: strings.Repeat("5e", 20), Builder: DefaultBuilderID, Started: start})
+	signed, err := SignRelease(release, newKeySigner(t, nil), ProvenanceOptions{Version: version, Revision: strings.Repeat("5e", 20), Builder: DefaultBuilderID, Started: start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rel, err := Verify(release, DefaultPlatforms)
+	rel, err := Verify(release, DefaultPlatforms, nil)
 	if err != nil {
 		t.Fatalf("a fresh release:\n%v", err)
 	}
@@ -167,7 +167,7 @@ func TestVerify(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(other, chart), []byte("a chart\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := SignRelease(other, nil, ProvenanceOptions{Version: version, Revision: strings.Repeat("5e", 20), Builder: DefaultBuilderID}); err != nil {
+			if _, err := SignRelease(other, newKeySigner(t, nil), ProvenanceOptions{Version: version, Revision: strings.Repeat("5e", 20), Builder: DefaultBuilderID}); err != nil {
 				t.Fatal(err)
 			}
 			copyFile(t, filepath.Join(other, PublicKeyFile), filepath.Join(dir, PublicKeyFile), 0o644)
@@ -214,7 +214,7 @@ func TestVerify(t *testing.T) {
 			if platforms == nil {
 				platforms = DefaultPlatforms
 			}
-			_, err := Verify(dir, platforms)
+			_, err := Verify(dir, platforms, nil)
 			if err == nil {
 				t.Fatal("verify passed it")
 			}
