@@ -20,6 +20,29 @@ k8s_ldflags() {
 headroom_ldflags() {
   echo "$(k8s_ldflags "$HEADROOM_VERSION") -X sigs.k8s.io/descheduler/pkg/version.version=$HEADROOM_VERSION"
 }
+# release_keyless_flags: with RELEASE_KEYLESS=true (the release workflow),
+# sets keyless_sign to release sign's flags for keyless signing (Fulcio and
+# Rekor: RELEASE_FULCIO_URL, RELEASE_REKOR_URL, default Sigstore's public
+# ones) and keyless_verify to release verify's: the identity the release
+# must be signed by (RELEASE_CERTIFICATE_IDENTITY_REGEXP, default the
+# release workflow of github.com/headroom-k8s/headroom at a v* tag;
+# RELEASE_CERTIFICATE_OIDC_ISSUER, default GitHub Actions') and the
+# trusted root (RELEASE_TRUSTED_ROOT, default Sigstore's public one).
+# Without it, both are empty: signed with a key, verified with cosign.pub.
+release_keyless_flags() {
+  keyless_sign=() keyless_verify=()
+  case ${RELEASE_KEYLESS:-false} in
+    false) ;;
+    true)
+      keyless_sign=(-keyless ${RELEASE_FULCIO_URL:+-fulcio-url "$RELEASE_FULCIO_URL"} ${RELEASE_REKOR_URL:+-rekor-url "$RELEASE_REKOR_URL"})
+      keyless_verify=(
+        -certificate-identity-regexp "${RELEASE_CERTIFICATE_IDENTITY_REGEXP:-^https://github\.com/headroom-k8s/headroom/\.github/workflows/release\.yaml@refs/tags/v}"
+        -certificate-oidc-issuer "${RELEASE_CERTIFICATE_OIDC_ISSUER:-https://token.actions.githubusercontent.com}"
+        ${RELEASE_TRUSTED_ROOT:+-trusted-root "$(realpath "$RELEASE_TRUSTED_ROOT")"}
+      ) ;;
+    *) echo "RELEASE_KEYLESS=$RELEASE_KEYLESS: want true or false" >&2; return 1 ;;
+  esac
+}
 # The real node's sandbox image: hack/build-tools.sh writes it to
 # bin/images/pause.tar under this name, and the node's containerd pins it
 # (pinned_images.sandbox), so that it is imported, never pulled.

@@ -32,8 +32,11 @@ fi
 release_tool() { (cd hack/tools/release && go run . "$@"); }
 # What is pushed is what was checksummed, and what release verify passes:
 # every image of the platforms make release built (RELEASE_PLATFORMS).
+# Signed as make release signed it: a keyless release (RELEASE_KEYLESS=true)
+# by the identity release_keyless_flags names.
 platforms=${RELEASE_PLATFORMS-linux/amd64 linux/arm64}
-release_tool verify -platforms "${platforms// /,}" "$out"
+release_keyless_flags
+release_tool verify -platforms "${platforms// /,}" "${keyless_verify[@]}" "$out"
 
 plain_http=${PLAIN_HTTP:-false}
 host=${registry%%/*}

@@ -31,6 +31,15 @@
 #                                its password in COSIGN_PASSWORD) to sign with;
 #                                default: a new key pair for this release alone,
 #                                its private key never written
+#   RELEASE_KEYLESS=true         sign keyless instead of with a key: an OIDC
+#                                identity (GitHub Actions' id-token), a Fulcio
+#                                certificate, every signature in Rekor; no
+#                                cosign.pub. RELEASE_FULCIO_URL,
+#                                RELEASE_REKOR_URL and, for the check at the
+#                                end, RELEASE_CERTIFICATE_IDENTITY_REGEXP,
+#                                RELEASE_CERTIFICATE_OIDC_ISSUER and
+#                                RELEASE_TRUSTED_ROOT: hack/lib.sh,
+#                                release_keyless_flags
 #   RELEASE_BUILDER_ID           the provenance's builder.id, default
 #                                https://github.com/headroom-k8s/headroom/hack/release.sh
 #   RELEASE_PREBUILT             a directory of binaries built already, as
@@ -45,6 +54,7 @@ images=${RELEASE_IMAGES-headroom-scheduler headroom-descheduler headroom-node-ag
 platforms=${RELEASE_PLATFORMS-linux/amd64 linux/arm64}
 kubectl_platforms=${RELEASE_KUBECTL_PLATFORMS-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64}
 
+release_keyless_flags
 for p in $platforms; do
   [[ $p == linux/* ]] || { echo "RELEASE_PLATFORMS: $p: the images hold linux binaries" >&2; exit 1; }
 done
@@ -115,10 +125,12 @@ if ((${#plugin[@]})); then
 fi
 
 # Sign it all (images, chart, krew archives) and attach SLSA provenance,
-# with RELEASE_SIGNING_KEY or a key pair of this release's own.
+# with RELEASE_SIGNING_KEY, a key pair of this release's own, or keyless.
 release_tool sign -version "$HEADROOM_VERSION" -revision "$revision" -started "$started" \
   ${RELEASE_BUILDER_ID:+-builder-id "$RELEASE_BUILDER_ID"} \
-  ${RELEASE_SIGNING_KEY:+-key "$(cd "$(dirname "$RELEASE_SIGNING_KEY")" && pwd)/$(basename "$RELEASE_SIGNING_KEY")"} "$out"
+  ${RELEASE_SIGNING_KEY:+-key "$(cd "$(dirname "$RELEASE_SIGNING_KEY")" && pwd)/$(basename "$RELEASE_SIGNING_KEY")"} \
+  "${keyless_sign[@]}" "$out"
 release_tool checksums "$out"
-# The release as a user gets it: every image of exactly $platforms.
-release_tool verify -platforms "${platforms// /,}" "$out"
+# The release as a user gets it: every image of exactly $platforms, signed
+# as it was signed.
+release_tool verify -platforms "${platforms// /,}" "${keyless_verify[@]}" "$out"
