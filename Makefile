@@ -79,7 +79,7 @@ run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler and -des
 down: ## stop the demo cluster
 	hack/local-down.sh
 
-verify: tools ## gofmt, vet, go mod tidy, generated code up to date, Markdown that parses with closed fences and links that resolve
+verify: tools ## gofmt, vet, go mod tidy, generated code up to date, Markdown that parses with closed fences and links that resolve, the GitHub workflows (actionlint)
 	hack/verify.sh
 
 generate: tools ## deepcopy, conversion and defaulting code; the Helm chart's files from manifests/

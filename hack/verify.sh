@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The checks a reviewer runs first: formatting, vet, tidy modules and
-# generated code that matches its sources.
+# The checks a reviewer runs first: formatting, vet, tidy modules,
+# generated code that matches its sources, Markdown and the GitHub
+# workflows.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -33,7 +34,7 @@ go vet ./... || fail=1
 go vet -tags e2ebench ./test/e2ebench || fail=1
 go vet -tags agentload ./test/agentload || fail=1
 
-for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/mdcheck hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
+for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/mdcheck hack/tools/actionlint hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
   (cd "$dir" && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
 done
@@ -42,6 +43,12 @@ done
 # fences closed and relative links and anchors that resolve (hack/tools/mdcheck).
 (cd hack/tools/mdcheck && go build -o "$BIN_DIR/mdcheck" .)
 git ls-files -z '*.md' | xargs -0 "$BIN_DIR/mdcheck" || fail=1
+
+# The GitHub Actions workflows, as GitHub reads them: syntax, expressions,
+# contexts, permissions, action inputs (hack/tools/actionlint; it also
+# runs shellcheck on the run: scripts where shellcheck is installed).
+(cd hack/tools/actionlint && go build -o "$BIN_DIR/actionlint" github.com/rhysd/actionlint/cmd/actionlint)
+"$BIN_DIR/actionlint" .github/workflows/*.yaml || fail=1
 
 hack/update-codegen.sh >/dev/null
 if ! git diff --quiet -- '*zz_generated*'; then
