@@ -211,6 +211,10 @@ func signKeyless(t *testing.T, certs, log *ca.VirtualSigstore, identity, issuer 
 	}
 	dir := t.TempDir()
 	writeSmallRelease(t, dir)
+	// A key of an earlier signing is no key of this one.
+	if err := os.WriteFile(filepath.Join(dir, PublicKeyFile), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	signed, err := SignRelease(dir, s, ProvenanceOptions{Version: "v0", Revision: strings.Repeat("ab", 20), Builder: DefaultBuilderID, Started: time.Now()})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -201,6 +202,9 @@ func SignRelease(dir string, s *Signer, o ProvenanceOptions) ([]string, error) {
 			return nil, err
 		}
 		done = append(done, PublicKeyFile+": the public key")
+	} else if err := os.Remove(filepath.Join(dir, PublicKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Keyless: no key of an earlier signing may look like this one's.
+		return nil, err
 	}
 	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
 	if err != nil {
