@@ -274,23 +274,30 @@ func Declared(pod *corev1.Pod, noRequest int64) int64 {
 // It is sample.PodFigureOf over the memory list, the rule RelieveNodePressure
 // uses for PIDs.
 func (s NodeStats) PodHeld(pod *corev1.Pod, declared int64) (int64, bool) {
-	return sample.PodFigureOf(s.Pods, s.SampledAt, pod, declared)
+	return sample.PodFigureOf(s.Pods, s.SampledAt, pod, declared, sample.ForPlacement)
 }
 
-// Estimate is the node's working set as best known (sample.Tally):
+// Estimate is the node's working set as best known, for placement:
+// EstimateOn(sample.ForPlacement, ...).
+func Estimate(s NodeStats, pods []*corev1.Pod, declared func(*corev1.Pod) int64) sample.Usage {
+	return EstimateOn(sample.ForPlacement, s, pods, declared)
+}
+
+// EstimateOn is the node's working set as best known (sample.Tally):
 //
 //	s.Used
 //	− the listed figures of pods that have left the node since the sample
 //	  or have terminated
-//	+ for each pod the sample cannot hold (sample.InSample) and the list does
-//	  not name, declared(pod)
+//	+ on basis ForPlacement, for each pod the sample cannot hold
+//	  (sample.InSample) and the list does not name, declared(pod); on
+//	  ForPressure nothing for them (sample.Basis)
 //
 // declared is what the caller's model takes an unmeasured pod to hold
 // (OOMRisk: Declared, at most the pod's worst case). pods are the pods
 // bound or assumed on the node now. Terminating pods count, in Held and in
 // Leaving: their memory is freed only when the kubelet has stopped them.
-func Estimate(s NodeStats, pods []*corev1.Pod, declared func(*corev1.Pod) int64) sample.Usage {
-	t := sample.NewTally(s.Pods)
+func EstimateOn(basis sample.Basis, s NodeStats, pods []*corev1.Pod, declared func(*corev1.Pod) int64) sample.Usage {
+	t := sample.NewTally(s.Pods, basis)
 	for _, p := range pods {
 		if p == nil || t.Listed(p) {
 			continue

@@ -9,7 +9,9 @@
 // computes node allocatable for the "pid" resource.
 //
 // The rules both sides apply are here, once: the estimate of PIDs in use
-// (EstimateUsed), NodePIDs' floor of free PIDs (Floor), the defaults of both
+// (EstimateUsed; EstimateOn with the caller's sample.Basis: placement
+// counts what pods the sample cannot hold declare, the descheduler's
+// trigger does not), NodePIDs' floor of free PIDs (Floor), the defaults of both
 // plugins' args (DefaultPodPIDs, DefaultMaxSampleAge, DefaultMinFreePIDs,
 // DefaultMinFreePercent), and when a per-pod list names every pod
 // (PodList.Complete).

@@ -71,22 +71,29 @@ func PodContribution(pod *corev1.Pod, sampledAt time.Time, defaultPIDs int64) (i
 // Usage is a node's estimated PID use (sample.Usage).
 type Usage = sample.Usage
 
-// Estimate is the node's PID use as best known:
+// Estimate is the node's PID use as best known, for placement:
+// EstimateOn(sample.ForPlacement, ...).
+func Estimate(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) Usage {
+	return EstimateOn(sample.ForPlacement, stats, pods, defaultPIDs)
+}
+
+// EstimateOn is the node's PID use as best known:
 //
 //	stats.Used
 //	− the stats.Pods figures of listed pods that have left the node since
 //	  the sample (not among pods) or have terminated
-//	+ the PIDs of the node's pods the sample cannot hold (PodContribution)
-//	  that the list does not name (a listed pod was measured)
+//	+ on basis ForPlacement, the PIDs of the node's pods the sample cannot
+//	  hold (PodContribution) that the list does not name (a listed pod was
+//	  measured); on ForPressure, nothing for them (sample.Basis)
 //
-// so that a burst scheduled within one reporting interval does not all land
-// on one node. The listed figures and contributions of terminating pods
+// The declarations keep a burst scheduled within one reporting interval
+// from all landing on one node. The listed figures and contributions of terminating pods
 // are counted in Held and in Leaving. pods are the pods bound or assumed on
 // the node now. Terminal pods never add; malformed pod annotations count as
 // defaultPIDs. The results are never negative and saturate at
 // math.MaxInt64. It does not allocate.
-func Estimate(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) Usage {
-	e := estimator{stats: stats, defaultPIDs: defaultPIDs, tally: sample.NewTally(stats.Pods)}
+func EstimateOn(basis sample.Basis, stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) Usage {
+	e := estimator{stats: stats, defaultPIDs: defaultPIDs, tally: sample.NewTally(stats.Pods, basis)}
 	for _, p := range pods {
 		e.add(p)
 	}
@@ -103,7 +110,7 @@ func EstimateUsed(stats NodeStats, pods []*corev1.Pod, defaultPIDs int64) int64 
 // build a slice per call. It is kept small enough to be inlined, so that the
 // iterator and the state need not escape to the heap.
 func EstimateUsedSeq(stats NodeStats, pods iter.Seq[*corev1.Pod], defaultPIDs int64) int64 {
-	e := estimator{stats: stats, defaultPIDs: defaultPIDs, tally: sample.NewTally(stats.Pods)}
+	e := estimator{stats: stats, defaultPIDs: defaultPIDs, tally: sample.NewTally(stats.Pods, sample.ForPlacement)}
 	pods(e.yield)
 	return e.usage().Held
 }

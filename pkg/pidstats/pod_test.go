@@ -129,6 +129,7 @@ func TestPlacedAfterSample(t *testing.T) {
 }
 
 func TestEstimateUsed(t *testing.T) {
+	forPressure, forPlacement := sample.ForPressure, sample.ForPlacement
 	sample := now.Add(-20 * time.Second)
 	stats := NodeStats{Capacity: 32768, Reserved: 1000, Used: 5000, SampledAt: sample}
 	before := scheduledAt(sample.Add(-time.Minute))
@@ -187,6 +188,14 @@ func TestEstimateUsed(t *testing.T) {
 			}
 			if sum != tc.want {
 				t.Errorf("sum of PodContribution = %d, want %d", sum, tc.want)
+			}
+			// The trigger's basis counts no declaration: what the sample
+			// measured (nothing is listed here).
+			if got, want := EstimateOn(forPressure, tc.stats, tc.pods, tc.def).Held, max(tc.stats.Used, 0); got != want {
+				t.Errorf("EstimateOn(ForPressure) = %d, want the sample's %d", got, want)
+			}
+			if got := EstimateOn(forPlacement, tc.stats, tc.pods, tc.def).Held; got != tc.want {
+				t.Errorf("EstimateOn(ForPlacement) = %d, want %d", got, tc.want)
 			}
 		})
 	}

@@ -365,16 +365,34 @@ func (u Usage) Settled() int64 { return max(u.Held-u.Leaving, 0) }
 // Count each pod bound or assumed on the node now once: Listed for a pod the
 // list names (it was measured, so it never adds its declaration, even when
 // it looks placed after the sample), Add with its contribution otherwise.
-// It does not allocate.
+// What Add counts depends on the tally's Basis. It does not allocate.
 type Tally struct {
 	list    PodList
+	basis   Basis
 	staying int64 // listed figures of pods still on the node, not terminated
 	added   int64 // contributions of pods the sample cannot hold
 	leaving int64 // of staying and added, what terminating pods hold
 }
 
-// NewTally starts the tally of a node whose sample listed list.
-func NewTally(list PodList) Tally { return Tally{list: list} }
+// Basis is what an estimate counts a pod the sample cannot hold at (one
+// placed after it, or not started by then: InSample).
+type Basis uint8
+
+const (
+	// ForPlacement counts what the pod declares: what it will hold, so that
+	// a burst placed within one reporting interval does not all land on one
+	// node. The scheduler plugins' Filter and Score and the descheduler's
+	// room on other nodes count by it.
+	ForPlacement Basis = iota
+	// ForPressure counts nothing: a declaration is a promise, not a use,
+	// and a pod that holds nothing raises no pressure. The figure that
+	// triggers evictions counts by it: what the sample measured, less what
+	// has left since.
+	ForPressure
+)
+
+// NewTally starts the tally, on basis, of a node whose sample listed list.
+func NewTally(list PodList, basis Basis) Tally { return Tally{list: list, basis: basis} }
 
 // Listed counts pod when the list names it and reports whether it did.
 func (t *Tally) Listed(pod *corev1.Pod) bool {
@@ -391,8 +409,12 @@ func (t *Tally) Listed(pod *corev1.Pod) bool {
 	return true
 }
 
-// Add counts what an unlisted pod contributes (0 when the sample holds it).
+// Add counts what an unlisted pod contributes (0 when the sample holds it);
+// on the ForPressure basis nothing.
 func (t *Tally) Add(pod *corev1.Pod, contribution int64) {
+	if t.basis == ForPressure {
+		return
+	}
 	t.added = SaturatingAdd(t.added, contribution)
 	if pod.DeletionTimestamp != nil {
 		t.leaving = SaturatingAdd(t.leaving, contribution)
@@ -458,16 +480,21 @@ func SaturatingAdd(a, b int64) int64 {
 //
 //   - listed: its measured figure;
 //   - not in the sample (InSample: placed after it, or not started by
-//     then): declared, as the estimate counts it;
+//     then): what the estimate on basis counts it at: declared
+//     (ForPlacement) or 0 (ForPressure);
 //   - otherwise, with a complete list: 0 (it held nothing at the sample);
-//     with a full list: declared, at most the smallest listed figure;
-//     without a list: declared.
-func PodFigureOf(list PodList, sampledAt time.Time, pod *corev1.Pod, declared int64) (int64, bool) {
+//     with a full list: declared, at most the smallest listed figure (a
+//     declaration never outranks what the sample measured); without a
+//     list: declared.
+func PodFigureOf(list PodList, sampledAt time.Time, pod *corev1.Pod, declared int64, basis Basis) (int64, bool) {
 	if n, ok := list.LookupPod(pod); ok {
 		return n, true
 	}
 	switch {
 	case !InSample(pod, sampledAt):
+		if basis == ForPressure {
+			return 0, false
+		}
 		return declared, false
 	case list.Complete():
 		return 0, false

@@ -62,10 +62,10 @@ func TestMirrorPodsAreFoundUnderTheStaticPodsUID(t *testing.T) {
 	if n, ok := list.LookupPod(mirror); !ok || n != 700 {
 		t.Errorf("LookupPod(mirror) = %d, %v; want 700, listed", n, ok)
 	}
-	if n, measured := PodFigureOf(list, time.Now(), mirror, 5); !measured || n != 700 {
+	if n, measured := PodFigureOf(list, time.Now(), mirror, 5, ForPlacement); !measured || n != 700 {
 		t.Errorf("PodFigureOf(mirror) = %d, %v; want its measured 700", n, measured)
 	}
-	tally := NewTally(list)
+	tally := NewTally(list, ForPlacement)
 	if !tally.Listed(mirror) {
 		t.Fatal("the tally does not find the mirror pod on the list")
 	}

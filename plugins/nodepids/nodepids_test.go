@@ -95,6 +95,15 @@ func TestFilter(t *testing.T) {
 			pods: many(4, func(i int) *corev1.Pod {
 				return plugintest.BoundAt(pod(fmt.Sprintf("b%d", i), "1000"), "n", sample.Add(-time.Minute))
 			})},
+		// A declaration stands in, for placement, for what a pod that has
+		// not started will hold (RelieveNodePressure's trigger counts
+		// nothing for it: pidstats.EstimateOn, sample.ForPressure).
+		{name: "pods bound before the sample that never started count their declaration", node: n(28000), pod: pod("x", ""), reject: true,
+			pods: many(4, func(i int) *corev1.Pod {
+				p := plugintest.BoundAt(pod(fmt.Sprintf("s%d", i), "1000"), "n", sample.Add(-time.Minute))
+				p.Status.Phase = corev1.PodPending
+				return p
+			})},
 		{name: "terminal pods do not count", node: n(28000), pod: pod("x", ""),
 			pods: many(4, func(i int) *corev1.Pod {
 				p := plugintest.Assumed(pod(fmt.Sprintf("f%d", i), "1000"), "n")

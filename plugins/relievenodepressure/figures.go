@@ -72,9 +72,9 @@ type figure struct {
 	// owner writes (headroom.dev/pids) could otherwise say "0", making the
 	// pod look free to place anywhere and, evicted, to free nothing, so that
 	// the plan passed over it and took another workload's pods. Where the
-	// sample cannot hold the pod the declaration is what the shared estimate
-	// counted it at, and counts as written. A declaration above the floor
-	// counts as written too: NodePIDs places the replacement by it.
+	// sample cannot hold the pod it frees nothing by the trigger, whatever
+	// it declares. A declaration above the floor counts as written:
+	// NodePIDs places the replacement by it.
 	declaredFloor int64
 }
 
@@ -93,8 +93,9 @@ type reading struct {
 	// counted as the default.
 	declared func(*v1.Pod) (int64, error)
 	// estimate is the figure's shared estimate of the node's use with pods
-	// on it.
-	estimate func(pods []*v1.Pod) sample.Usage
+	// on it, on basis: the room check's for placement, the trigger's for
+	// pressure (sample.Basis), one code path with the scheduler plugins'.
+	estimate func(basis sample.Basis, pods []*v1.Pod) sample.Usage
 }
 
 // triggersOf returns the enabled pressure triggers, in the order their
@@ -133,7 +134,9 @@ func pidsFigure(t *PIDsTrigger) *figure {
 			}
 			r := reading{
 				sampledAt: s.SampledAt, pods: s.Pods, allocatable: s.Allocatable(), declared: declared,
-				estimate: func(pods []*v1.Pod) sample.Usage { return pidstats.Estimate(s, pods, defaultPIDs) },
+				estimate: func(basis sample.Basis, pods []*v1.Pod) sample.Usage {
+					return pidstats.EstimateOn(basis, s, pods, defaultPIDs)
+				},
 			}
 			if r.allocatable == 0 {
 				r.noAllocatable = fmt.Sprintf("no allocatable PIDs (capacity %d, reserved %d)", s.Capacity, s.Reserved)
@@ -173,7 +176,9 @@ func memoryFigure(t *MemoryTrigger, est oomkill.Estimate) *figure {
 				sampledAt: s.SampledAt, pods: s.Pods, allocatable: allocatable,
 				noAllocatable: "no allocatable memory",
 				declared:      func(pod *v1.Pod) (int64, error) { return declared(pod), nil },
-				estimate:      func(pods []*v1.Pod) sample.Usage { return memstats.Estimate(s, pods, declared) },
+				estimate: func(basis sample.Basis, pods []*v1.Pod) sample.Usage {
+					return memstats.EstimateOn(basis, s, pods, declared)
+				},
 			}, nil
 		},
 		rank: rankMemoryPressure, reclaim: 0,
@@ -206,8 +211,12 @@ type measured struct {
 // they are unknown.
 type nodeFigure struct {
 	reading
-	usage sample.Usage
-	err   error
+	// usage is the estimate for placement, the node as a destination
+	// (room): pods the sample cannot hold count at their declarations.
+	// pressure is the estimate the trigger fires on: what the sample
+	// measured, less what has left since; a declaration raises no pressure.
+	usage, pressure sample.Usage
+	err             error
 	// unknown: err is the figure's own (no sample, an invalid or a stale
 	// one), not a failure to list the node's pods.
 	unknown bool
@@ -232,7 +241,8 @@ func (c *cycle) figureOf(f *figure, node *v1.Node, pods []*v1.Pod) nodeFigure {
 		pods, nf.err = c.handle.GetPodsAssignedToNodeFunc()(node.Name, nil)
 	}
 	if nf.err == nil {
-		nf.usage = nf.estimate(pods)
+		nf.usage = nf.estimate(sample.ForPlacement, pods)
+		nf.pressure = nf.estimate(sample.ForPressure, pods)
 	}
 	if c.readings == nil {
 		c.readings = make(map[figureKey]nodeFigure, len(c.nodes))
@@ -253,10 +263,11 @@ func (f *figure) assess(c *cycle, node *v1.Node, pods []*v1.Pod) (projection, er
 	if nf.err != nil {
 		return nil, nf.err
 	}
-	// The shared estimate, less what terminating pods hold: it is already
-	// on its way out (an eviction of an earlier cycle, say), and planning
-	// against it would evict twice for one pressure.
-	used := nf.usage.Settled()
+	// The shared estimate for pressure (a pod that holds nothing at the
+	// sample raises none, whatever it declares), less what terminating pods
+	// hold: it is already on its way out (an eviction of an earlier cycle,
+	// say), and planning against it would evict twice for one pressure.
+	used := nf.pressure.Settled()
 	return &measured{figure: f, reading: nf.reading, start: used, used: used, minGain: percentOf(nf.allocatable, f.minGainPercent)}, nil
 }
 
@@ -295,11 +306,13 @@ func (m *measured) sampleTime() time.Time { return m.sampledAt }
 //
 //   - a pod listed in the sample's per-pod list: its measured figure;
 //   - a pod the sample cannot hold (placed after it, or not started by
-//     then: sample.InSample): what it declares, as the estimate counts it;
+//     then: sample.InSample): 0, as the trigger's figure holds nothing of
+//     it (sample.ForPressure), whatever it declares;
 //   - otherwise, with a complete list: 0 (it held nothing at the sample);
 //     with a full list: what it declares, at most the smallest listed
-//     figure; without a list: what it declares; a declaration here counts
-//     at least the figure's declaredFloor.
+//     figure (a declaration never outranks a measurement); without a list:
+//     what it declares; a declaration here counts at least the figure's
+//     declaredFloor.
 //
 // The error reports a malformed declaration, counted as the default.
 func (m *measured) gain(pod *v1.Pod) (int64, error) {
@@ -307,10 +320,7 @@ func (m *measured) gain(pod *v1.Pod) (int64, error) {
 		return n, nil
 	}
 	declared, err := m.declared(pod)
-	if sample.InSample(pod, m.sampledAt) {
-		declared = max(declared, m.declaredFloor)
-	}
-	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, declared)
+	n, _ := sample.PodFigureOf(m.pods, m.sampledAt, pod, max(declared, m.declaredFloor), sample.ForPressure)
 	if err != nil {
 		return n, &malformedPod{reason: m.malformedPod, err: err}
 	}
@@ -342,8 +352,8 @@ func (m *measured) clone() projection {
 
 // accounts reports whether the estimate stops counting what pod holds once
 // it has left the node, before a new sample: the sample lists it, or holds
-// none of it (a complete list, or a pod the sample cannot hold, whose
-// declaration the estimate adds only while it is there).
+// none of it (a complete list, or a pod the sample cannot hold, which the
+// trigger's estimate never counts).
 func (m *measured) accounts(pod *v1.Pod) bool {
 	if _, ok := m.pods.LookupPod(pod); ok {
 		return true

@@ -124,6 +124,11 @@ func restarts(n int32) podOption {
 
 func noOwner(p *v1.Pod) { p.OwnerReferences = nil }
 
+// specPriority sets spec.priority, as the priority admission plugin does.
+func specPriority(v int32) podOption {
+	return func(p *v1.Pod) { p.Spec.Priority = ptr.To(v) }
+}
+
 func systemCritical(p *v1.Pod) {
 	p.Spec.PriorityClassName = "system-node-critical"
 	p.Spec.Priority = ptr.To[int32](2000001000)

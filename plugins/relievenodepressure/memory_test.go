@@ -353,8 +353,9 @@ func TestMemoryUnrelievableNodeNamesItsLargestUsers(t *testing.T) {
 		t.Fatalf("Warning Events %q, want one", w)
 	}
 	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ",
-		"brings the node to its threshold (memory 9728Mi/10Gi used (95.0%) > threshold 90%); nothing evicted. Largest memory users: default/hog (6Gi of memory): the evictor's filter keeps it",
-		"default/small-a (150Mi of memory): evictable, not enough on its own"} {
+		"the pod the kubelet would evict next, default/hog, cannot be evicted (the evictor's filter keeps it",
+		"(memory 9728Mi/10Gi used (95.0%) > threshold 90%); nothing evicted. Largest memory users: default/hog (6Gi of memory): the evictor's filter keeps it",
+		"default/small-a (150Mi of memory): ranked after default/hog, which cannot be evicted: not the pressure's cause"} {
 		if !strings.Contains(w[0], want) {
 			t.Errorf("Warning Event %q does not contain %q", w[0], want)
 		}

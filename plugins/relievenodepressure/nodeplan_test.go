@@ -111,7 +111,9 @@ func TestPlanIsWhatDescheduleEvicts(t *testing.T) {
 func TestPlanOfAnUnrelievableNode(t *testing.T) {
 	n1, n2 := pidNode("n1", 10000, 9900), spareNode("n2")
 	pods := []*v1.Pod{
-		testPod("bare", "n1", pids(3000), noOwner),
+		// The kubelet ranks it last (lowerPriorityFirst), so a and b are
+		// taken before the walk ends at it.
+		testPod("bare", "n1", pids(3000), noOwner, specPriority(1000)),
 		testPod("a", "n1", pids(100)),
 		testPod("b", "n1", pids(100)),
 	}

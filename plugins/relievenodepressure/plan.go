@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	kubelettypes "k8s.io/kubernetes/pkg/kubelet/types"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	deschedulerutils "sigs.k8s.io/descheduler/pkg/utils"
 )
@@ -39,6 +40,9 @@ type nodeRelief struct {
 	// evictedPods are those pods.
 	evicted     uint
 	evictedPods []*v1.Pod
+	// refused holds the pods whose eviction the API server refused this
+	// run, and why: a re-plan does not pass over them as evicted.
+	refused map[types.UID]string
 	// warned holds the pods whose malformed annotations were reported.
 	warned sets.Set[types.UID]
 	// rankings caches the kubelet's ranking of the node's pods by figure.
@@ -69,9 +73,10 @@ type step struct {
 	// causes are the keys of the triggers the pod is evicted for: the
 	// reasons EvictionsTotal counts it under.
 	causes []string
-	// noRoom: the pod would move a trigger, but no other node has room
-	// for its replacement.
-	noRoom bool
+	// stuck: the pod would move a pending trigger and is one the kubelet
+	// evicts, but this plugin cannot evict it (no room, a budget, a filter,
+	// a limit, a refusal): in the kubelet's victim order the walk ends there.
+	stuck bool
 }
 
 // charge is a replacement counted against other nodes' room: need at
@@ -94,14 +99,15 @@ type plan struct {
 	// walked is every pod of the node in the order the plan walked them,
 	// those it did not reach last in the order it would have gone on in.
 	walked []*v1.Pod
-	// blockedBy is the pod the kubelet's ranking put next that cannot
-	// move (no room for its replacement): the walk ended there.
+	// blockedBy is the pod the kubelet's ranking put next that would move
+	// a pending trigger but cannot be evicted, for any reason (step.stuck;
+	// why[blockedBy.UID] says which): the walk ended there.
 	blockedBy *v1.Pod
 }
 
 // afterBlocked says why a pod after blockedBy in the walk is not evicted.
 func (p *plan) afterBlocked() string {
-	return fmt.Sprintf("ranked after %s, which cannot move: not the pressure's cause", klog.KObj(p.blockedBy))
+	return fmt.Sprintf("ranked after %s, which cannot be evicted: not the pressure's cause", klog.KObj(p.blockedBy))
 }
 
 // ledger is what a plan's steps take of other nodes' room and of
@@ -171,7 +177,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		pod := order[i]
 		visited.Insert(pod.UID)
 		p.walked = append(p.walked, pod)
-		if n.tried.Has(pod.UID) {
+		if _, refused := n.refused[pod.UID]; n.tried.Has(pod.UID) && !refused {
 			continue
 		}
 		if limited && uint(len(p.steps)) >= budget {
@@ -182,11 +188,11 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		if why != "" {
 			p.why[pod.UID] = why
 			n.logger.V(4).Info("Passing over pod", "pod", klog.KObj(pod), "why", why)
-			if by != nil && by.victimOrder() && s.noRoom {
-				// The kubelet evicts this pod next, and it has nowhere to
-				// go. The pods after it in the ranking are not the
-				// pressure's cause: evicting them would move bystanders
-				// and leave the cause where it is.
+			if by != nil && by.victimOrder() && s.stuck {
+				// The kubelet evicts this pod next, and this plugin cannot,
+				// whatever the reason. The pods after it in the ranking are
+				// not the pressure's cause: evicting them would move
+				// bystanders and leave the cause where it is.
 				p.blockedBy = pod
 				break
 			}
@@ -345,17 +351,24 @@ func podNames(steps []step) []string {
 	return names
 }
 
-// consider returns the step evicting pod would be, or why it is not taken.
-// The cheap checks come first; the room check and the evictor's
-// pre-eviction filter (nodeFit lists nodes) last. l is what the plan so far
-// takes of other nodes' room and of PodDisruptionBudgets; the caller adds
-// the step to it when it takes the pod.
+// consider returns the step evicting pod would be, or why it is not taken;
+// step.stuck says whether the reason ends a walk of the kubelet's victim
+// order. A terminating or mirror pod (spared) is passed over at once.
+// The gains come next, a lookup per figure: whether the pod would move a
+// pending trigger decides whether a refusal makes it stuck, and a pod that
+// moves none is passed over before the costlier checks. Then a refusal
+// earlier this run, this plugin's and the evictor's exclusions, and
+// placeable (the pre-eviction filter, whose nodeFit lists nodes, last). l is
+// what the plan so far takes of other nodes' room and of
+// PodDisruptionBudgets; the caller adds the step to it when it takes the
+// pod.
 func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, string) {
 	s := step{pod: pod, target: -1}
-	if why := n.excluded(pod); why != "" {
+	if why := spared(pod); why != "" {
 		return s, why
 	}
 	var belowFloor []string
+	var malformed []*malformedPod
 	for i, p := range proj.by {
 		if p == nil {
 			continue
@@ -363,7 +376,7 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 		g, err := p.gain(pod)
 		var bad *malformedPod
 		if errors.As(err, &bad) {
-			n.warnOnce(pod, bad.reason, bad.err)
+			malformed = append(malformed, bad)
 		}
 		s.gains[i] = g
 		if !p.level().pending() {
@@ -379,27 +392,48 @@ func (n *nodeRelief) consider(proj *pressure, pod *v1.Pod, l ledger) (step, stri
 		s.reasons = append(s.reasons, reason)
 		s.causes = append(s.causes, proj.triggers[i].key)
 	}
+	// A malformed declaration is reported on the pods this plugin may
+	// evict, whatever they free.
+	warn := func() {
+		for _, bad := range malformed {
+			n.warnOnce(pod, bad.reason, bad.err)
+		}
+	}
 	if len(s.reasons) == 0 {
+		if len(malformed) > 0 && n.excluded(pod) == "" {
+			warn()
+		}
 		if len(belowFloor) > 0 {
 			return s, strings.Join(belowFloor, "; ")
 		}
 		return s, "evicting it would not move the node toward its target"
 	}
-
-	return s, n.placeable(&s, l, func() string {
-		for _, p := range proj.by {
-			if r, ok := p.(interface{ noRoom() string }); ok {
-				return r.noRoom()
+	why, refused := n.refused[pod.UID]
+	if !refused {
+		why = n.excluded(pod)
+	}
+	if why == "" {
+		warn()
+		why = n.placeable(&s, l, func() string {
+			for _, p := range proj.by {
+				if r, ok := p.(interface{ noRoom() string }); ok {
+					return r.noRoom()
+				}
 			}
-		}
-		return fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
-	})
+			return fmt.Sprintf("no other node has room for %s within NodePIDs' floor and this plugin's thresholds", n.replacement(proj, pod))
+		})
+	}
+	// A critical pod as the kubelet defines it (a static or mirror pod,
+	// priority at or above system-critical) is one the kubelet never
+	// evicts: no victim of its ranking, so its refusal ends no walk.
+	s.stuck = why != "" && !kubelettypes.IsCriticalPod(pod)
+	return s, why
 }
 
-// excluded says why pod is not evicted whatever it frees: terminating,
-// not one of the args' pods, kept by the evictor's filter, or of a
-// namespace at its limit; "" when none holds.
-func (n *nodeRelief) excluded(pod *v1.Pod) string {
+// spared says why pod is passed over before anything else, or "": it is
+// terminating (what it holds is already being freed), or a static pod's
+// mirror pod. The kubelet evicts neither, so neither ends the walk.
+func spared(pod *v1.Pod) string {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return "terminating: what it holds is already being freed"
@@ -408,6 +442,15 @@ func (n *nodeRelief) excluded(pod *v1.Pod) string {
 		// through): the kubelet runs a static pod from its manifest and
 		// makes its mirror pod again; evicting it frees nothing.
 		return "a static pod's mirror pod: the kubelet runs it whatever the API says"
+	}
+	return ""
+}
+
+// excluded says why pod is not evicted whatever it frees, though the
+// kubelet would: not one of the args' pods, kept by the evictor's filter,
+// or of a namespace at its limit; "" when none holds.
+func (n *nodeRelief) excluded(pod *v1.Pod) string {
+	switch {
 	case !n.schedulers.Has(schedulerName(pod)):
 		return fmt.Sprintf("placed by %s, not by one of schedulerNames %v", schedulerName(pod), sets.List(n.schedulers))
 	case n.include.Len() > 0 && !n.include.Has(pod.Namespace), n.exclude.Has(pod.Namespace):
@@ -425,8 +468,9 @@ func (n *nodeRelief) excluded(pod *v1.Pod) string {
 // placeable completes s, the eviction of s.pod, with where its replacement
 // goes and the PodDisruptionBudgets it counts against, or says why it
 // cannot be made: a budget that allows no more disruption after l, no room
-// on another node after l (noRoom says so), or the evictor's pre-eviction
-// filter.
+// on another node the replacement may go to after l (noRoom says so, with
+// the nodes the scheduler's static filters keep it off), or the evictor's
+// pre-eviction filter.
 func (n *nodeRelief) placeable(s *step, l ledger, noRoom func() string) string {
 	pod := s.pod
 	pdbs, err := n.matchingPDBs(pod)
@@ -439,9 +483,11 @@ func (n *nodeRelief) placeable(s *step, l ledger, noRoom func() string) string {
 			return fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
 		}
 	}
-	target, need, ok := n.roomFor(pod, l.reserved)
+	target, need, barred, ok := n.roomFor(pod, l.reserved)
 	if !ok {
-		s.noRoom = true
+		if barred != "" {
+			return fmt.Sprintf("%s (other nodes it may not go to: %s)", noRoom(), barred)
+		}
 		return noRoom()
 	}
 	s.target, s.need = target, need
@@ -531,6 +577,10 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan, replan
 			n.limited.Insert(s.pod.Namespace)
 		default:
 			podLogger.V(2).Info("Eviction refused; planning again without the pod", "err", err.Error())
+			if n.refused == nil {
+				n.refused = map[types.UID]string{}
+			}
+			n.refused[s.pod.UID] = "its eviction was refused: " + err.Error()
 		}
 		if p = replan(); p.aboveThreshold {
 			n.logger.V(2).Info("The rest of the order no longer brings the node to its threshold; leaving it for the next sample", st.keysAndValues("")...)
@@ -585,7 +635,8 @@ func (n *nodeRelief) unrelievable(st *pressure, p *plan) {
 	NodesTotal.WithLabelValues(ResultUnrelievable).Inc()
 	var b strings.Builder
 	if p.blockedBy != nil {
-		fmt.Fprintf(&b, "the pod the kubelet would evict next, %s, cannot move, and the pods after it are not the cause (%s); nothing evicted.", klog.KObj(p.blockedBy), st.summary())
+		fmt.Fprintf(&b, "the pod the kubelet would evict next, %s, cannot be evicted (%s), and the pods after it are not the cause (%s); nothing evicted.",
+			klog.KObj(p.blockedBy), p.why[p.blockedBy.UID], st.summary())
 	} else {
 		fmt.Fprintf(&b, "no eviction within the limits brings the node to its threshold (%s); nothing evicted.", st.summary())
 	}

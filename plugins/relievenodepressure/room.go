@@ -1,10 +1,15 @@
 package relievenodepressure
 
 import (
+	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 )
 
@@ -18,17 +23,16 @@ type room struct {
 }
 
 type roomNode struct {
-	name string
+	// node is the destination as the cycle listed it: the scheduler's
+	// static filters are checked on it (admits), the node whose figures
+	// these are.
+	node *v1.Node
 	// figures are the node's figures as the scheduler sees them, indexed
 	// as the cycle's room checks; nil where the figure is unknown on the
 	// node (the scheduler's plugins let pods onto such a node).
 	figures []*roomFigure
 	// full: the node's pods could not be listed; it takes nothing.
 	full bool
-	// unschedulable (cordoned) nodes are never room; taints are checked
-	// against each pod's tolerations.
-	unschedulable bool
-	taints        []v1.Taint
 }
 
 // roomCheck reads a node's figure as a destination of replacements: nil
@@ -75,7 +79,7 @@ func roomChecks(triggers []*trigger) []roomCheck {
 func (c *cycle) buildRoom() *room {
 	r := &room{nodes: make([]roomNode, len(c.nodes))}
 	for i, node := range c.nodes {
-		rn := roomNode{name: node.Name, unschedulable: node.Spec.Unschedulable, taints: node.Spec.Taints}
+		rn := roomNode{node: node}
 		for _, check := range c.rooms {
 			rf, err := check(c, node)
 			if err != nil {
@@ -94,22 +98,27 @@ func (c *cycle) buildRoom() *room {
 
 // roomFor returns the index of a node other than n's own that can take
 // pod's replacement after what the plan so far reserved, and what the
-// replacement is counted for there: by each figure the node knows, what
-// the replacement needs fits beside what the node holds and what is
-// reserved (roomFigure.fits). A figure unknown there does not keep the pod
-// off it, as the scheduler's plugins do not. A node no scheduler would
-// place the pod on is no room: a cordoned one, or one with a NoSchedule or
-// NoExecute taint the pod does not tolerate (the checks of the scheduler's
-// NodeUnschedulable and TaintToleration filters; the evictor's nodeFit,
-// when enabled, checks the rest).
-func (n *nodeRelief) roomFor(pod *v1.Pod, reserved map[int]reservation) (int, reservation, bool) {
+// replacement is counted for there: the scheduler could place the
+// replacement on the node by its static filters (admits), and by each
+// figure the node knows, what the replacement needs fits beside what the
+// node holds and what is reserved (roomFigure.fits). A figure unknown there
+// does not keep the pod off it, as the scheduler's plugins do not. Both are
+// checked on the same node: room on a node the replacement may not use is
+// no room. Where no node has room, barred says how many other nodes the
+// static filters kept out and why ("" when none), for the plan's reason.
+func (n *nodeRelief) roomFor(pod *v1.Pod, reserved map[int]reservation) (target int, need reservation, barred string, ok bool) {
 	if n.room == nil {
 		n.room = n.buildRoom()
 	}
+	kept := map[string]int{}
 nodes:
 	for i := range n.room.nodes {
 		rn := &n.room.nodes[i]
-		if rn.name == n.node.Name || rn.full || !rn.admits(n.logger, pod) {
+		if rn.node.Name == n.node.Name || rn.full {
+			continue
+		}
+		if why := rn.admits(n.logger, pod); why != "" {
+			kept[why]++
 			continue
 		}
 		var need reservation
@@ -126,9 +135,13 @@ nodes:
 			}
 			need[j] = want
 		}
-		return i, need, true
+		return i, need, "", true
 	}
-	return -1, reservation{}, false
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(kept)) {
+		parts = append(parts, fmt.Sprintf("%d %s", kept[why], why))
+	}
+	return -1, reservation{}, strings.Join(parts, ", "), false
 }
 
 // need is what pod's replacement is counted for by figure f on a node whose
@@ -149,17 +162,39 @@ func (n *nodeRelief) need(f *figure, declared func(*v1.Pod) (int64, error), pod 
 	return want
 }
 
-// admits reports whether the scheduler could place pod on the node as far
-// as cordons and taints go. Tolerations with comparison operators (an alpha
-// feature) are not taken to match: the node then counts as no room.
-func (rn *roomNode) admits(logger klog.Logger, pod *v1.Pod) bool {
-	if rn.unschedulable {
-		return false
+// Why the scheduler's static filters keep a replacement off a node, as
+// roomFor counts the nodes.
+const (
+	keptCordoned = "cordoned"
+	keptTainted  = "with a taint it does not tolerate"
+	keptAffinity = "outside its node selector or required node affinity"
+)
+
+// admits says why the scheduler could not place pod's replacement (a pod
+// of the same spec) on the node by its static filters, or "" where it
+// could: NodeUnschedulable (a cordoned node takes only a pod that tolerates
+// the unschedulable taint), TaintToleration (NoSchedule and NoExecute
+// taints) and NodeAffinity (node selector and required node affinity, with
+// the filter's own matcher). Tolerations with comparison operators (an alpha
+// feature) are not taken to match: the node then counts as no room. The
+// evictor's nodeFit, when enabled, checks requests on top.
+func (rn *roomNode) admits(logger klog.Logger, pod *v1.Pod) string {
+	node := rn.node
+	if node.Spec.Unschedulable && !v1helper.TolerationsTolerateTaint(logger, pod.Spec.Tolerations,
+		&v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}, false) {
+		return keptCordoned
 	}
-	_, untolerated := v1helper.FindMatchingUntoleratedTaint(logger, rn.taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
+	if _, untolerated := v1helper.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
 		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
-	}, false)
-	return !untolerated
+	}, false); untolerated {
+		return keptTainted
+	}
+	if match, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !match {
+		// An affinity the matcher cannot parse places the pod nowhere: the
+		// scheduler's filter fails it too.
+		return keptAffinity
+	}
+	return ""
 }
 
 // take counts a replacement against node i once the pod it replaces is

@@ -212,7 +212,9 @@ func TestPIDPlanTakesTheKubeletsVictimFirst(t *testing.T) {
 
 func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
 	RegisterMetrics()
-	// The DaemonSet pod holds the PIDs; three small pods cannot make up for it.
+	// The DaemonSet pod holds the PIDs and is the kubelet's first victim,
+	// which the evictor keeps: the walk ends there (three small pods could
+	// not make up for it anyway).
 	hog := testPod("hog", "n1", ownedByDaemonSet)
 	var pods = []*v1.Pod{hog}
 	usage := map[*v1.Pod]int64{hog: 3000}
@@ -234,9 +236,10 @@ func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
 		t.Fatalf("Warning Events %q, want one per run", w)
 	}
 	for _, want := range []string{"Warning " + ReasonNodePressureUnrelievable + " ",
-		"brings the node to its threshold (PIDs 9900/10000 used (99.0%) > threshold 95%); nothing evicted.",
+		"the pod the kubelet would evict next, default/hog, cannot be evicted (the evictor's filter keeps it",
+		"(PIDs 9900/10000 used (99.0%) > threshold 95%); nothing evicted.",
 		"default/hog (3000 PIDs): the evictor's filter keeps it",
-		"default/small-a (100 PIDs): evictable, not enough on its own"} {
+		"default/small-a (100 PIDs): ranked after default/hog, which cannot be evicted: not the pressure's cause"} {
 		if !strings.Contains(w[0], want) {
 			t.Errorf("Warning Event %q does not contain %q", w[0], want)
 		}
@@ -247,14 +250,19 @@ func TestUnrelievableNodeEvictsNothingAndSaysWhy(t *testing.T) {
 }
 
 func TestOnlyPodsOfTheConfiguredSchedulersAreEvicted(t *testing.T) {
-	// The default scheduler's pod is first in order; its replacement could
-	// land right back on n1. The headroom-scheduler pod behind it goes.
+	// The default scheduler's pod is the kubelet's first victim; its
+	// replacement could land right back on n1, so it is not evicted, and
+	// the headroom-scheduler pod behind it is not the cause: nothing goes,
+	// and the Warning names the pod and why.
 	first := testPod("default-scheduled", "n1", pids(1000), priority("9"), scheduledBy(v1.DefaultSchedulerName))
 	second := testPod("headroom-scheduled", "n1", pids(1000))
 	n1 := pidNode("n1", 10000, 9700)
 	e := newEnv(t, setup{}, objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{first, second})...)
-	if got, want := e.run(t, n1, spareNode("n2")), []string{"headroom-scheduled"}; !equal(got, want) {
-		t.Fatalf("evicted %v, want %v", got, want)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+		t.Fatalf("evicted %v, want none", got)
+	}
+	if w := e.warningEvents(); len(w) != 1 || !strings.Contains(w[0], "the pod the kubelet would evict next, default/default-scheduled, cannot be evicted (placed by default-scheduler, not by one of schedulerNames") {
+		t.Errorf("Warning Events %q, want one naming default-scheduled and its scheduler", w)
 	}
 	e = newEnv(t, setup{args: RelieveNodePressureArgs{SchedulerNames: []string{"default-scheduler", "headroom-scheduler"}}},
 		objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{first, second})...)
@@ -366,20 +374,23 @@ func TestPlansCountPodDisruptionBudgets(t *testing.T) {
 	n1 := pidNode("n1", 10000, 9700)
 	objs := append(objects([]*v1.Node{n1, spareNode("n2")}, pods), pdb)
 	e := newEnv(t, setup{}, objs...)
-	// The budget allows one web pod: a, then d. 9700 − 600 = 9100 ≤ 9500.
-	if got, want := e.run(t, n1, spareNode("n2")), []string{"a", "d"}; !equal(got, want) {
+	// The budget allows one web pod: a. b, the kubelet's next victim, may
+	// not go, and d, ranked after it, is not the cause. 9700 − 300 = 9400
+	// ≤ 9500.
+	if got, want := e.run(t, n1, spareNode("n2")), []string{"a"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
 	}
 }
 
 func TestRefusalOutsideThePlanStopsWhenTheRestCannotRelieve(t *testing.T) {
-	// Two pods of 1000 PIDs: either alone relieves 97 % to 87 %. The first
-	// is refused (a budget that appeared after the plan): the second does it.
+	// Two pods of 1000 PIDs: either alone relieves 97 % to 87 %. The first,
+	// the kubelet's first victim, is refused (a budget that appeared after
+	// the plan): b, ranked after it, is not the cause and stays.
 	pods := []*v1.Pod{testPod("a", "n1", pids(1000), restarts(2)), testPod("b", "n1", pids(1000), restarts(1))}
 	n1 := pidNode("n1", 10000, 9700)
 	e := newEnv(t, setup{refuse: []string{"a"}}, objects([]*v1.Node{n1, spareNode("n2")}, pods)...)
-	if got, want := e.run(t, n1, spareNode("n2")), []string{"b"}; !equal(got, want) {
-		t.Fatalf("evicted %v, want %v", got, want)
+	if got := e.run(t, n1, spareNode("n2")); len(got) != 0 {
+		t.Fatalf("evicted %v, want none", got)
 	}
 	// One pod of 1000 and small ones that cannot make up for it: once the
 	// big one is refused nothing else goes.
@@ -453,8 +464,9 @@ func TestMalformedPodListFallsBackToDeclaredPIDs(t *testing.T) {
 
 func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
 	// One PodDisruptionBudget over the web pods of two nodes allows one
-	// disruption: n1's plan spends it, so n2's plan passes its web pod over
-	// even though the budget's status has not changed yet.
+	// disruption: n1's plan spends it, so n2's plan may not take its web
+	// pod even though the budget's status has not changed yet; that pod is
+	// the kubelet's first victim there, so n2-other, ranked after it, stays.
 	web := withLabels("app", "web")
 	pods := []*v1.Pod{
 		testPod("n1-web", "n1", pids(1000), web),
@@ -468,7 +480,7 @@ func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
 	}
 	n1, n2 := pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9700)
 	e := newEnv(t, setup{}, append(objects([]*v1.Node{n1, n2, spareNode("n3")}, pods), pdb)...)
-	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web", "n2-other"}; !equal(got, want) {
+	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web"}; !equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
 	}
 }
@@ -679,8 +691,8 @@ func TestNoBystanderWhenTheCauseCannotMove(t *testing.T) {
 		}
 		if want == nil {
 			w := e.warningEvents()
-			if len(w) != 1 || !strings.Contains(w[0], "the pod the kubelet would evict next, default/hog, cannot move") || !strings.Contains(w[0], "default/hog (3000 PIDs): no other node has room") ||
-				!strings.Contains(w[0], "default/a (400 PIDs): ranked after default/hog, which cannot move: not the pressure's cause") {
+			if len(w) != 1 || !strings.Contains(w[0], "the pod the kubelet would evict next, default/hog, cannot be evicted (no other node has room") || !strings.Contains(w[0], "default/hog (3000 PIDs): no other node has room") ||
+				!strings.Contains(w[0], "default/a (400 PIDs): ranked after default/hog, which cannot be evicted: not the pressure's cause") {
 				t.Errorf("Warning Events %q, want one naming hog's missing room and a ranked after it", w)
 			}
 			// kubectl headroom shows the same.
@@ -689,7 +701,7 @@ func TestNoBystanderWhenTheCauseCannotMove(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, pp := range p.Pods {
-				if pp.Evict || pp.Pod.Name != "hog" && pp.Reason != "ranked after default/hog, which cannot move: not the pressure's cause" {
+				if pp.Evict || pp.Pod.Name != "hog" && pp.Reason != "ranked after default/hog, which cannot be evicted: not the pressure's cause" {
 					t.Errorf("Plan: %s evict=%v, reason %q", pp.Pod.Name, pp.Evict, pp.Reason)
 				}
 			}

@@ -355,12 +355,10 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 			if r, relieved := relievedAt[node]; !ok || s.used <= lrThreshold || prev.used <= lrThreshold || relieved && r == tick-1 {
 				continue
 			}
+			// The trigger's figure is what the sample measured: a pod placed
+			// after it holds nothing there, whatever it declares (it counts
+			// for room only, in held).
 			est := s.used
-			for i := range pods {
-				if p := &pods[i]; p.Spec.NodeName == node && sample.PlacedAfter(p, s.at) {
-					est += lrDeclared
-				}
-			}
 			evictable := func(p *corev1.Pod) int64 {
 				m := model[p.UID]
 				n, listed := s.listed[p.UID]
@@ -377,7 +375,7 @@ func TestRelieveNodePressureLongRun(t *testing.T) {
 			}
 			need[node] = lrFewest(onNode, est, evictable)
 			kubeletPlan[node] = func(held, reserved map[string]int64) int {
-				return lrKubeletPlan(onNode, est, evictable, room(held, node, reserved))
+				return lrKubeletPlan(onNode, est, func(p *corev1.Pod) int64 { return s.listed[p.UID] }, evictable, room(held, node, reserved))
 			}
 			orderPlan[node] = []int{kubeletPlan[node](held, cycleReserved), kubeletPlan[node](held, map[string]int64{})}
 		}
@@ -521,29 +519,33 @@ func lrFewest(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64) 
 
 // lrKubeletPlan is how many evictions the plugin's plan for a node holds:
 // the kubelet's PID ranking (every pod here has priority 0: the most PIDs
-// first) over the evictable pods whose replacement, counted at what the pod
-// held or declares, whichever is more, fits on another node (room), until
-// the node is at its target or the per-node limit is spent, or the next
-// evictable pod's replacement fits nowhere (the pods after it are not the
-// cause); 0 where that does not bring it to its threshold. The plan is a
+// sampled first) walked until the node is at its target or the per-node
+// limit is spent; a pod that frees less than the floor is passed over; the
+// walk ends at the first pod that would free enough but cannot go, because
+// it is not evictable (too young, its ReplicaSet's only pod) or its
+// replacement, counted at what the pod held or declares, whichever is more,
+// fits on no other node (room): the pods after it are not the cause. 0
+// where the plan does not bring the node to its threshold. The plan is a
 // prefix of the ranking: it is not pruned.
-func lrKubeletPlan(pods []*corev1.Pod, est int64, evictable func(*corev1.Pod) int64, room func(need int64) bool) int {
+func lrKubeletPlan(pods []*corev1.Pod, est int64, sampled, evictable func(*corev1.Pod) int64, room func(need int64) bool) int {
 	order := slices.Clone(pods)
-	slices.SortStableFunc(order, func(a, b *corev1.Pod) int { return cmp.Compare(evictable(b), evictable(a)) })
+	slices.SortStableFunc(order, func(a, b *corev1.Pod) int { return cmp.Compare(sampled(b), sampled(a)) })
 	n, projected := 0, est
 	for _, p := range order {
 		if projected <= lrTarget || n == lrMaxPerRun {
 			break
 		}
-		if g := evictable(p); g > 0 {
-			if !room(max(g, lrDeclared)) {
-				// The kubelet's next victim cannot move: the pods after
-				// it are bystanders.
-				break
-			}
-			n++
-			projected -= g
+		if sampled(p) < lrFloor {
+			continue
 		}
+		g := evictable(p)
+		if g == 0 || !room(max(g, lrDeclared)) {
+			// The kubelet's next victim cannot go: the pods after it
+			// are bystanders.
+			break
+		}
+		n++
+		projected -= g
 	}
 	if projected > lrThreshold {
 		return 0
