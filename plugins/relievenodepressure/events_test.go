@@ -3,6 +3,8 @@ package relievenodepressure
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +131,7 @@ func TestRepeatedWarningsMergeIntoOneEventPerObjectAndReason(t *testing.T) {
 	}
 	stored := storedEvents(t, e.client)
 	if len(stored) != len(stormKeys) {
-		t.Errorf("Events for %d (object, reason) pairs, want %d: %v", len(stored), len(stormKeys), stored)
+		t.Errorf("Events for %d (object, reason) pairs, want %d: %v", len(stored), len(stormKeys), slices.Sorted(maps.Keys(stored)))
 	}
 	// A write when the window's token is back: runs 1, 31, 61 and 91.
 	windows := runs / int(limits.window/time.Second)
@@ -194,6 +196,23 @@ func TestEventWritesAreBoundedPerRunAndWindow(t *testing.T) {
 	flushed(t, e)
 	if _, all := writes.get(); all != 2*limits.perRun {
 		t.Errorf("%d Events written after a window, want %d", all, 2*limits.perRun)
+	}
+}
+
+// A run long enough for the token bucket to refill still writes at most
+// perRun Events.
+func TestEventWritesPerRunHoldInALongRun(t *testing.T) {
+	limits := defaultEventLimits
+	limits.perRun, limits.perWindow = 3, 3000
+	e, clk, nodes := stormEnv(t, limits, nil)
+	// Every reading of the clock is a tenth of a second later: the bucket
+	// gains a token a reading.
+	clk.Duration = 100 * time.Millisecond
+	writes := countEventWrites(e.client)
+	e.run(t, nodes...)
+	flushed(t, e)
+	if _, all := writes.get(); all != limits.perRun {
+		t.Errorf("a long run wrote %d Events, want %d", all, limits.perRun)
 	}
 }
 
