@@ -9,90 +9,213 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/reference"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
-// flushTimeout bounds how long a Deschedule call waits for its Events to be
-// written.
-const flushTimeout = 10 * time.Second
+// The plugin runs every second in the shipped Deployment and finds the same
+// unrelievable node and the same malformed annotations every run. Its
+// Events are bounded so that repeats never storm the API server:
+//
+//   - every (object, reason) has one Event, whatever its note: a repeat is
+//     counted into that Event's count and its note replaced by the latest;
+//   - an (object, reason) is written (created, or patched with its count)
+//     at most once per eventWindow;
+//   - at most maxEventWritesPerRun Events are written per run, and a
+//     token bucket of that size refilled at maxEventWritesPerWindow per
+//     eventWindow bounds them over time.
+//
+// The first two are client-go's core/v1 EventCorrelator: its aggregator,
+// made to merge every repeat of a reason on an object (maxEvents 1, the
+// latest note kept), and its spam filter, keyed by object and reason. The
+// log line and headroom_invalid_annotations_total or
+// headroom_relieve_node_pressure_nodes_total still record every occurrence.
+const (
+	eventWindow             = 5 * time.Minute
+	maxEventWritesPerRun    = 20
+	maxEventWritesPerWindow = 100
+)
 
-// maxQueuedEvents bounds the Events waiting to be written; more are
+// eventWriteTimeout bounds one write of an Event.
+const eventWriteTimeout = 10 * time.Second
+
+// maxQueuedEvents bounds the Events waiting to be written (the bounds above
+// keep it far from full unless the API server stops answering); more are
 // dropped and counted in EventsDroppedTotal.
-const maxQueuedEvents = 1000
+const maxQueuedEvents = 100
 
 // maxEventNote is the API server's limit on an Event's note.
 const maxEventNote = 1024
 
-// recorder writes the plugin's Events (events.k8s.io) and can wait until
-// every Event it accepted is written: the descheduler exits right after a
-// one-shot run (--descheduling-interval=0, as the CronJob runs it), and an
-// Event still queued would be lost with the process. Deschedule flushes
-// before it returns.
-//
-// It counts an Event as in flight exactly when it queues it for its writer,
-// and drops (and counts) an Event the full queue cannot take, so a burst
-// never leaves a later flush waiting for Events that were never going to
-// be written. client-go's broadcaster cannot promise that: its watchers
-// drop Events when their channel is full, unseen by the sender.
+// eventLimits are a recorder's bounds; tests shorten the window.
+type eventLimits struct {
+	window         time.Duration
+	perRun         int
+	perWindow      int
+	maxQueued      int
+	writeTimeout   time.Duration
+	correlatorSize int
+}
+
+var defaultEventLimits = eventLimits{
+	window: eventWindow, perRun: maxEventWritesPerRun, perWindow: maxEventWritesPerWindow,
+	maxQueued: maxQueuedEvents, writeTimeout: eventWriteTimeout,
+}
+
+// recorder writes the plugin's Events (core/v1, as the correlator works on
+// them; the events.k8s.io API shows the same objects). Eventf never waits
+// on the API server: Events are written by one goroutine that lives as long
+// as the plugin instance, across runs. The descheduler exits right after a
+// one-shot run (--descheduling-interval=0, as the CronJob runs it), so the
+// command calls FlushEvents before it exits, and the writer drains its
+// queue when the plugin's context ends.
 type recorder struct {
 	logger     klog.Logger
-	controller string
-	instance   string
-	queue      chan *eventsv1.Event
+	client     clientset.Interface
+	source     v1.EventSource
+	limits     eventLimits
+	clock      clock.PassiveClock
+	correlator *record.EventCorrelator
+	bucket     flowcontrol.PassiveRateLimiter
+	queue      chan write
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// writtenThisRun counts the writes queued since beginRun.
+	writtenThisRun int
+	// dropped counts the Events the bounds or the full queue dropped
+	// since the last beginRun, which logs them once.
+	dropped  int
 	inFlight int
-	// dropped counts the Events dropped since the last flush, which logs
-	// them once.
-	dropped int
+	closed   bool
 	// idle is closed while nothing is in flight.
 	idle chan struct{}
 }
 
+// write is an Event to create, or to patch with patch when its count is
+// above 1.
+type write struct {
+	event *v1.Event
+	patch []byte
+}
+
 var _ events.EventRecorder = &recorder{}
 
-// newRecorder returns a recorder writing to client's events.k8s.io API
-// until ctx ends. In dry-run mode the handle's client is the descheduler's
-// sandbox, so a dry run writes no Events to the cluster, as upstream's
-// evictor does.
-func newRecorder(ctx context.Context, client clientset.Interface) *recorder {
-	instance, _ := os.Hostname()
+// live are the recorders whose writers run, for FlushEvents.
+var live = struct {
+	sync.Mutex
+	recorders map[*recorder]struct{}
+}{recorders: map[*recorder]struct{}{}}
+
+// newRecorder returns a recorder writing to client until ctx ends, then
+// writing what it holds. In dry-run mode the handle's client is the
+// descheduler's sandbox, so a dry run writes no Events to the cluster, as
+// upstream's evictor does.
+func newRecorder(ctx context.Context, client clientset.Interface, limits eventLimits, clk clock.PassiveClock) *recorder {
+	host, _ := os.Hostname()
 	r := &recorder{
-		logger:     klog.FromContext(ctx),
-		controller: EventReportingController,
-		instance:   EventReportingController + "-" + instance,
-		queue:      make(chan *eventsv1.Event, maxQueuedEvents),
-		idle:       make(chan struct{}),
+		logger: klog.FromContext(ctx),
+		client: client,
+		source: v1.EventSource{Component: EventReportingController, Host: host},
+		limits: limits,
+		clock:  clk,
+		correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{
+			LRUCacheSize: limits.correlatorSize,
+			// Every repeat of a reason on an object merges into one
+			// Event, whatever its note (the figures in a note change
+			// with every sample), which shows the latest note.
+			KeyFunc:     record.EventAggregatorByReasonFunc,
+			MaxEvents:   1,
+			MessageFunc: func(ev *v1.Event) string { return ev.Message },
+			// One write per object and reason per window.
+			SpamKeyFunc: objectAndReason,
+			BurstSize:   1,
+			QPS:         float32(1 / limits.window.Seconds()),
+			Clock:       clk,
+		}),
+		bucket: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(
+			float32(float64(limits.perWindow)/limits.window.Seconds()), limits.perRun, clk),
+		queue: make(chan write, limits.maxQueued),
+		idle:  make(chan struct{}),
 	}
 	close(r.idle)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-r.queue:
-				wctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-				if _, err := client.EventsV1().Events(ev.Namespace).Create(wctx, ev, metav1.CreateOptions{}); err != nil {
-					r.logger.Error(err, "Could not write Event", "reason", ev.Reason, "regarding", ev.Regarding.Name)
-				}
-				cancel()
-				r.done()
-			}
-		}
-	}()
+	live.Lock()
+	live.recorders[r] = struct{}{}
+	live.Unlock()
+	go r.writeUntil(ctx)
 	return r
 }
 
-// Eventf queues an Event about regarding; its note is cut to the API's
-// limit, so that no Event is refused for its length.
+// objectAndReason keys the correlator's spam filter: the aggregator's key,
+// which is the object, the type and the reason (upstream's own spam key
+// leaves the reason out, so one reason's repeats would silence another).
+func objectAndReason(ev *v1.Event) string {
+	key, _ := record.EventAggregatorByReasonFunc(ev)
+	return key
+}
+
+// writeUntil writes the queued Events until ctx ends, then those still
+// queued, and stops.
+func (r *recorder) writeUntil(ctx context.Context) {
+	defer func() {
+		live.Lock()
+		delete(live.recorders, r)
+		live.Unlock()
+	}()
+	for {
+		select {
+		case w := <-r.queue:
+			r.write(w)
+		case <-ctx.Done():
+			r.mu.Lock()
+			r.closed = true
+			r.mu.Unlock()
+			for {
+				select {
+				case w := <-r.queue:
+					r.write(w)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// write patches the Event's count, or creates it (also where the Event to
+// patch is gone: the API server's Event TTL, or a write dropped earlier).
+func (r *recorder) write(w write) {
+	defer r.done()
+	ctx, cancel := context.WithTimeout(context.Background(), r.limits.writeTimeout)
+	defer cancel()
+	evs := r.client.CoreV1().Events(w.event.Namespace)
+	var err error
+	if w.event.Count > 1 {
+		_, err = evs.Patch(ctx, w.event.Name, types.StrategicMergePatchType, w.patch, metav1.PatchOptions{})
+	}
+	if w.event.Count <= 1 || apierrors.IsNotFound(err) {
+		ev := w.event.DeepCopy()
+		ev.ResourceVersion = ""
+		_, err = evs.Create(ctx, ev, metav1.CreateOptions{})
+	}
+	if err != nil {
+		r.logger.Error(err, "Could not write Event", "reason", w.event.Reason, "object", klog.KRef(w.event.InvolvedObject.Namespace, w.event.InvolvedObject.Name))
+	}
+}
+
+// Eventf records an Event about regarding, within the bounds above; its
+// note is cut to the API's limit, so that no Event is refused for its
+// length. It never waits on the API server.
 func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	ref, err := reference.GetReference(scheme.Scheme, regarding)
 	if err != nil {
@@ -103,27 +226,49 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	if related != nil {
 		relatedRef, _ = reference.GetReference(scheme.Scheme, related)
 	}
-	now := time.Now()
+	now := metav1.NewTime(r.clock.Now())
 	namespace := ref.Namespace
 	if namespace == "" {
 		namespace = metav1.NamespaceDefault
 	}
-	ev := &eventsv1.Event{
+	ev := &v1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: util.GenerateEventName(ref.Name, now.UnixNano()), Namespace: namespace},
-		EventTime:           metav1.NewMicroTime(now),
-		ReportingController: r.controller,
-		ReportingInstance:   r.instance,
-		Action:              action,
+		InvolvedObject:      *ref,
 		Reason:              reason,
-		Regarding:           *ref,
-		Related:             relatedRef,
-		Note:                boundedNote(fmt.Sprintf(note, args...)),
+		Message:             boundedNote(fmt.Sprintf(note, args...)),
 		Type:                eventtype,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		Source:              r.source,
+		ReportingController: r.source.Component,
+		ReportingInstance:   r.source.Component + "-" + r.source.Host,
+		Action:              action,
+		Related:             relatedRef,
 	}
+	result, err := r.correlator.EventCorrelate(ev)
+	if err != nil {
+		r.logger.Error(err, "Could not correlate an Event; not recording it", "reason", reason)
+		return
+	}
+	if result.Skip {
+		// Counted in the Event's next write.
+		return
+	}
+	out := result.Event
+	// The aggregator's Event carries the source only; the rest is ours.
+	out.ReportingController, out.ReportingInstance = ev.ReportingController, ev.ReportingInstance
+	out.Action, out.Related = ev.Action, ev.Related
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed || r.writtenThisRun >= r.limits.perRun || !r.bucket.TryAccept() {
+		EventsDroppedTotal.Inc()
+		r.dropped++
+		return
+	}
 	select {
-	case r.queue <- ev:
+	case r.queue <- write{event: out, patch: result.Patch}:
+		r.writtenThisRun++
 		if r.inFlight == 0 {
 			r.idle = make(chan struct{})
 		}
@@ -131,6 +276,19 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	default:
 		EventsDroppedTotal.Inc()
 		r.dropped++
+	}
+}
+
+// beginRun starts a run's bound on writes and logs the Events the last run
+// dropped.
+func (r *recorder) beginRun(logger klog.Logger) {
+	r.mu.Lock()
+	dropped := r.dropped
+	r.dropped, r.writtenThisRun = 0, 0
+	r.mu.Unlock()
+	if dropped > 0 {
+		logger.Info("Warning: Events not written, beyond the bounds on Event writes or with too many waiting; their log lines stand",
+			"dropped", dropped, "perRun", r.limits.perRun, "perWindow", r.limits.perWindow, "window", r.limits.window)
 	}
 }
 
@@ -145,22 +303,38 @@ func (r *recorder) done() {
 	}
 }
 
-// flush waits, at most flushTimeout, until every Event queued so far is
-// written (or failed to be).
-func (r *recorder) flush(logger klog.Logger) {
+// flush waits until every Event queued so far is written (or failed to
+// be), or until deadline.
+func (r *recorder) flush(deadline <-chan time.Time) bool {
 	r.mu.Lock()
-	idle, dropped := r.idle, r.dropped
-	r.dropped = 0
+	idle := r.idle
 	r.mu.Unlock()
-	if dropped > 0 {
-		logger.Info("Warning: too many Events queued; dropped some", "dropped", dropped, "queue", maxQueuedEvents)
-	}
-	timer := time.NewTimer(flushTimeout)
-	defer timer.Stop()
 	select {
 	case <-idle:
-	case <-timer.C:
-		logger.Info("Warning: gave up waiting for Events to be written", "timeout", flushTimeout)
+		return true
+	case <-deadline:
+		return false
+	}
+}
+
+// FlushEvents waits, at most timeout, until the Events every plugin
+// instance has queued are written. The descheduler command calls it before
+// it exits, so that a one-shot run (the CronJob) loses none; a run itself
+// never waits on the API server for its Events.
+func FlushEvents(logger klog.Logger, timeout time.Duration) {
+	live.Lock()
+	recorders := make([]*recorder, 0, len(live.recorders))
+	for r := range live.recorders {
+		recorders = append(recorders, r)
+	}
+	live.Unlock()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for _, r := range recorders {
+		if !r.flush(timer.C) {
+			logger.Info("Warning: gave up waiting for Events to be written", "timeout", timeout)
+			return
+		}
 	}
 }
 

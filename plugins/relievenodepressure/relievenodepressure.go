@@ -15,6 +15,7 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
@@ -76,11 +77,11 @@ type RelieveNodePressure struct {
 	triggers []*trigger
 	rooms    []roomCheck
 	// pdbs lists PodDisruptionBudgets; nil when the handle has no informers.
-	pdbs     policylisters.PodDisruptionBudgetLister
+	pdbs policylisters.PodDisruptionBudgetLister
+	// recorder records the plugin's Events; it lives as long as the
+	// plugin, across runs, so that it merges their repeats.
 	recorder events.EventRecorder
-	// flush waits for the recorder's Events to be written; nil in tests.
-	flush func(klog.Logger)
-	now   func() time.Time
+	now      func() time.Time
 	// store keeps the nodes' records across runs; without a client (never
 	// in the descheduler) they live in memory only.
 	store  *stateStore
@@ -109,20 +110,11 @@ func Utilities() pluginregistry.PluginUtilities {
 // and PDBs but no workload controllers.
 func New(ctx context.Context, args runtime.Object, handle frameworktypes.Handle) (frameworktypes.Plugin, error) {
 	RegisterMetrics()
-	var (
-		rec   events.EventRecorder
-		flush func(klog.Logger)
-	)
+	var rec events.EventRecorder
 	if client := handle.ClientSet(); client != nil {
-		r := newRecorder(ctx, client)
-		rec, flush = r, r.flush
+		rec = newRecorder(ctx, client, defaultEventLimits, clock.RealClock{})
 	}
-	p, err := newPlugin(ctx, args, handle, rec)
-	if err != nil {
-		return nil, err
-	}
-	p.flush = flush
-	return p, nil
+	return newPlugin(ctx, args, handle, rec)
 }
 
 func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Handle, recorder events.EventRecorder) (*RelieveNodePressure, error) {
@@ -192,12 +184,12 @@ func (d *RelieveNodePressure) Name() string { return PluginName }
 // Deschedule relieves each node in turn. It stops early only at the
 // descheduler's total eviction limit; the per-node limit moves it on to the
 // next node and the per-namespace limit excludes that namespace's pods for
-// the rest of the cycle. Before it returns, the Events it recorded are
-// written, so that a one-shot run loses none.
+// the rest of the cycle. It never waits for its Events to be written (see
+// recorder).
 func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(klog.NewContext(ctx, d.logger)).WithValues("ExtensionPoint", frameworktypes.DescheduleExtensionPoint)
-	if d.flush != nil {
-		defer d.flush(logger)
+	if r, ok := d.recorder.(*recorder); ok {
+		r.beginRun(logger)
 	}
 	records, err := d.loadState(ctx)
 	if err != nil {

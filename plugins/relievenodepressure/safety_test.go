@@ -21,6 +21,7 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
@@ -411,11 +412,10 @@ func TestEvictorLimitsAndPlan(t *testing.T) {
 	}
 }
 
-// TestEventsAreWrittenBeforeDescheduleReturns builds the plugin as the
-// descheduler does (New, with the real events broadcaster) and reads the
-// Node's Warning Event from the API right after Deschedule returns, as a
-// one-shot run exits then.
-func TestEventsAreWrittenBeforeDescheduleReturns(t *testing.T) {
+// TestEventsAreWrittenAtExit builds the plugin as the descheduler does
+// (New, with its recorder) and reads the Node's Warning Event from the API
+// after FlushEvents, as the command calls it before a one-shot run exits.
+func TestEventsAreWrittenAtExit(t *testing.T) {
 	hog := testPod("hog", "n1", ownedByDaemonSet)
 	n1 := listed(pidNode("n1", 10000, 9900), map[*v1.Pod]int64{hog: 3000})
 	client := fake.NewClientset(objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog})...)
@@ -436,16 +436,20 @@ func TestEventsAreWrittenBeforeDescheduleReturns(t *testing.T) {
 	if st := p.Deschedule(ctx, []*v1.Node{n1, spareNode("n2")}); st != nil && st.Err != nil {
 		t.Fatal(st.Err)
 	}
-	list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	// A one-shot run's context ends with its run; the command then flushes.
+	cancel()
+	logger, _ := ktesting.NewTestContext(t)
+	FlushEvents(logger, 10*time.Second)
+	list, err := client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 1 {
-		t.Fatalf("%d Events written when Deschedule returned, want 1", len(list.Items))
+		t.Fatalf("%d Events written at exit, want 1", len(list.Items))
 	}
 	ev := list.Items[0]
-	if ev.Reason != ReasonNodePressureUnrelievable || ev.Type != v1.EventTypeWarning || ev.Regarding.Kind != "Node" || ev.Regarding.Name != "n1" ||
-		ev.ReportingController != EventReportingController || !strings.Contains(ev.Note, "default/hog (3000 PIDs)") {
+	if ev.Reason != ReasonNodePressureUnrelievable || ev.Type != v1.EventTypeWarning || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "n1" ||
+		ev.ReportingController != EventReportingController || !strings.Contains(ev.Message, "default/hog (3000 PIDs)") {
 		t.Fatalf("Event %+v, want a Warning %s on Node n1 naming default/hog", ev, ReasonNodePressureUnrelievable)
 	}
 }

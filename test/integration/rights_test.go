@@ -115,6 +115,10 @@ func TestShippedRights(t *testing.T) {
 		// few pods; it never watches or caches every Event.
 		{"headroom-descheduler", "default", []string{"list", "events"}, true},
 		{"headroom-descheduler", "default", []string{"watch", "events"}, false},
+		// RelieveNodePressure's Events: created, their count patched.
+		{"headroom-descheduler", "default", []string{"create", "events"}, true},
+		{"headroom-descheduler", "default", []string{"patch", "events"}, true},
+		{"headroom-descheduler", "default", []string{"delete", "events"}, false},
 		// RelieveNodePressure's record: a merge patch of a node's key after
 		// each eviction, on that ConfigMap alone; never a whole Update.
 		{"headroom-descheduler", controlplane.Namespace, []string{"patch", "configmaps/" + controlplane.DeschedulerStateConfigMap}, true},
