@@ -22,7 +22,8 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
 
-// stormEnv is an unrelievable node (a DaemonSet pod holds its PIDs) whose
+// stormEnv is an unrelievable node (a DaemonSet pod, which the kubelet
+// would evict last, holds its PIDs) whose
 // pid-pods annotation does not parse, with three pods whose pids and
 // delete-priority annotations do not parse: every run finds the node
 // unrelievable and every annotation malformed. Its recorder writes to sink
@@ -31,7 +32,9 @@ import (
 func stormEnv(t *testing.T, limits eventLimits, sink *fake.Clientset) (*env, *testingclock.SimpleIntervalClock, []*v1.Node) {
 	t.Helper()
 	RegisterMetrics()
-	hog := testPod("hog", "n1", ownedByDaemonSet, pids(3000))
+	// The hog ranks last in the kubelet's order (a higher priority), so
+	// that the walk reaches the small pods before it ends at the hog.
+	hog := testPod("hog", "n1", ownedByDaemonSet, pids(3000), specPriority(1000))
 	pods := []*v1.Pod{hog}
 	for _, name := range []string{"small-a", "small-b", "small-c"} {
 		pods = append(pods, testPod(name, "n1", annotate(pidstats.AnnotationPodPIDs, "lots"), priority("high")))
