@@ -3,16 +3,18 @@ package relievenodepressure
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 )
 
 // starvedArgs turns the ipStarved trigger on with its defaults.
@@ -157,27 +159,100 @@ func TestIPStarvedOrder(t *testing.T) {
 	}
 }
 
-// TestIPStarvedEventBudget: at most maxEventsPerNode Events are listed per
-// node and run; the pods past it are left for a later run.
+// TestIPStarvedEventBudget: at most maxEventsPerNode Events are read per
+// node and run, shared between the namespaces in turn, and pods the plugin
+// would never evict spend none of it: a namespace with many waiting pods,
+// or one excluded, does not keep another's starved pod from its look.
 func TestIPStarvedEventBudget(t *testing.T) {
-	a, aEvent := starvedFor("a", "full", 10*time.Minute)
-	b, bEvent := starvedFor("b", "full", 10*time.Minute)
 	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
-	args := starvedArgs()
-	args.IPStarved.MaxEventsPerNode = ptr.To[int64](1)
-	e := starvedEnv(t, setup{args: args}, []*v1.Node{full, spare}, []*v1.Pod{a, b}, aEvent, bEvent)
-	// The fake client ignores field selectors and limits: each List
-	// returns both Events, and the first spends the budget.
-	var lists int
-	e.client.PrependReactor("list", "events", func(a clientgotesting.Action) (bool, runtime.Object, error) {
-		lists++
-		return false, nil, nil
-	})
-	if got := e.run(t, full, spare); len(got) != 1 {
-		t.Errorf("evicted %v, want one pod", got)
+	var (
+		pods   []*v1.Pod
+		events []*v1.Event
+	)
+	add := func(name string, opts ...podOption) {
+		pod, event := starvedFor(name, "full", 10*time.Minute, append(opts, ownedBy("rs-"+name))...)
+		pods, events = append(pods, pod), append(events, event)
 	}
-	if lists != 1 {
-		t.Errorf("listed Events %d times, want 1", lists)
+	for _, name := range []string{"a1", "a2", "a3", "a4"} {
+		add(name, inNamespace("a-busy"))
+	}
+	add("q", inNamespace("z-quiet"))
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		extra  func()
+		args   func(*RelieveNodePressureArgs)
+		want   []string
+	}{
+		// Each of a-busy's Events would have spent the budget before
+		// z-quiet's pod had a look, in namespace and name order.
+		{name: "namespaces take turns", budget: 2, want: []string{"a1", "q"}},
+		{name: "an excluded namespace spends nothing", budget: 1,
+			args: func(a *RelieveNodePressureArgs) { a.Namespaces = &api.Namespaces{Exclude: []string{"a-busy"}} }, want: []string{"q"}},
+		// Pods placed by another scheduler are never evicted: looking at
+		// their Events would be waste.
+		{name: "a pod never evicted spends nothing", budget: 1, extra: func() {
+			add("0-other", inNamespace("z-quiet"), func(p *v1.Pod) { p.Spec.SchedulerName = "default-scheduler" })
+		}, args: func(a *RelieveNodePressureArgs) { a.Namespaces = &api.Namespaces{Exclude: []string{"a-busy"}} }, want: []string{"q"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(pods)
+			if tc.extra != nil {
+				tc.extra()
+			}
+			args := starvedArgs()
+			args.IPStarved.MaxEventsPerNode = ptr.To(tc.budget)
+			if tc.args != nil {
+				tc.args(&args)
+			}
+			e := starvedEnv(t, setup{args: args, evictions: evictions.NewOptions().WithMaxPodsToEvictPerNamespace(ptr.To[uint](10))},
+				[]*v1.Node{full, spare}, pods, events...)
+			pods, events = pods[:before], events[:before]
+			got := e.run(t, full, spare)
+			slices.Sort(got)
+			if !equal(got, tc.want) {
+				t.Errorf("evicted %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIPStarvedEventRequests: the trigger's look at the Events costs the
+// API server one List and one Watch of FailedCreatePodSandBox Events when
+// the plugin is built, and no request per run or per waiting pod (it was
+// one List per waiting pod and run).
+func TestIPStarvedEventRequests(t *testing.T) {
+	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	var (
+		pods   []*v1.Pod
+		events []*v1.Event
+	)
+	for _, name := range []string{"a", "b", "c"} {
+		// Within the grace: nothing is evicted, every run looks again.
+		pod, event := starvedFor(name, "full", time.Minute)
+		pods, events = append(pods, pod), append(events, event)
+	}
+	e := starvedEnv(t, setup{args: starvedArgs()}, []*v1.Node{full, spare}, pods, events...)
+	const runs = 5
+	for range runs {
+		if got := e.run(t, full, spare); len(got) != 0 {
+			t.Fatalf("evicted %v within the grace", got)
+		}
+	}
+	requests := map[string]int{}
+	for _, a := range e.client.Actions() {
+		if a.GetResource().Resource == "events" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
+			requests[a.GetVerb()]++
+			if r, ok := a.(clientgotesting.ListAction); ok {
+				if sel := r.GetListRestrictions().Fields.String(); sel != sandboxFailuresSelector {
+					t.Errorf("%s of events with field selector %q, want %q", a.GetVerb(), sel, sandboxFailuresSelector)
+				}
+			}
+		}
+	}
+	t.Logf("Event requests over %d runs with %d waiting pods: %v", runs, len(pods), requests)
+	if requests["list"] != 1 || requests["watch"] != 1 {
+		t.Errorf("Event requests over %d runs with %d waiting pods: %v, want one list and one watch", runs, len(pods), requests)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
@@ -85,6 +86,9 @@ type RelieveNodePressure struct {
 	// in the descheduler) they live in memory only.
 	store  *stateStore
 	memory *state
+	// sandboxFailures caches the kubelet's FailedCreatePodSandBox Events
+	// for the ipStarved trigger; nil when it is off or there is no client.
+	sandboxFailures *sandboxFailures
 }
 
 var _ frameworktypes.DeschedulePlugin = &RelieveNodePressure{}
@@ -103,7 +107,9 @@ func Utilities() pluginregistry.PluginUtilities {
 
 // New builds the plugin. Beyond the pods the handle indexes by node, which
 // the descheduler always runs, it requests the PodDisruptionBudget informer
-// here (informers requested later never start); it reads no ReplicaSets:
+// here (informers requested later never start), and, with the ipStarved
+// trigger on, starts its own cache of the kubelet's FailedCreatePodSandBox
+// Events (sandboxfailures.go); it reads no ReplicaSets:
 // delete-order ranks come from the pods' controller owner UIDs, so the
 // plugin works the same in dry-run mode, whose sandbox mirrors pods, nodes
 // and PDBs but no workload controllers.
@@ -171,6 +177,11 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 	p.logger.V(1).Info("Room check's floor", "check", found)
 	p.triggers = triggersOf(args)
 	p.rooms = roomChecks(p.triggers)
+	if client := handle.ClientSet(); client != nil && args.IPStarved != nil {
+		if p.sandboxFailures, err = watchSandboxFailures(ctx, client); err != nil {
+			return nil, fmt.Errorf("%s: the cache of %s Events: %w", PluginName, ipstarved.ReasonFailedCreatePodSandBox, err)
+		}
+	}
 	if f := handle.SharedInformerFactory(); f != nil {
 		pdbs := f.Policy().V1().PodDisruptionBudgets()
 		pdbs.Informer() // requested now, so that the descheduler starts it
