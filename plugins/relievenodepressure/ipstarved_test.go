@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 )
 
 // starvedArgs turns the ipStarved trigger on with its defaults.
@@ -214,6 +216,46 @@ func TestIPStarvedEventBudget(t *testing.T) {
 				t.Errorf("evicted %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestIPStarvedTrustsOnlyTheNodesKubelet: a pod starved by its Events is
+// evicted only when the Event names its node's kubelet in every reporting
+// field; one forged with another reporting instance or component is
+// ignored, and one whose firstTimestamp claims a starvation older than the
+// pod counts its grace from the API server's stamp. The cache keeps at
+// most ipstarved.MaxMessageBytes of a message.
+func TestIPStarvedTrustsOnlyTheNodesKubelet(t *testing.T) {
+	genuine, genuineEvent := starvedFor("genuine", "full", 10*time.Minute, ownedBy("rs-genuine"))
+	genuineEvent.Message += strings.Repeat(" padding", 1<<14)
+	var (
+		pods   = []*v1.Pod{genuine}
+		events = []*v1.Event{genuineEvent}
+	)
+	for name, forge := range map[string]func(*v1.Event){
+		"other-instance":  func(e *v1.Event) { e.ReportingInstance = "spare" },
+		"other-component": func(e *v1.Event) { e.ReportingController = "tenant-controller" },
+		// Created by the API server a minute ago, though its kubelet
+		// times claim a day: within the grace.
+		"time-shifted": func(e *v1.Event) {
+			e.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
+			e.FirstTimestamp = metav1.NewTime(now.Add(-24 * time.Hour))
+			e.LastTimestamp = metav1.NewTime(now.Add(24 * time.Hour))
+		},
+	} {
+		pod, event := starvedFor(name, "full", 10*time.Minute, ownedBy("rs-"+name))
+		forge(event)
+		pods, events = append(pods, pod), append(events, event)
+	}
+	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	e := starvedEnv(t, setup{args: starvedArgs()}, []*v1.Node{full, spare}, pods, events...)
+	if got := e.run(t, full, spare); !equal(got, []string{"genuine"}) {
+		t.Errorf("evicted %v, want [genuine]", got)
+	}
+	for _, obj := range e.plugin.sandboxFailures.informer.GetStore().List() {
+		if ev := obj.(*v1.Event); len(ev.Message) > ipstarved.MaxMessageBytes {
+			t.Errorf("the cache holds %d bytes of %s's message, want at most %d", len(ev.Message), ev.Name, ipstarved.MaxMessageBytes)
+		}
 	}
 }
 
