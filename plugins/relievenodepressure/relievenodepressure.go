@@ -108,8 +108,8 @@ func Utilities() pluginregistry.PluginUtilities {
 // New builds the plugin. Beyond the pods the handle indexes by node, which
 // the descheduler always runs, it requests the PodDisruptionBudget informer
 // here (informers requested later never start), and, with the ipStarved
-// trigger on, starts its own cache of the kubelet's FailedCreatePodSandBox
-// Events (sandboxfailures.go); it reads no ReplicaSets:
+// trigger on, builds its own cache of the kubelet's FailedCreatePodSandBox
+// Events (sandboxfailures.go), which its first use starts; it reads no ReplicaSets:
 // delete-order ranks come from the pods' controller owner UIDs, so the
 // plugin works the same in dry-run mode, whose sandbox mirrors pods, nodes
 // and PDBs but no workload controllers.
@@ -178,7 +178,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 	p.triggers = triggersOf(args)
 	p.rooms = roomChecks(p.triggers)
 	if client := handle.ClientSet(); client != nil && args.IPStarved != nil {
-		if p.sandboxFailures, err = watchSandboxFailures(ctx, client); err != nil {
+		if p.sandboxFailures, err = newSandboxFailures(ctx, client); err != nil {
 			return nil, fmt.Errorf("%s: the cache of %s Events: %w", PluginName, ipstarved.ReasonFailedCreatePodSandBox, err)
 		}
 	}

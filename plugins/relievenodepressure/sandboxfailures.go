@@ -2,6 +2,7 @@ package relievenodepressure
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,29 +26,37 @@ var sandboxFailuresSelector = fields.AndSelectors(
 // byInvolvedUID indexes the cached Events by the UID of their pod.
 const byInvolvedUID = "involvedObject.uid"
 
-// sandboxFailuresSyncWait is how long after the plugin is built a run waits
-// for the cache's first List; later runs do not wait (a cache that never
+// sandboxFailuresSyncWait is how long after the cache starts a run waits
+// for its first List; later runs do not wait (a cache that never
 // syncs, e.g. without the right to watch Events, leaves the ipStarved
 // trigger idle, logged each run, rather than holding up every run).
 const sandboxFailuresSyncWait = 30 * time.Second
 
 // sandboxFailures is a cache of the kubelet's FailedCreatePodSandBox Events
 // in the whole cluster, filled by one List and one Watch with a field
-// selector on the reason: the ipStarved trigger reads a waiting pod's
+// selector on the reason, from the first run that needs it: the ipStarved trigger reads a waiting pod's
 // Events from it, costing the API server nothing per run or per pod (Events
 // have no watch cache in the API server: each List of them reads etcd).
 // Each cached message is cut to ipstarved.MaxMessageBytes, and the
 // managedFields keep only their times, which ipstarved.Check reads.
 type sandboxFailures struct {
 	informer cache.SharedIndexInformer
-	syncBy   time.Time
+	// start starts the cache, once; syncBy is set then.
+	start  sync.Once
+	run    func()
+	syncBy time.Time
 }
 
-// watchSandboxFailures starts the cache on client for as long as ctx lives.
-// The descheduler's shared informer factory has no per-informer field
-// selector, so the cache has a factory of its own, started here: New is the
-// only time a plugin's informers can start.
-func watchSandboxFailures(ctx context.Context, client kubernetes.Interface) (*sandboxFailures, error) {
+// newSandboxFailures builds the cache on client, to run for as long as ctx
+// lives. The descheduler's shared informer factory has no per-informer
+// field selector, and starts only what was requested before its own start,
+// so the cache has a factory of its own. It is built in New and started on
+// its first use (sandboxFailuresSynced), not in New: the descheduler's
+// dry-run mode builds every plugin twice, first on the real client, then
+// discards that one for one on its sandbox; started in New, the discarded
+// one would watch the cluster's Events for the life of the process. A
+// cluster with no node short of pod IPs never starts it.
+func newSandboxFailures(ctx context.Context, client kubernetes.Interface) (*sandboxFailures, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sandboxFailuresSelector }))
 	informer := factory.Core().V1().Events().Informer()
@@ -62,8 +71,7 @@ func watchSandboxFailures(ctx context.Context, client kubernetes.Interface) (*sa
 	}}); err != nil {
 		return nil, err
 	}
-	factory.Start(ctx.Done())
-	return &sandboxFailures{informer: informer, syncBy: time.Now().Add(sandboxFailuresSyncWait)}, nil
+	return &sandboxFailures{informer: informer, run: func() { factory.Start(ctx.Done()) }}, nil
 }
 
 // trimSandboxFailure bounds what the cache keeps of an Event.
@@ -79,13 +87,20 @@ func trimSandboxFailure(obj any) (any, error) {
 	return e, nil
 }
 
-// sandboxFailuresSynced reports whether the cache holds the cluster's
-// Events, waiting for its first List within sandboxFailuresSyncWait of its
-// start. Without a client (never in the descheduler) there are none to
-// hold.
+// sandboxFailuresSynced starts the cache on first use and reports whether
+// it holds the cluster's Events, waiting for its first List within
+// sandboxFailuresSyncWait of its start. Without a client (never in the
+// descheduler) there are none to hold.
 func (c *cycle) sandboxFailuresSynced(ctx context.Context) bool {
 	s := c.sandboxFailures
-	if s == nil || s.informer.HasSynced() {
+	if s == nil {
+		return true
+	}
+	s.start.Do(func() {
+		s.syncBy = time.Now().Add(sandboxFailuresSyncWait)
+		s.run()
+	})
+	if s.informer.HasSynced() {
 		return true
 	}
 	wait := time.Until(s.syncBy)
