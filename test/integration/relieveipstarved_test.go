@@ -110,7 +110,21 @@ func TestRelieveNodePressureEvictsPodsStarvedOfAPodIP(t *testing.T) {
 	// Both nodes have all 13 pod IPs allocated.
 	starvedSample(ctx, t, c, starvedNode, 13)
 	starvedSample(ctx, t, c, starvedPeer, 13)
+	// What a run costs the API server in core Event requests: the
+	// plugin's cache, one List and one Watch filtered by reason (or one
+	// Watch alone, where client-go streams the initial list), whatever the
+	// number of waiting pods (it was one List per waiting pod).
+	eventRequests := func() (lists, watches float64) {
+		return apiServerMetric(ctx, t, cp, "apiserver_request_total", `group=""`, `resource="events"`, `verb="LIST"`),
+			apiServerMetric(ctx, t, cp, "apiserver_request_total", `group=""`, `resource="events"`, `verb="WATCH"`)
+	}
+	lists, watches := eventRequests()
 	log := rnpRunPolicy(t, cp, policy)
+	if l, w := eventRequests(); l-lists > 1 || w-watches > 1 || l-lists+w-watches < 1 {
+		t.Errorf("one run made %v Lists and %v Watches of core Events, want at most one of each", l-lists, w-watches)
+	} else {
+		t.Logf("one run: %v List, %v Watch of core Events", l-lists, w-watches)
+	}
 	if evicted := rnpEvicted(log); len(evicted) != 0 {
 		t.Fatalf("evicted %v with no free pod IP elsewhere\n%s", evicted, rnpPluginLines(log))
 	}
