@@ -154,7 +154,7 @@ func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, e
 		candidates = nil
 	}
 	budget := *t.MaxEventsPerNode
-	for _, pod := range byNamespaceInTurn(candidates) {
+	for _, pod := range byNamespaceInTurn(candidates, c.firstNamespace) {
 		events := c.sandboxFailuresOf(pod)
 		cost := max(int64(len(events)), 1)
 		if cost > budget {
@@ -251,13 +251,20 @@ func (s *starvedPods) noRoom() string {
 // look at the Events: each namespace's first pod, then each one's second,
 // and so on, so that one namespace with many waiting pods, or pods with many
 // Events, cannot spend the node's budget before another's pods get a look.
-func byNamespaceInTurn(pods []*v1.Pod) []*v1.Pod {
+// The namespaces go in name order from the first'th (modulo their number),
+// so that from one run to the next each namespace comes first in turn and
+// none is always the one the budget runs out before.
+func byNamespaceInTurn(pods []*v1.Pod, first uint64) []*v1.Pod {
 	var queues [][]*v1.Pod
 	for i, pod := range pods {
 		if i == 0 || pod.Namespace != pods[i-1].Namespace {
 			queues = append(queues, nil)
 		}
 		queues[len(queues)-1] = append(queues[len(queues)-1], pod)
+	}
+	if len(queues) > 0 {
+		k := int(first % uint64(len(queues)))
+		queues = slices.Concat(queues[k:], queues[:k])
 	}
 	out := make([]*v1.Pod, 0, len(pods))
 	for len(out) < len(pods) {

@@ -219,6 +219,34 @@ func TestIPStarvedEventBudget(t *testing.T) {
 	}
 }
 
+// TestIPStarvedEventBudgetRotates: where the budget runs out before every
+// namespace has had a look, the namespace that goes first changes from run
+// to run, so that none is always the one left out.
+func TestIPStarvedEventBudgetRotates(t *testing.T) {
+	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	var (
+		pods   []*v1.Pod
+		events []*v1.Event
+	)
+	for _, ns := range []string{"a", "b", "c"} {
+		pod, event := starvedFor("p-"+ns, "full", 10*time.Minute, inNamespace(ns), ownedBy("rs-"+ns))
+		pods, events = append(pods, pod), append(events, event)
+	}
+	args := starvedArgs()
+	args.IPStarved.MaxEventsPerNode = ptr.To[int64](1)
+	e := starvedEnv(t, setup{args: args}, []*v1.Node{full, spare}, pods, events...)
+	e.plugin.lookTurn = 0
+	// The fake API server keeps an evicted pod: each run finds all three
+	// waiting, and evicts the one whose Events it read.
+	var got []string
+	for range 3 {
+		got = e.run(t, full, spare)
+	}
+	if want := []string{"p-a", "p-b", "p-c"}; !equal(got, want) {
+		t.Errorf("evicted, run by run, %v, want %v", got, want)
+	}
+}
+
 // TestIPStarvedTrustsOnlyTheNodesKubelet: a pod starved by its Events is
 // evicted only when the Event names its node's kubelet in every reporting
 // field; one forged with another reporting instance or component is

@@ -89,6 +89,11 @@ type RelieveNodePressure struct {
 	// sandboxFailures caches the kubelet's FailedCreatePodSandBox Events
 	// for the ipStarved trigger; nil when it is off or there is no client.
 	sandboxFailures *sandboxFailures
+	// lookTurn picks the namespace whose waiting pods look at their Events
+	// first in a run (byNamespaceInTurn); each cycle takes the next. It
+	// starts from the clock, so that one-shot runs (the CronJob) do not
+	// all start with the same namespace.
+	lookTurn uint64
 }
 
 var _ frameworktypes.DeschedulePlugin = &RelieveNodePressure{}
@@ -154,6 +159,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		schedulers: sets.New(args.SchedulerNames...),
 		recorder:   recorder,
 		now:        time.Now,
+		lookTurn:   uint64(time.Now().UnixNano()),
 	}
 	if client := handle.ClientSet(); client != nil {
 		ns, name, _ := parseStateConfigMap(args.StateConfigMap)
@@ -291,6 +297,8 @@ type cycle struct {
 	// waiting tells, for each node above a threshold in fewer consecutive
 	// samples than pressureSamples, how many it was seen in.
 	waiting map[string]string
+	// firstNamespace is the plugin's lookTurn for this cycle.
+	firstNamespace uint64
 }
 
 // relieve plans the relief of node and carries the plan out; stop reports
