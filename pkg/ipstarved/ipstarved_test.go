@@ -26,7 +26,7 @@ const (
 
 func waitingPod() *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "uid-web-1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "uid-web-1", CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
 		Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "app"}}},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodPending,
@@ -39,12 +39,16 @@ func waitingPod() *corev1.Pod {
 	}
 }
 
+// sandboxEvent is the kubelet's Event of node-a on uid, as the API server
+// holds it: created when first reported.
 func sandboxEvent(uid types.UID, msg string, first, last time.Time) corev1.Event {
 	return corev1.Event{
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: uid},
-		Reason:         ReasonFailedCreatePodSandBox,
-		Message:        msg,
-		Source:         corev1.EventSource{Component: "kubelet", Host: "node-a"},
+		ObjectMeta:          metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(first)},
+		InvolvedObject:      corev1.ObjectReference{Kind: "Pod", UID: uid},
+		Reason:              ReasonFailedCreatePodSandBox,
+		Message:             msg,
+		Source:              corev1.EventSource{Component: "kubelet", Host: "node-a"},
+		ReportingController: "kubelet", ReportingInstance: "node-a",
 		FirstTimestamp: metav1.NewTime(first),
 		LastTimestamp:  metav1.NewTime(last),
 		Type:           corev1.EventTypeWarning,
@@ -73,7 +77,7 @@ func TestCheckCountsFromTheFirstFailure(t *testing.T) {
 		// Another pod's failure is not this pod's.
 		sandboxEvent("uid-other", hostLocalFull, t0, t0.Add(4*time.Minute)),
 	}
-	st, err := Check(pod, events, t0.Add(2*time.Minute))
+	st, err := Check(pod, events, t0.Add(4*time.Minute), t0.Add(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +148,57 @@ func TestCheckLeavesOtherWaitsAlone(t *testing.T) {
 			reason: "no FailedCreatePodSandBox",
 		},
 		"an Event not from the kubelet": {
-			events: func() []corev1.Event {
-				e := sandboxEvent("uid-web-1", hostLocalFull, t0, t0.Add(time.Minute))
-				e.Source.Component = "tenant"
-				return []corev1.Event{e}
-			}(),
+			events: forged(func(e *corev1.Event) { e.Source.Component = "tenant" }),
 			reason: "no FailedCreatePodSandBox",
+		},
+		// A tenant's forgery copies source but not the reporting fields, or
+		// names another reporter in them.
+		"reportingController not the kubelet": {
+			events: forged(func(e *corev1.Event) { e.ReportingController = "tenant" }),
+			reason: "no FailedCreatePodSandBox",
+		},
+		"no reportingController": {
+			events: forged(func(e *corev1.Event) { e.ReportingController = "" }),
+			reason: "no FailedCreatePodSandBox",
+		},
+		"reportingInstance another node": {
+			events: forged(func(e *corev1.Event) { e.ReportingInstance = "node-b" }),
+			reason: "no FailedCreatePodSandBox",
+		},
+		"no reportingInstance": {
+			events: forged(func(e *corev1.Event) { e.ReportingInstance = "" }),
+			reason: "no FailedCreatePodSandBox",
+		},
+		"no source.host": {
+			events: forged(func(e *corev1.Event) { e.Source.Host = "" }),
+			reason: "no FailedCreatePodSandBox",
+		},
+		// Made before the pod by the API server's clock: not this pod's.
+		"created before the pod": {
+			events: forged(func(e *corev1.Event) { e.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Hour)) }),
+			reason: "no FailedCreatePodSandBox",
+		},
+		// Reported before the current sandbox attempt began (the kubelet's
+		// clock on both sides): an earlier sandbox's failure.
+		"an earlier sandbox attempt": {
+			pod: func(p *corev1.Pod) {
+				p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(t0.Add(2 * time.Minute))
+			},
+			events: full, reason: "no FailedCreatePodSandBox",
+		},
+		// A lastTimestamp in the future does not keep the evidence fresh:
+		// it counts from the API server's stamp of its write.
+		"last reported in the future, written long ago": {
+			events: forged(func(e *corev1.Event) {
+				e.LastTimestamp = metav1.NewTime(t0.Add(365 * 24 * time.Hour))
+				e.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: t0.Add(time.Minute)}}}
+			}),
+			fresh: t0.Add(5 * time.Minute), reason: "last reported",
+		},
+		// The IPAM's words past the bytes read are not read.
+		"exhaustion beyond the message cap": {
+			events: forged(func(e *corev1.Event) { e.Message = strings.Repeat("x", MaxMessageBytes) + hostLocalFull }),
+			reason: "another reason",
 		},
 	}
 	for name, c := range cases {
@@ -158,11 +207,49 @@ func TestCheckLeavesOtherWaitsAlone(t *testing.T) {
 			if c.pod != nil {
 				c.pod(pod)
 			}
-			st, err := Check(pod, c.events, c.fresh)
+			st, err := Check(pod, c.events, t0.Add(10*time.Minute), c.fresh)
 			if err == nil || !strings.Contains(err.Error(), c.reason) {
 				t.Fatalf("Check = %+v, %v; want an error saying %q", st, err, c.reason)
 			}
 		})
+	}
+}
+
+// forged is the kubelet's Event of "full" changed by f.
+func forged(f func(*corev1.Event)) []corev1.Event {
+	e := sandboxEvent("uid-web-1", hostLocalFull, t0, t0.Add(time.Minute))
+	f(&e)
+	return []corev1.Event{e}
+}
+
+// TestCheckBoundsTheTimes: the grace counts from the API server's stamp of
+// the first Event, whatever firstTimestamp says (here before the pod
+// existed), and a lastTimestamp in the future is taken as now.
+func TestCheckBoundsTheTimes(t *testing.T) {
+	pod := waitingPod()
+	now := t0.Add(10 * time.Minute)
+	e := sandboxEvent(pod.UID, hostLocalFull, t0.Add(-24*time.Hour), t0.Add(365*24*time.Hour))
+	e.CreationTimestamp = metav1.NewTime(t0.Add(8 * time.Minute))
+	st, err := Check(pod, []corev1.Event{e}, now, now.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Since.Equal(t0.Add(8*time.Minute)) || !st.Last.Equal(now) {
+		t.Errorf("Check = since %s, last %s; want since %s (the API server's stamp), last %s (now)", st.Since, st.Last, t0.Add(8*time.Minute), now)
+	}
+}
+
+// TestCheckCapsTheMessage: an oversize message is read up to
+// MaxMessageBytes, within which the IPAM's text is found.
+func TestCheckCapsTheMessage(t *testing.T) {
+	pod := waitingPod()
+	e := sandboxEvent(pod.UID, hostLocalFull+strings.Repeat(" padding", 1<<17), t0, t0.Add(time.Minute))
+	st, err := Check(pod, []corev1.Event{e}, t0.Add(2*time.Minute), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IPAM != "host-local" || len(st.Message) != MaxMessageBytes || !strings.HasPrefix(st.Message, hostLocalFull) {
+		t.Errorf("Check = %s, message of %d bytes; want host-local, %d bytes", st.IPAM, len(st.Message), MaxMessageBytes)
 	}
 }
 
@@ -171,8 +258,9 @@ func TestCheckReadsTheEventsAPIForm(t *testing.T) {
 	e := sandboxEvent(pod.UID, ciliumFull, time.Time{}, time.Time{})
 	e.FirstTimestamp, e.LastTimestamp = metav1.Time{}, metav1.Time{}
 	e.EventTime = metav1.NewMicroTime(t0)
+	e.CreationTimestamp = metav1.NewTime(t0)
 	e.Series = &corev1.EventSeries{Count: 4, LastObservedTime: metav1.NewMicroTime(t0.Add(2 * time.Minute))}
-	st, err := Check(pod, []corev1.Event{e}, t0.Add(time.Minute))
+	st, err := Check(pod, []corev1.Event{e}, t0.Add(3*time.Minute), t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +279,11 @@ func FuzzCheck(f *testing.F) {
 		}
 		e := sandboxEvent(pod.UID, msg, t0.Add(time.Duration(first)*time.Second), t0.Add(time.Duration(last)*time.Second))
 		e.Source.Component = component
-		st, err := Check(pod, []corev1.Event{e, sandboxEvent(pod.UID, hostLocalFull, t0, t0)}, t0.Add(-time.Hour))
+		st, err := Check(pod, []corev1.Event{e, sandboxEvent(pod.UID, hostLocalFull, t0, t0)}, t0.Add(time.Hour), t0.Add(-time.Hour))
 		if err != nil {
 			return
 		}
-		if !waiting || st.Last.Before(st.Since) || st.IPAM == "" {
+		if !waiting || st.Last.After(t0.Add(time.Hour)) || st.IPAM == "" || len(st.Message) > MaxMessageBytes {
 			t.Fatalf("Check(%q) = %+v for a pod waiting=%v", msg, st, waiting)
 		}
 	})

@@ -46,7 +46,7 @@ const (
 	// a failure that such a release ends pass, and moves a pod that would
 	// otherwise wait for a pod to leave the node, which may never happen.
 	DefaultIPStarvedGrace = 2 * time.Minute
-	// DefaultMaxEventsPerNode bounds the API calls' payload per node: a
+	// DefaultMaxEventsPerNode bounds the Events read per node and run: a
 	// starved pod has a few FailedCreatePodSandBox Events (the kubelet's
 	// recorder aggregates similar ones after ten), so 100 covers tens of
 	// pods.

@@ -291,13 +291,16 @@ func pullingImage(p *v1.Pod) {
 const hostLocalExhausted = `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "0123": plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.14`
 
 // sandboxFailure is the kubelet's FailedCreatePodSandBox Event on pod,
-// first reported at first and last at last.
+// first reported at first (when the API server created it) and last at
+// last.
 func sandboxFailure(pod *v1.Pod, first, last time.Time, message string) *v1.Event {
 	return &v1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%d", pod.Name, first.UnixNano()), Namespace: pod.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%d", pod.Name, first.UnixNano()), Namespace: pod.Namespace,
+			CreationTimestamp: metav1.NewTime(first)},
 		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Reason:         ipstarved.ReasonFailedCreatePodSandBox, Message: message, Type: v1.EventTypeWarning,
-		Source:         v1.EventSource{Component: "kubelet", Host: pod.Spec.NodeName},
+		Source:              v1.EventSource{Component: ipstarved.Kubelet, Host: pod.Spec.NodeName},
+		ReportingController: ipstarved.Kubelet, ReportingInstance: pod.Spec.NodeName,
 		FirstTimestamp: metav1.NewTime(first), LastTimestamp: metav1.NewTime(last),
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -101,8 +99,10 @@ type starvedPlan struct {
 
 // planStarved plans the ipStarved trigger's evictions on node: nil when the
 // trigger is off, the node's pod-IP figure unknown, or a pod IP free there.
-// Only then, and only for the node's pods that wait for their sandbox, are
-// Events read.
+// Only then, and only for the node's pods that wait for their sandbox and
+// that the plugin may evict, are their Events read from the cache
+// (sandboxfailures.go), at most maxEventsPerNode of them, the namespaces
+// taking turns.
 func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, error) {
 	t := c.args.IPStarved
 	if t == nil {
@@ -137,20 +137,32 @@ func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, e
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	sp.n = c.newNodeRelief(node, pods, logger)
-	budget := *t.MaxEventsPerNode
+	// A pod the plugin would never evict costs no look at its Events.
+	var candidates []*v1.Pod
 	for _, pod := range sp.waiting {
-		if budget <= 0 {
-			sp.why[pod.UID] = fmt.Sprintf("not checked: the node's %d Events of this run (ipStarved.maxEventsPerNode) were listed", *t.MaxEventsPerNode)
+		if why := sp.n.excluded(pod); why != "" {
+			sp.why[pod.UID] = why
 			continue
 		}
-		events, err := c.sandboxFailures(ctx, pod, budget)
-		if err != nil {
-			logger.Error(err, "Not checking the pod this run", "pod", klog.KObj(pod))
-			sp.why[pod.UID] = "its Events could not be listed"
+		candidates = append(candidates, pod)
+	}
+	if len(candidates) > 0 && !c.sandboxFailuresSynced(ctx) {
+		logger.Info("Not checking the node's waiting pods this run: the cache of FailedCreatePodSandBox Events has not synced")
+		for _, pod := range candidates {
+			sp.why[pod.UID] = "not checked: the cache of FailedCreatePodSandBox Events has not synced"
+		}
+		candidates = nil
+	}
+	budget := *t.MaxEventsPerNode
+	for _, pod := range byNamespaceInTurn(candidates, c.firstNamespace) {
+		events := c.sandboxFailuresOf(pod)
+		cost := max(int64(len(events)), 1)
+		if cost > budget {
+			sp.why[pod.UID] = fmt.Sprintf("not checked: its %d Events exceed what is left of the node's %d of this run (ipStarved.maxEventsPerNode)", len(events), *t.MaxEventsPerNode)
 			continue
 		}
-		budget -= int64(len(events))
-		st, err := ipstarved.Check(pod, events, c.now.Add(-starvedFresh))
+		budget -= cost
+		st, err := ipstarved.Check(pod, events, c.now, c.now.Add(-starvedFresh))
 		if err != nil {
 			sp.why[pod.UID] = "not starved of a pod IP: " + err.Error()
 			continue
@@ -235,24 +247,35 @@ func (s *starvedPods) noRoom() string {
 	return "no other node has a free pod IP for its replacement (NodeIPs' figure), within the other triggers' room"
 }
 
-// sandboxFailures lists pod's FailedCreatePodSandBox Events, at most limit,
-// through the API with field selectors: no cache of every Event in the
-// cluster. In the descheduler's dry-run mode the client is its sandbox,
-// which holds no Events: no pod is found starved.
-func (c *cycle) sandboxFailures(ctx context.Context, pod *v1.Pod, limit int64) ([]v1.Event, error) {
-	client := c.handle.ClientSet()
-	if client == nil {
-		return nil, nil
+// byNamespaceInTurn orders pods (sorted by namespace and name) for their
+// look at the Events: each namespace's first pod, then each one's second,
+// and so on, so that one namespace with many waiting pods, or pods with many
+// Events, cannot spend the node's budget before another's pods get a look.
+// The namespaces go in name order from the first'th (modulo their number),
+// so that from one run to the next each namespace comes first in turn and
+// none is always the one the budget runs out before.
+func byNamespaceInTurn(pods []*v1.Pod, first uint64) []*v1.Pod {
+	var queues [][]*v1.Pod
+	for i, pod := range pods {
+		if i == 0 || pod.Namespace != pods[i-1].Namespace {
+			queues = append(queues, nil)
+		}
+		queues[len(queues)-1] = append(queues[len(queues)-1], pod)
 	}
-	selector := fields.AndSelectors(
-		fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)),
-		fields.OneTermEqualSelector("reason", ipstarved.ReasonFailedCreatePodSandBox),
-	)
-	list, err := client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: selector.String(), Limit: limit})
-	if err != nil {
-		return nil, err
+	if len(queues) > 0 {
+		k := int(first % uint64(len(queues)))
+		queues = slices.Concat(queues[k:], queues[:k])
 	}
-	return list.Items, nil
+	out := make([]*v1.Pod, 0, len(pods))
+	for len(out) < len(pods) {
+		for i, q := range queues {
+			if len(q) > 0 {
+				out = append(out, q[0])
+				queues[i] = q[1:]
+			}
+		}
+	}
+	return out
 }
 
 // order puts the starved pods in eviction order: across workloads the

@@ -3,16 +3,20 @@ package relievenodepressure
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 )
 
 // starvedArgs turns the ipStarved trigger on with its defaults.
@@ -157,27 +161,168 @@ func TestIPStarvedOrder(t *testing.T) {
 	}
 }
 
-// TestIPStarvedEventBudget: at most maxEventsPerNode Events are listed per
-// node and run; the pods past it are left for a later run.
+// TestIPStarvedEventBudget: at most maxEventsPerNode Events are read per
+// node and run, shared between the namespaces in turn, and pods the plugin
+// would never evict spend none of it: a namespace with many waiting pods,
+// or one excluded, does not keep another's starved pod from its look.
 func TestIPStarvedEventBudget(t *testing.T) {
-	a, aEvent := starvedFor("a", "full", 10*time.Minute)
-	b, bEvent := starvedFor("b", "full", 10*time.Minute)
 	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	var (
+		pods   []*v1.Pod
+		events []*v1.Event
+	)
+	add := func(name string, opts ...podOption) {
+		pod, event := starvedFor(name, "full", 10*time.Minute, append(opts, ownedBy("rs-"+name))...)
+		pods, events = append(pods, pod), append(events, event)
+	}
+	for _, name := range []string{"a1", "a2", "a3", "a4"} {
+		add(name, inNamespace("a-busy"))
+	}
+	add("q", inNamespace("z-quiet"))
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		extra  func()
+		args   func(*RelieveNodePressureArgs)
+		want   []string
+	}{
+		// Each of a-busy's Events would have spent the budget before
+		// z-quiet's pod had a look, in namespace and name order.
+		{name: "namespaces take turns", budget: 2, want: []string{"a1", "q"}},
+		{name: "an excluded namespace spends nothing", budget: 1,
+			args: func(a *RelieveNodePressureArgs) { a.Namespaces = &api.Namespaces{Exclude: []string{"a-busy"}} }, want: []string{"q"}},
+		// Pods placed by another scheduler are never evicted: looking at
+		// their Events would be waste.
+		{name: "a pod never evicted spends nothing", budget: 1, extra: func() {
+			add("0-other", inNamespace("z-quiet"), func(p *v1.Pod) { p.Spec.SchedulerName = "default-scheduler" })
+		}, args: func(a *RelieveNodePressureArgs) { a.Namespaces = &api.Namespaces{Exclude: []string{"a-busy"}} }, want: []string{"q"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(pods)
+			if tc.extra != nil {
+				tc.extra()
+			}
+			args := starvedArgs()
+			args.IPStarved.MaxEventsPerNode = ptr.To(tc.budget)
+			if tc.args != nil {
+				tc.args(&args)
+			}
+			e := starvedEnv(t, setup{args: args, evictions: evictions.NewOptions().WithMaxPodsToEvictPerNamespace(ptr.To[uint](10))},
+				[]*v1.Node{full, spare}, pods, events...)
+			pods, events = pods[:before], events[:before]
+			got := e.run(t, full, spare)
+			slices.Sort(got)
+			if !equal(got, tc.want) {
+				t.Errorf("evicted %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIPStarvedEventBudgetRotates: where the budget runs out before every
+// namespace has had a look, the namespace that goes first changes from run
+// to run, so that none is always the one left out.
+func TestIPStarvedEventBudgetRotates(t *testing.T) {
+	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	var (
+		pods   []*v1.Pod
+		events []*v1.Event
+	)
+	for _, ns := range []string{"a", "b", "c"} {
+		pod, event := starvedFor("p-"+ns, "full", 10*time.Minute, inNamespace(ns), ownedBy("rs-"+ns))
+		pods, events = append(pods, pod), append(events, event)
+	}
 	args := starvedArgs()
 	args.IPStarved.MaxEventsPerNode = ptr.To[int64](1)
-	e := starvedEnv(t, setup{args: args}, []*v1.Node{full, spare}, []*v1.Pod{a, b}, aEvent, bEvent)
-	// The fake client ignores field selectors and limits: each List
-	// returns both Events, and the first spends the budget.
-	var lists int
-	e.client.PrependReactor("list", "events", func(a clientgotesting.Action) (bool, runtime.Object, error) {
-		lists++
-		return false, nil, nil
-	})
-	if got := e.run(t, full, spare); len(got) != 1 {
-		t.Errorf("evicted %v, want one pod", got)
+	e := starvedEnv(t, setup{args: args}, []*v1.Node{full, spare}, pods, events...)
+	e.plugin.lookTurn = 0
+	// The fake API server keeps an evicted pod: each run finds all three
+	// waiting, and evicts the one whose Events it read.
+	var got []string
+	for range 3 {
+		got = e.run(t, full, spare)
 	}
-	if lists != 1 {
-		t.Errorf("listed Events %d times, want 1", lists)
+	if want := []string{"p-a", "p-b", "p-c"}; !equal(got, want) {
+		t.Errorf("evicted, run by run, %v, want %v", got, want)
+	}
+}
+
+// TestIPStarvedTrustsOnlyTheNodesKubelet: a pod starved by its Events is
+// evicted only when the Event names its node's kubelet in every reporting
+// field; one forged with another reporting instance or component is
+// ignored, and one whose firstTimestamp claims a starvation older than the
+// pod counts its grace from the API server's stamp. The cache keeps at
+// most ipstarved.MaxMessageBytes of a message.
+func TestIPStarvedTrustsOnlyTheNodesKubelet(t *testing.T) {
+	genuine, genuineEvent := starvedFor("genuine", "full", 10*time.Minute, ownedBy("rs-genuine"))
+	genuineEvent.Message += strings.Repeat(" padding", 1<<14)
+	var (
+		pods   = []*v1.Pod{genuine}
+		events = []*v1.Event{genuineEvent}
+	)
+	for name, forge := range map[string]func(*v1.Event){
+		"other-instance":  func(e *v1.Event) { e.ReportingInstance = "spare" },
+		"other-component": func(e *v1.Event) { e.ReportingController = "tenant-controller" },
+		// Created by the API server a minute ago, though its kubelet
+		// times claim a day: within the grace.
+		"time-shifted": func(e *v1.Event) {
+			e.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
+			e.FirstTimestamp = metav1.NewTime(now.Add(-24 * time.Hour))
+			e.LastTimestamp = metav1.NewTime(now.Add(24 * time.Hour))
+		},
+	} {
+		pod, event := starvedFor(name, "full", 10*time.Minute, ownedBy("rs-"+name))
+		forge(event)
+		pods, events = append(pods, pod), append(events, event)
+	}
+	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	e := starvedEnv(t, setup{args: starvedArgs()}, []*v1.Node{full, spare}, pods, events...)
+	if got := e.run(t, full, spare); !equal(got, []string{"genuine"}) {
+		t.Errorf("evicted %v, want [genuine]", got)
+	}
+	for _, obj := range e.plugin.sandboxFailures.informer.GetStore().List() {
+		if ev := obj.(*v1.Event); len(ev.Message) > ipstarved.MaxMessageBytes {
+			t.Errorf("the cache holds %d bytes of %s's message, want at most %d", len(ev.Message), ev.Name, ipstarved.MaxMessageBytes)
+		}
+	}
+}
+
+// TestIPStarvedEventRequests: the trigger's look at the Events costs the
+// API server one List and one Watch of FailedCreatePodSandBox Events when
+// the plugin is built, and no request per run or per waiting pod (it was
+// one List per waiting pod and run).
+func TestIPStarvedEventRequests(t *testing.T) {
+	full, spare := ipNode("full", 13, 13), ipNode("spare", 13, 0)
+	var (
+		pods   []*v1.Pod
+		events []*v1.Event
+	)
+	for _, name := range []string{"a", "b", "c"} {
+		// Within the grace: nothing is evicted, every run looks again.
+		pod, event := starvedFor(name, "full", time.Minute)
+		pods, events = append(pods, pod), append(events, event)
+	}
+	e := starvedEnv(t, setup{args: starvedArgs()}, []*v1.Node{full, spare}, pods, events...)
+	const runs = 5
+	for range runs {
+		if got := e.run(t, full, spare); len(got) != 0 {
+			t.Fatalf("evicted %v within the grace", got)
+		}
+	}
+	requests := map[string]int{}
+	for _, a := range e.client.Actions() {
+		if a.GetResource().Resource == "events" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
+			requests[a.GetVerb()]++
+			if r, ok := a.(clientgotesting.ListAction); ok {
+				if sel := r.GetListRestrictions().Fields.String(); sel != sandboxFailuresSelector {
+					t.Errorf("%s of events with field selector %q, want %q", a.GetVerb(), sel, sandboxFailuresSelector)
+				}
+			}
+		}
+	}
+	t.Logf("Event requests over %d runs with %d waiting pods: %v", runs, len(pods), requests)
+	if requests["list"] != 1 || requests["watch"] != 1 {
+		t.Errorf("Event requests over %d runs with %d waiting pods: %v, want one list and one watch", runs, len(pods), requests)
 	}
 }
 

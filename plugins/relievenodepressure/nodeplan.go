@@ -182,7 +182,9 @@ func (c *cycle) planStarvedInto(ctx context.Context, out *NodePlan, node *v1.Nod
 
 // newCycle starts a Deschedule cycle over nodes with the nodes' records.
 func (d *RelieveNodePressure) newCycle(logger klog.Logger, nodes []*v1.Node, records *state) *cycle {
-	return &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string](), state: records}
+	d.lookTurn++
+	return &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string](), state: records,
+		firstNamespace: d.lookTurn - 1}
 }
 
 // planNode assesses node and, when a trigger fired in enough consecutive

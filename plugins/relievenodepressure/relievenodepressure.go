@@ -20,6 +20,7 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
@@ -86,6 +87,14 @@ type RelieveNodePressure struct {
 	// in the descheduler) they live in memory only.
 	store  *stateStore
 	memory *state
+	// sandboxFailures caches the kubelet's FailedCreatePodSandBox Events
+	// for the ipStarved trigger; nil when it is off or there is no client.
+	sandboxFailures *sandboxFailures
+	// lookTurn picks the namespace whose waiting pods look at their Events
+	// first in a run (byNamespaceInTurn); each cycle takes the next. It
+	// starts from the clock, so that one-shot runs (the CronJob) do not
+	// all start with the same namespace.
+	lookTurn uint64
 }
 
 var _ frameworktypes.DeschedulePlugin = &RelieveNodePressure{}
@@ -104,7 +113,9 @@ func Utilities() pluginregistry.PluginUtilities {
 
 // New builds the plugin. Beyond the pods the handle indexes by node, which
 // the descheduler always runs, it requests the PodDisruptionBudget informer
-// here (informers requested later never start); it reads no ReplicaSets:
+// here (informers requested later never start), and, with the ipStarved
+// trigger on, builds its own cache of the kubelet's FailedCreatePodSandBox
+// Events (sandboxfailures.go), which its first use starts; it reads no ReplicaSets:
 // delete-order ranks come from the pods' controller owner UIDs, so the
 // plugin works the same in dry-run mode, whose sandbox mirrors pods, nodes
 // and PDBs but no workload controllers.
@@ -140,6 +151,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		schedulers: sets.New(args.SchedulerNames...),
 		recorder:   recorder,
 		now:        time.Now,
+		lookTurn:   uint64(time.Now().UnixNano()),
 	}
 	if client := handle.ClientSet(); client != nil {
 		ns, name, _ := parseStateConfigMap(args.StateConfigMap)
@@ -163,6 +175,11 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 	p.logger.V(1).Info("Room check's floor", "check", found)
 	p.triggers = triggersOf(args)
 	p.rooms = roomChecks(p.triggers)
+	if client := handle.ClientSet(); client != nil && args.IPStarved != nil {
+		if p.sandboxFailures, err = newSandboxFailures(ctx, client); err != nil {
+			return nil, fmt.Errorf("%s: the cache of %s Events: %w", PluginName, ipstarved.ReasonFailedCreatePodSandBox, err)
+		}
+	}
 	if f := handle.SharedInformerFactory(); f != nil {
 		pdbs := f.Policy().V1().PodDisruptionBudgets()
 		pdbs.Informer() // requested now, so that the descheduler starts it
@@ -272,6 +289,8 @@ type cycle struct {
 	// waiting tells, for each node above a threshold in fewer consecutive
 	// samples than pressureSamples, how many it was seen in.
 	waiting map[string]string
+	// firstNamespace is the plugin's lookTurn for this cycle.
+	firstNamespace uint64
 }
 
 // relieve plans the relief of node and carries the plan out; stop reports

@@ -165,17 +165,18 @@ type MemoryTrigger struct {
 // plugin sees pod IPs. A pod pulling an image or waiting for anything else
 // is never evicted.
 type IPStarvedTrigger struct {
-	// Grace is how long a pod must have been starved, counted from the
-	// kubelet's first report of the failure (not the pod's creation),
-	// before it is evicted; in [10s, 24h]; default 2m. See
+	// Grace is how long a pod must have been starved, counted from when
+	// the API server recorded the kubelet's first report of the failure
+	// (its Event's creationTimestamp; not the pod's creation), before it is
+	// evicted; in [10s, 24h]; default 2m. See
 	// DefaultIPStarvedGrace.
 	Grace *metav1.Duration `json:"grace,omitempty"`
 	// MaxSampleAge is how old a node's pod-IP sample may be before the
 	// node's figure counts as unknown and the trigger leaves it alone;
 	// default 10m (NodeIPs' default); 0 means samples never go stale.
 	MaxSampleAge *metav1.Duration `json:"maxSampleAge,omitempty"`
-	// MaxEventsPerNode bounds the Events the trigger lists per node and
-	// run (one List per waiting pod, each limited to what is left); in
-	// [1, 1000]; default 100.
+	// MaxEventsPerNode bounds the Events the trigger reads per node and
+	// run from its cache, shared between the waiting pods' namespaces in
+	// turn; in [1, 1000]; default 100.
 	MaxEventsPerNode *int64 `json:"maxEventsPerNode,omitempty"`
 }

@@ -362,6 +362,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 			"manifests/scheduler/scheduler-config.yaml":                    "files/scheduler-config.yaml",
 			"manifests/descheduler/policy.yaml":                            "files/descheduler-policy.yaml",
 			"manifests/node-agent/admission-policy.yaml":                   "files/node-agent-admission-policy.yaml",
+			"manifests/kubelet-events/admission-policy.yaml":               "files/kubelet-events-admission-policy.yaml",
 			"manifests/scheduler/leader-election-policy.yaml":              "files/scheduler-leader-election-policy.yaml",
 			"manifests/descheduler-deployment/leader-election-policy.yaml": "files/descheduler-leader-election-policy.yaml",
 			rulesFile:     "files/prometheus-rules.yaml",
@@ -637,6 +638,9 @@ func TestChartComponentsOff(t *testing.T) {
 		{"nodeAgent.enabled=false", func(k string) bool { return strings.Contains(k, "headroom-node-agent") }},
 		{"nodeAgent.admissionPolicy.enabled=false,nodeAgent.admissionPolicy.allowNodeWriteWithoutPolicy=true", func(k string) bool {
 			return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && strings.HasSuffix(k, " headroom-node-agent")
+		}},
+		{"descheduler.kubeletEventsPolicy.enabled=false", func(k string) bool {
+			return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && strings.HasSuffix(k, " headroom-descheduler-sandbox-events")
 		}},
 		{"scheduler.admissionPolicy.enabled=false", func(k string) bool {
 			return strings.HasPrefix(k, "ValidatingAdmissionPolicy") && strings.HasSuffix(k, " headroom-scheduler-leader-election")

@@ -11,10 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
@@ -143,4 +146,29 @@ func shippedIdentity(ctx context.Context, t *testing.T, cp *controlplane.Control
 		t.Fatal(err)
 	}
 	return path
+}
+
+// nodeIdentity returns a client that acts as node's kubelet, the user
+// system:node:<node> in the group system:nodes: the admin impersonates it,
+// as the control plane without a real node issues no kubelet certificate.
+// Its RBAC-only authorizer has no Node authorizer either: a ClusterRole
+// bound to the group grants what that authorizer grants every kubelet on
+// Events (create, patch, update).
+func nodeIdentity(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string) kubernetes.Interface {
+	t.Helper()
+	const name = "headroom-test-kubelet-events"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}}}}
+	if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}}}
+	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg := restConfig(t, cp.KubeconfigPath)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
+	return kubernetes.NewForConfigOrDie(cfg)
 }

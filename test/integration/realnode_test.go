@@ -351,7 +351,7 @@ func TestRealNodeIPsRunOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	starved, err := ipstarved.Check(p, events.Items, time.Now().Add(-time.Minute))
+	starved, err := ipstarved.Check(p, events.Items, time.Now(), time.Now().Add(-time.Minute))
 	if err != nil || starved.IPAM != "host-local" || starved.Last.Before(starved.Since) {
 		t.Errorf("default-14 starved: %+v, %v; want host-local's exhaustion (conditions %+v)", starved, err, p.Status.Conditions)
 	}
@@ -360,7 +360,7 @@ func TestRealNodeIPsRunOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st, err := ipstarved.Check(got, events.Items, time.Time{}); err == nil {
+		if st, err := ipstarved.Check(got, events.Items, time.Now(), time.Time{}); err == nil {
 			t.Errorf("%s has its IP %s and is taken for starved: %+v", f.Name, got.Status.PodIP, st)
 		}
 	}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,11 +34,14 @@ const (
 
 // TestRelieveNodePressureEvictsPodsStarvedOfAPodIP runs the built
 // headroom-descheduler once, as its CronJob does, with the shipped policy
-// and the shipped identity, against a Deployment's two pods on a kwok node
-// whose pod IPs are all allocated (13 of 13): one waits for its sandbox,
-// which the kubelet has failed to make for want of a pod IP for 5 minutes
-// (its FailedCreatePodSandBox Event written as the kubelet writes it); the
-// other has its sandbox and pulls its image. While the only other node has
+// (its grace shortened to the shortest allowed, 10 s) and the shipped
+// identities, admission policies included, against a Deployment's two pods
+// on a kwok node whose pod IPs are all allocated (13 of 13): one waits for
+// its sandbox, which the kubelet has failed to make for want of a pod IP
+// (its FailedCreatePodSandBox Event written as the kubelet writes it, by
+// the node's identity; its firstTimestamp claims 5 minutes, but the grace
+// counts from the API server's creationTimestamp); the other has its
+// sandbox and pulls its image. While the only other node has
 // no free pod IP either, nothing is evicted; once it has, the starved pod
 // is evicted (its replacement is for headroom-scheduler to place) and the
 // pod pulling its image stays.
@@ -75,8 +79,8 @@ func TestRelieveNodePressureEvictsPodsStarvedOfAPodIP(t *testing.T) {
 	starvedSetStatus(ctx, t, c, pulling, true)
 	now := time.Now()
 	// As the kubelet's recorder writes it (core/v1, legacy timestamps, its
-	// node as the source host), first reported 5 minutes ago, the pod's
-	// RunPodSandbox failing since, past the default grace of 2 minutes.
+	// node as the source host and reporting instance), with the node's
+	// identity: the shipped admission policy refuses anyone else.
 	event := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", starved.Name, now.UnixNano()), Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: starved.Name, UID: starved.UID,
@@ -89,14 +93,38 @@ func TestRelieveNodePressureEvictsPodsStarvedOfAPodIP(t *testing.T) {
 		Count: 14, Type: corev1.EventTypeWarning,
 		ReportingController: "kubelet", ReportingInstance: starvedNode,
 	}
-	if _, err := c.CoreV1().Events(ns).Create(ctx, event, metav1.CreateOptions{}); err != nil {
+	if err := cp.ApplyShippedIdentities(ctx); err != nil {
 		t.Fatal(err)
 	}
+	created, err := nodeIdentity(ctx, t, cp, starvedNode).CoreV1().Events(ns).Create(ctx, event, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := bytes.Replace(repoFile(t, "manifests/descheduler/policy.yaml"), []byte("grace: 2m"), []byte("grace: 10s"), 1)
+	if bytes.Equal(policy, repoFile(t, "manifests/descheduler/policy.yaml")) {
+		t.Fatal("the shipped policy has no ipStarved grace: 2m to shorten")
+	}
+	// Past the grace by the API server's stamp.
+	time.Sleep(time.Until(created.CreationTimestamp.Add(11 * time.Second)))
 
 	// Both nodes have all 13 pod IPs allocated.
 	starvedSample(ctx, t, c, starvedNode, 13)
 	starvedSample(ctx, t, c, starvedPeer, 13)
-	log := rnpRun(t, cp)
+	// What a run costs the API server in core Event requests: the
+	// plugin's cache, one List and one Watch filtered by reason (or one
+	// Watch alone, where client-go streams the initial list), whatever the
+	// number of waiting pods (it was one List per waiting pod).
+	eventRequests := func() (lists, watches float64) {
+		return apiServerMetric(ctx, t, cp, "apiserver_request_total", `group=""`, `resource="events"`, `verb="LIST"`),
+			apiServerMetric(ctx, t, cp, "apiserver_request_total", `group=""`, `resource="events"`, `verb="WATCH"`)
+	}
+	lists, watches := eventRequests()
+	log := rnpRunPolicy(t, cp, policy)
+	if l, w := eventRequests(); l-lists > 1 || w-watches > 1 || l-lists+w-watches < 1 {
+		t.Errorf("one run made %v Lists and %v Watches of core Events, want at most one of each", l-lists, w-watches)
+	} else {
+		t.Logf("one run: %v List, %v Watch of core Events", l-lists, w-watches)
+	}
 	if evicted := rnpEvicted(log); len(evicted) != 0 {
 		t.Fatalf("evicted %v with no free pod IP elsewhere\n%s", evicted, rnpPluginLines(log))
 	}
@@ -111,7 +139,7 @@ func TestRelieveNodePressureEvictsPodsStarvedOfAPodIP(t *testing.T) {
 
 	// The peer frees pod IPs: the starved pod goes, the one pulling stays.
 	starvedSample(ctx, t, c, starvedPeer, 5)
-	log = rnpRun(t, cp)
+	log = rnpRunPolicy(t, cp, policy)
 	if evicted, want := rnpEvicted(log), []string{ns + "/" + starved.Name}; !slices.Equal(evicted, want) {
 		t.Fatalf("evicted %v, want %v\n%s", evicted, want, rnpPluginLines(log))
 	}

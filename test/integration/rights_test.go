@@ -14,6 +14,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
@@ -111,10 +113,11 @@ func TestShippedRights(t *testing.T) {
 		{"headroom-descheduler", "default", []string{"delete", "pods"}, false},
 		{"headroom-descheduler", "default", []string{"update", "pods"}, false},
 		{"headroom-descheduler", "default", []string{"patch", "nodes"}, false},
-		// The ipStarved trigger lists the kubelet's sandbox failures of a
-		// few pods; it never watches or caches every Event.
+		// The ipStarved trigger caches the kubelet's sandbox failures: one
+		// List and one Watch with a field selector on the reason, instead
+		// of a List per waiting pod and run.
 		{"headroom-descheduler", "default", []string{"list", "events"}, true},
-		{"headroom-descheduler", "default", []string{"watch", "events"}, false},
+		{"headroom-descheduler", "default", []string{"watch", "events"}, true},
 		// RelieveNodePressure's Events: created, their count patched.
 		{"headroom-descheduler", "default", []string{"create", "events"}, true},
 		{"headroom-descheduler", "default", []string{"patch", "events"}, true},
@@ -521,4 +524,105 @@ func TestShippedSchedulerRunsOnItsRights(t *testing.T) {
 	if lines := grepLines(log, "forbidden"); lines != "" {
 		t.Errorf("the API server refused the scheduler:\n%s", lines)
 	}
+}
+
+// TestKubeletEventsRights: under the shipped admission policy
+// headroom-descheduler-sandbox-events, a FailedCreatePodSandBox Event, the
+// ipStarved trigger's evidence, can be written only by the kubelet of the
+// node it names. A tenant's ServiceAccount that may create and patch
+// Events in its namespace is refused a forged one through either Events
+// API, refused turning its own Event into one, and refused changing a
+// kubelet's; its other Events pass. Node X (system:node:X, by
+// impersonation: see nodeIdentity) may create and update one naming X, not
+// one naming Y, and node Y may not take X's over.
+func TestKubeletEventsRights(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cp.ApplyShippedIdentities(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const ns, policy = "tenant", "headroom-descheduler-sandbox-events"
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "events", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "get"}}}}
+	if _, err := cp.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "events", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "events"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "app"}}}
+	if _, err := cp.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tenant := kubernetes.NewForConfigOrDie(restConfig(t, serviceAccountKubeconfig(ctx, t, cp, ns, "app", nil))).CoreV1().Events(ns)
+	nodeX, nodeY := nodeIdentity(ctx, t, cp, "node-x").CoreV1().Events(ns), nodeIdentity(ctx, t, cp, "node-y").CoreV1().Events(ns)
+
+	now := time.Now()
+	// sandboxEvent is a FailedCreatePodSandBox Event as the kubelet of node
+	// writes it.
+	sandboxEvent := func(name, node string) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: ns},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "web", UID: "uid-web"},
+			Reason:         ipstarved.ReasonFailedCreatePodSandBox, Type: corev1.EventTypeWarning,
+			Message:             `Failed to create pod sandbox: plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.14`,
+			Source:              corev1.EventSource{Component: ipstarved.Kubelet, Host: node},
+			ReportingController: ipstarved.Kubelet, ReportingInstance: node,
+			FirstTimestamp: metav1.NewTime(now), LastTimestamp: metav1.NewTime(now), Count: 1,
+		}
+	}
+	refusedByPolicy := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
+			t.Errorf("%s: err = %v, want a refusal by the ValidatingAdmissionPolicy %s", what, err, policy)
+		}
+	}
+	// The policy is enforced once the API server has loaded it.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := tenant.Create(ctx, sandboxEvent("probe", "node-x"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'"), nil
+	})
+	if err != nil {
+		t.Fatalf("the admission policy %s was never enforced: %v", policy, err)
+	}
+
+	_, err = tenant.Create(ctx, sandboxEvent("forged", "node-x"), metav1.CreateOptions{})
+	refusedByPolicy(t, "the tenant creates a FailedCreatePodSandBox Event (core/v1)", err)
+	_, err = kubernetes.NewForConfigOrDie(restConfig(t, serviceAccountKubeconfig(ctx, t, cp, ns, "app", nil))).EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "forged-events-api", Namespace: ns},
+		EventTime:  metav1.NewMicroTime(now), ReportingController: ipstarved.Kubelet, ReportingInstance: "node-x",
+		Action: "RunPodSandbox", Reason: ipstarved.ReasonFailedCreatePodSandBox, Type: corev1.EventTypeWarning,
+		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "web", UID: "uid-web"},
+		Note:      "no IP addresses available in range set",
+	}, metav1.CreateOptions{})
+	refusedByPolicy(t, "the tenant creates a FailedCreatePodSandBox Event (events.k8s.io/v1)", err)
+
+	// Other Events are not the policy's.
+	own := sandboxEvent("own", "node-x")
+	own.Reason = "Started"
+	if _, err := tenant.Create(ctx, own, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the tenant creates a Started Event: %v", err)
+	}
+	_, err = tenant.Patch(ctx, "own", types.MergePatchType, []byte(`{"reason":"FailedCreatePodSandBox"}`), metav1.PatchOptions{})
+	refusedByPolicy(t, "the tenant turns its Event into a FailedCreatePodSandBox Event", err)
+
+	if _, err := nodeX.Create(ctx, sandboxEvent("genuine", "node-x"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("node-x creates a FailedCreatePodSandBox Event naming node-x: %v", err)
+	}
+	// The kubelet's recorder patches a repeated Event's count.
+	if _, err := nodeX.Patch(ctx, "genuine", types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("node-x patches its Event's count: %v", err)
+	}
+	_, err = nodeX.Create(ctx, sandboxEvent("other-node", "node-y"), metav1.CreateOptions{})
+	refusedByPolicy(t, "node-x creates a FailedCreatePodSandBox Event naming node-y", err)
+	_, err = nodeY.Patch(ctx, "genuine", types.MergePatchType, []byte(`{"reportingInstance":"node-y","source":{"host":"node-y"}}`), metav1.PatchOptions{})
+	refusedByPolicy(t, "node-y takes node-x's Event over", err)
+	_, err = tenant.Patch(ctx, "genuine", types.MergePatchType, []byte(`{"lastTimestamp":"2099-01-01T00:00:00Z"}`), metav1.PatchOptions{})
+	refusedByPolicy(t, "the tenant changes the kubelet's Event", err)
 }

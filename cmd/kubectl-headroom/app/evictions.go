@@ -129,6 +129,8 @@ func evictionsOf(ctx context.Context, client kubernetes.Interface, name string, 
 	if err != nil {
 		return nil, err
 	}
+	// Before the plugin is built: it caches the Events when it starts.
+	sandboxNote := copySandboxFailures(ctx, client, sandbox, name)
 	registry, plugin := planningRegistry()
 	policy, source, err := loadPolicy(policyFile, sandbox, registry)
 	if err != nil {
@@ -214,8 +216,8 @@ func evictionsOf(ctx context.Context, client kubernetes.Interface, name string, 
 	} else {
 		out.Notes = append(out.Notes, fmt.Sprintf("the descheduler's record of earlier runs, ConfigMap %s/%s, could not be read (%v): the plan assumes no pressure seen before", ns, cmName, err))
 	}
-	if note := copySandboxFailures(ctx, client, sandbox, name); note != "" {
-		out.Notes = append(out.Notes, note)
+	if sandboxNote != "" {
+		out.Notes = append(out.Notes, sandboxNote)
 	}
 	plan, err := (*plugin).Plan(ctx, nodes, nodes[i])
 	if err != nil {

@@ -343,11 +343,13 @@ func TestEvictionsShowPodsStarvedOfAPodIP(t *testing.T) {
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "web", Controller: ptr.To(true)}}
 		objs = append(objs, p, &corev1.Event{
-			ObjectMeta:     metav1.ObjectMeta{Name: s.name + ".1", Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: s.name + ".1", Namespace: "default",
+				CreationTimestamp: metav1.NewTime(now.Add(-s.starved))},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: s.name, UID: p.UID},
 			Reason:         ipstarved.ReasonFailedCreatePodSandBox, Type: corev1.EventTypeWarning,
-			Message:        `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "1": plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.14`,
-			Source:         corev1.EventSource{Component: "kubelet", Host: "full"},
+			Message:             `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "1": plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.14`,
+			Source:              corev1.EventSource{Component: "kubelet", Host: "full"},
+			ReportingController: "kubelet", ReportingInstance: "full",
 			FirstTimestamp: metav1.NewTime(now.Add(-s.starved)), LastTimestamp: metav1.NewTime(now.Add(-10 * time.Second)),
 		})
 	}

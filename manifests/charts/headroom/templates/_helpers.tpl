@@ -329,16 +329,20 @@ and every object of the file gets the chart's standard labels. The render
 fails when the file no longer matches the ServiceAccount, so that a renamed
 one is never left unconfined. Arguments: dict "root" $ "file" <path in the
 chart> "serviceAccount" <name in headroom-system> "component"
-<app.kubernetes.io/component>.
+<app.kubernetes.io/component>; a policy that confines no ServiceAccount of
+Headroom's (the kubelet's Events) gives "name" <app.kubernetes.io/name>
+instead of "serviceAccount".
 */}}
 {{- define "headroom.admissionPolicy" -}}
 {{- $policy := .root.Files.Get .file }}
+{{- if .serviceAccount }}
 {{- $user := printf "system:serviceaccount:headroom-system:%s" .serviceAccount }}
 {{- if not (contains (printf "'%s'" $user) $policy) }}
 {{- fail (printf "%s no longer matches %s: update the chart's template of it" .file $user) }}
 {{- end }}
+{{- end }}
 {{- $policy = $policy | replace "headroom-system" .root.Release.Namespace }}
-{{- $labels := include "headroom.labels" (dict "root" .root "name" .serviceAccount "component" .component) | fromYaml }}
+{{- $labels := include "headroom.labels" (dict "root" .root "name" (.serviceAccount | default .name) "component" .component) | fromYaml }}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $policy -1 }}
 {{- $obj := fromYaml $doc }}
 {{- if $obj.kind }}
