@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
 )
@@ -24,25 +23,7 @@ func TestRelieveNodePressureEventsDoNotStorm(t *testing.T) {
 	cp, ctx := rnpStart(t)
 	c := cp.Client
 	ns := metav1.NamespaceDefault
-	web := rnpWorkload("web", 2, rnpNode, relievenodepressure.DefaultSchedulerName, nil)
-	if _, err := c.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	webPods := rnpPodsOf(ctx, t, c, "web", 2)
-	rnpRunning(ctx, t, c, webPods)
-	rnpApplyRole(ctx, t, c, &webPods[0], rnpRole{name: webPods[0].Name, phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour,
-		annotations: map[string]string{rnpDeletePriority: "high"}})
-	culprit := rnpBarePod()
-	culprit.Name = "culprit"
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, culprit, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rnpApplyRole(ctx, t, c, culprit, rnpRole{name: "culprit", phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour})
-	cur, err := c.CoreV1().Pods(ns).Get(ctx, culprit.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rnpSample(ctx, t, c, rnpNode, 9900, map[types.UID]int64{cur.UID: 3000, webPods[0].UID: 100, webPods[1].UID: 100})
+	webPods := rnpUnrelievableNode(ctx, t, cp, map[string]string{rnpDeletePriority: "high"})
 	rnpFirstSample(ctx, t, cp, rnpNode)
 
 	policy := filepath.Join(t.TempDir(), "policy.yaml")

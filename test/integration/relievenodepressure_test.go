@@ -705,14 +705,12 @@ func TestRelieveNodePressureOnceAndOffTheNode(t *testing.T) {
 	}
 }
 
-// TestRelieveNodePressureLeavesAnUnrelievableNode: the PIDs are held by a
-// bare pod the evictor keeps (3000), the kubelet's first victim, so the
-// two web pods (100 each) ranked after it are not the cause (nor could they
-// bring 9900 to 95 %). Three runs evict nothing, and each leaves a Warning
-// Event on the Node, written before the one-shot process exited, naming
-// the culprit and why it stays.
-func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
-	cp, ctx := rnpStart(t)
+// rnpUnrelievableNode makes rnpNode unrelievable: a sample of 9900 PIDs,
+// 3000 of them held by a bare pod the evictor keeps ("culprit", the
+// kubelet's first victim) and 100 by each of two web pods; the first web
+// pod also gets webAnnotations. It returns the web pods.
+func rnpUnrelievableNode(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, webAnnotations map[string]string) []corev1.Pod {
+	t.Helper()
 	c := cp.Client
 	ns := metav1.NamespaceDefault
 	web := rnpWorkload("web", 2, rnpNode, relievenodepressure.DefaultSchedulerName, nil)
@@ -721,6 +719,10 @@ func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
 	}
 	webPods := rnpPodsOf(ctx, t, c, "web", 2)
 	rnpRunning(ctx, t, c, webPods)
+	if webAnnotations != nil {
+		rnpApplyRole(ctx, t, c, &webPods[0], rnpRole{name: webPods[0].Name, phase: corev1.PodRunning, ready: true, readyFor: 2 * time.Hour,
+			annotations: webAnnotations})
+	}
 	culprit := rnpBarePod()
 	culprit.Name = "culprit"
 	if _, err := c.CoreV1().Pods(ns).Create(ctx, culprit, metav1.CreateOptions{}); err != nil {
@@ -732,6 +734,20 @@ func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	rnpSample(ctx, t, c, rnpNode, 9900, map[types.UID]int64{cur.UID: 3000, webPods[0].UID: 100, webPods[1].UID: 100})
+	return webPods
+}
+
+// TestRelieveNodePressureLeavesAnUnrelievableNode: the PIDs are held by a
+// bare pod the evictor keeps (3000), the kubelet's first victim, so the
+// two web pods (100 each) ranked after it are not the cause (nor could they
+// bring 9900 to 95 %). Three runs evict nothing, and each leaves a Warning
+// Event on the Node, written before the one-shot process exited, naming
+// the culprit and why it stays.
+func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
+	cp, ctx := rnpStart(t)
+	c := cp.Client
+	ns := metav1.NamespaceDefault
+	webPods := rnpUnrelievableNode(ctx, t, cp, nil)
 
 	// Seen in two samples, the pressure stays seen in the runs after, on
 	// the same sample: each of them finds the node unrelievable.
@@ -754,7 +770,7 @@ func TestRelieveNodePressureLeavesAnUnrelievableNode(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range append(webPods, *cur) {
+	for _, p := range append(webPods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "culprit"}}) {
 		if got, err := c.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp != nil {
 			t.Errorf("pod %s was removed: %v", p.Name, err)
 		}
