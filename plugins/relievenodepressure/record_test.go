@@ -84,6 +84,9 @@ func TestNewerSampleJudgedByTheNodesClock(t *testing.T) {
 	if got := e.run(t, nodes...); len(got) != 0 {
 		t.Fatalf("before a new sample evicted %v", got)
 	}
+	// That run saw the hog gone: a sample stamped after the one it saw
+	// then no longer counts the hog's processes.
+	state = e.stateOf(t)
 	// A sample taken 30 s after the relief, stamped by the node's clock.
 	newer := []*v1.Node{sampledAt(nodes[0], 9700, now.Add(skew+30*time.Second)), nodes[1]}
 	e = newEnv(t, setup{}, append(objects(newer, left), state...)...)

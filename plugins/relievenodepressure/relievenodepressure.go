@@ -253,7 +253,7 @@ func (d *RelieveNodePressure) stateHorizon() time.Duration {
 func (d *RelieveNodePressure) loadState(ctx context.Context) (*state, error) {
 	if d.store == nil {
 		if d.memory == nil {
-			d.memory = &state{records: map[string]nodeRecord{}}
+			d.memory = newState()
 		}
 		return d.memory, nil
 	}
@@ -290,6 +290,14 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 		return false, err
 	}
 	if p.aboveThreshold {
+		if budget, why := n.budgetHit(p); budget != "" {
+			// Not unrelievable: the window slides, and the plan runs once
+			// the budget allows it. No Event: a spent budget would repeat
+			// it every run; the metric and the plan say so.
+			n.budgetStop(budget, why)
+			left, _, _, _ := n.windowLeft()
+			return budget == BudgetTotal && left == 0, nil
+		}
 		n.unrelievable(st, p)
 		return false, nil
 	}

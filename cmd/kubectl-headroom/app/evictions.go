@@ -249,6 +249,8 @@ func fillEvictionPlan(plan *v1alpha1.NodeEvictionPlan, p *relievenodepressure.No
 		plan.Decision = v1alpha1.DecisionWaiting
 	case p.Relieves:
 		plan.Decision = v1alpha1.DecisionEvict
+	case p.Budget != "":
+		plan.Decision, plan.Budget = v1alpha1.DecisionBudgetSpent, p.Budget
 	default:
 		plan.Decision = v1alpha1.DecisionUnrelievable
 	}
@@ -320,6 +322,8 @@ func writeEvictionPlan(out io.Writer, p *v1alpha1.NodeEvictionPlan) {
 		fmt.Fprintf(out, "%s: %d eviction(s)\n", plan, p.Evictions)
 	} else if p.Relieves {
 		fmt.Fprintf(out, "%s: %d eviction(s), after which %s\n", plan, p.Evictions, figureList(p.After))
+	} else if p.Decision == v1alpha1.DecisionBudgetSpent {
+		fmt.Fprintf(out, "%s: none now: %s; nothing is evicted until the window slides past enough earlier evictions (evictionBudget)\n", plan, p.Budget)
 	} else {
 		fmt.Fprintf(out, "%s: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
 			plan, figureList(p.After), relievenodepressure.ReasonNodePressureUnrelievable)
