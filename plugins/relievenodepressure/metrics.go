@@ -78,5 +78,7 @@ const (
 // RegisterMetrics registers the plugin's metrics with the registry the
 // descheduler serves, once.
 func RegisterMetrics() {
-	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal, EvictionsTotal, BudgetExhaustedTotal) })
+	registerMetrics.Do(func() {
+		deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal, EvictionsTotal, BudgetExhaustedTotal)
+	})
 }
