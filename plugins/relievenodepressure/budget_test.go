@@ -1,13 +1,19 @@
 package relievenodepressure
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 )
@@ -111,5 +117,78 @@ func TestEvictionBudgetHoldsOverTheWindow(t *testing.T) {
 				t.Errorf("headroom_relieve_node_pressure_budget_exhausted_total did not count the reliefs the budget stopped")
 			}
 		})
+	}
+}
+
+// Two replicas share the budget through the ConfigMap: while this run
+// evicts from n1, another replica (a leader on its way out) counts an
+// eviction of its own in the ledger. This run's next write is refused
+// (409), it reads the ConfigMap again, and the budget of 2 is then spent:
+// n2 waits. The ledger keeps both evictions, none lost.
+func TestEvictionBudgetIsExactAcrossReplicas(t *testing.T) {
+	hog1 := testPod("hog1", "n1", ownedBy("hog1"))
+	hog2 := testPod("hog2", "n2", ownedBy("hog2"))
+	nodes := []*v1.Node{listed(pidNode("n1", 10000, 9700), map[*v1.Pod]int64{hog1: 800}),
+		listed(pidNode("n2", 10000, 9700), map[*v1.Pod]int64{hog2: 800}), spareNode("spare")}
+	args := RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](2)}}
+	e := newEnv(t, setup{args: args}, objects(nodes, []*v1.Pod{hog1, hog2})...)
+	ns, name, _ := parseStateConfigMap(DefaultStateConfigMap)
+	gvr := v1.SchemeGroupVersion.WithResource("configmaps")
+	var (
+		mu      sync.Mutex
+		edited  bool
+		refused int
+	)
+	e.client.PrependReactor("create", "pods", func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" || action.(clientgotesting.CreateAction).GetObject().(metav1.Object).GetName() != "hog1" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		obj, err := e.client.Tracker().Get(gvr, ns, name)
+		if err != nil {
+			t.Errorf("the ledger was not written before the eviction: %v", err)
+			return false, nil, nil
+		}
+		cm := obj.(*v1.ConfigMap).DeepCopy()
+		var l budgetLedger
+		if err := json.Unmarshal([]byte(cm.Data[budgetKey]), &l); err != nil || len(l.Entries) != 1 {
+			t.Errorf("ledger %q (%v) before hog1's eviction, want hog1's count", cm.Data[budgetKey], err)
+		}
+		l.Entries = append(l.Entries, budgetEntry{At: now.Unix(), Node: "other", Namespace: "elsewhere", N: 1})
+		raw, _ := json.Marshal(l)
+		cm.Data[budgetKey] = string(raw)
+		if err := e.client.Tracker().Update(gvr, cm, ns); err != nil {
+			t.Error(err)
+		}
+		edited = true
+		return false, nil, nil
+	})
+	e.client.PrependReactor("patch", "configmaps", func(clientgotesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !edited {
+			return false, nil, nil
+		}
+		edited = false
+		refused++
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name, fmt.Errorf("the object has been modified"))
+	})
+	if got, want := e.run(t, nodes...), []string{"hog1"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v: the other replica's eviction spent the rest of the budget", got, want)
+	}
+	if refused != 1 {
+		t.Fatalf("%d writes refused, want the one after the other replica's", refused)
+	}
+	cm, err := e.client.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l budgetLedger
+	if err := json.Unmarshal([]byte(cm.Data[budgetKey]), &l); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.count(e.plugin.args.EvictionBudget, now, anyEntry); got != 2 {
+		t.Errorf("ledger %s counts %d evictions, want both replicas' 2", cm.Data[budgetKey], got)
 	}
 }
