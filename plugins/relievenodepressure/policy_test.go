@@ -80,7 +80,19 @@ func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
 	if !equalArgs(got, want) {
 		t.Fatalf("sample decodes to\n%s\nwant the defaults, and the policy's per-node limit\n%s", dump(got), dump(want))
 	}
-	ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName)
+	// Only RelieveNodePressure evicts: an upstream plugin would get only
+	// the descheduler's per-run limits, reset every second in the
+	// Deployment, and no budget over time.
+	for _, p := range policy.Profiles {
+		for _, set := range []api.PluginSet{p.Plugins.Deschedule, p.Plugins.Balance} {
+			for _, name := range set.Enabled {
+				if name != PluginName {
+					t.Errorf("profile %s enables %s: its evictions would be bounded per run only", p.Name, name)
+				}
+			}
+		}
+	}
+		ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName)
 	if !ev.NodeFit || ev.MinReplicas != 2 || ev.MinPodAge == nil || ev.MinPodAge.Duration != 10*time.Minute {
 		t.Fatalf("the sample's DefaultEvictor: nodeFit %v, minReplicas %d, minPodAge %v; want true, 2, 10m", ev.NodeFit, ev.MinReplicas, ev.MinPodAge)
 	}
