@@ -92,7 +92,7 @@ func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
 			}
 		}
 	}
-		ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName)
+	ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName)
 	if !ev.NodeFit || ev.MinReplicas != 2 || ev.MinPodAge == nil || ev.MinPodAge.Duration != 10*time.Minute {
 		t.Fatalf("the sample's DefaultEvictor: nodeFit %v, minReplicas %d, minPodAge %v; want true, 2, 10m", ev.NodeFit, ev.MinReplicas, ev.MinPodAge)
 	}
