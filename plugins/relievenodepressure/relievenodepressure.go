@@ -190,9 +190,10 @@ func (d *RelieveNodePressure) StateConfigMap() (namespace, name string) {
 func (d *RelieveNodePressure) Name() string { return PluginName }
 
 // Deschedule relieves each node in turn. It stops early only at the
-// descheduler's total eviction limit; the per-node limit moves it on to the
-// next node and the per-namespace limit excludes that namespace's pods for
-// the rest of the cycle. Before it returns, the Events it recorded are
+// descheduler's total eviction limit or a spent total eviction budget; the
+// per-node limit or budget moves it on to the next node and the
+// per-namespace limit or budget excludes that namespace's pods for the
+// rest of the cycle. Before it returns, the Events it recorded are
 // written, so that a one-shot run loses none.
 func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(klog.NewContext(ctx, d.logger)).WithValues("ExtensionPoint", frameworktypes.DescheduleExtensionPoint)
