@@ -65,24 +65,34 @@ type nodeRecord struct {
 	// written before this field wait for a sample newer than Relieved.
 	SampledAt map[string]time.Time `json:"sampledAt,omitempty"`
 	// Exiting holds, for each figure a trigger waits on, the pods evicted
-	// then whose share its sample did not account for (at most
-	// maxExitingPods): a newer sample is not enough, since one taken
+	// then whose share its sample did not account for, by uidPrefix (at
+	// most maxExitingPods): a newer sample is not enough, since one taken
 	// before their processes exit still counts them and would relieve the
 	// same pressure twice. The trigger waits until none of them runs on
 	// the node (gone, or every container terminated), then for a sample
-	// stamped after Gone.
-	Exiting map[string][]types.UID `json:"exiting,omitempty"`
-	// Gone holds, for each figure of Exiting, the stamp of the newest
-	// sample of it the node carried when the plugin first saw none of the
-	// pods running: the agent's stamps compared with each other, as
-	// SampledAt, so no clock skew enters; a sample stamped later was taken
-	// after the pods' processes were gone.
+	// stamped after Gone; the figure's Exiting is cleared once Gone is set.
+	Exiting map[string][]string `json:"exiting,omitempty"`
+	// Gone holds, for each figure whose Exiting pods were all seen gone,
+	// the stamp of the newest sample of it the node carried then: the
+	// agent's stamps compared with each other, as SampledAt, so no clock
+	// skew enters; a sample stamped later was taken after the pods'
+	// processes were gone.
 	Gone map[string]time.Time `json:"gone,omitempty"`
 }
 
 // maxExitingPods bounds a figure's Exiting: a relief evicts at most
-// maxPodsToEvictPerNode pods from a node, 5 in the shipped policy.
-const maxExitingPods = 50
+// maxPodsToEvictPerNode pods from a node, 5 in the shipped policy; beyond
+// 10, the wait is for the last 10, evicted within the same run as the
+// others. With uidPrefix, a waiting record grows by about 110 bytes a
+// figure, and only while the pods terminate.
+const maxExitingPods = 10
+
+// uidPrefix is how Exiting names a pod: the first 8 characters of its UID,
+// 32 random bits of a UUID. Another pod of the node with the same prefix
+// would only make the trigger wait for it too.
+func uidPrefix(uid types.UID) string {
+	return string(uid[:min(len(uid), 8)])
+}
 
 // waitsFor reports whether, after the node's last relief, the trigger of
 // the figure with key waits for a newer sample than one stamped sampledAt,
@@ -111,7 +121,7 @@ func (r nodeRecord) awaits(key string) bool {
 // sample of it stamped after sampledAt, taken once the pods of exiting are
 // gone: awaits' inverse, in the record's format (PIDs in Accounted, the
 // others in Awaiting). The record's maps must be its own (owned).
-func (r *nodeRecord) await(key string, sampledAt time.Time, exiting []types.UID) {
+func (r *nodeRecord) await(key string, sampledAt time.Time, exiting []string) {
 	if key == keyPIDs {
 		r.Accounted = false
 	} else if !slices.Contains(r.Awaiting, key) {
@@ -125,7 +135,7 @@ func (r *nodeRecord) await(key string, sampledAt time.Time, exiting []types.UID)
 		exiting = exiting[len(exiting)-maxExitingPods:]
 	}
 	if r.Exiting == nil {
-		r.Exiting = map[string][]types.UID{}
+		r.Exiting = map[string][]string{}
 	}
 	r.Exiting[key] = exiting
 }
@@ -624,10 +634,10 @@ func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 		}
 		key := st.triggers[i].key
 		r.settle(key)
-		var exiting []types.UID
+		var exiting []string
 		for _, pod := range n.evictedPods {
 			if !p.accounts(pod) {
-				exiting = append(exiting, pod.UID)
+				exiting = append(exiting, uidPrefix(pod.UID))
 			}
 		}
 		if len(exiting) > 0 {

@@ -168,18 +168,19 @@ func (c *cycle) assessTrigger(t *trigger, node *v1.Node, pods []*v1.Pod) (projec
 // account for the pods it evicted (r.Exiting), while one of them still
 // runs on the node; once none does, it returns the stamp a sample of t's
 // figure must be later than: the newest the node carried when the plugin
-// first saw them gone (r.Gone, recorded here then). at is the stamp of the
-// node's sample of t's figure. Zero: no such wait.
+// first saw them gone (r.Gone, recorded here then, when the pods are
+// forgotten). at is the stamp of the node's sample of t's figure. Zero:
+// no such wait.
 func (c *cycle) awaitExit(node *v1.Node, r nodeRecord, t *trigger, pods []*v1.Pod, at time.Time) (time.Time, error) {
+	if gone, seen := r.Gone[t.key]; seen {
+		return gone, nil
+	}
 	exiting := r.Exiting[t.key]
 	if len(exiting) == 0 {
 		return time.Time{}, nil
 	}
-	if gone, seen := r.Gone[t.key]; seen {
-		return gone, nil
-	}
 	for _, pod := range pods {
-		if slices.Contains(exiting, pod.UID) && !sample.Terminal(pod) {
+		if slices.Contains(exiting, uidPrefix(pod.UID)) && !sample.Terminal(pod) {
 			return time.Time{}, fmt.Errorf("awaiting the exit of %s, evicted at %s: a %s sample taken while its processes run still counts them",
 				klog.KObj(pod), r.Relieved.UTC().Format(time.RFC3339), t.noun)
 		}
@@ -189,6 +190,7 @@ func (c *cycle) awaitExit(node *v1.Node, r nodeRecord, t *trigger, pods []*v1.Po
 		r.Gone = map[string]time.Time{}
 	}
 	r.Gone[t.key] = at
+	delete(r.Exiting, t.key)
 	c.state.records[node.Name] = r
 	c.state.changed = true
 	return at, nil
