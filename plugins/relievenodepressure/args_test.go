@@ -80,6 +80,19 @@ func TestDefaults(t *testing.T) {
 			DeletePriorityAnnotation: "example.com/p",
 		},
 	}, {
+		name: "an eviction budget without a window gets 5m; its counts stay unset",
+		in:   RelieveNodePressureArgs{PIDs: &PIDsTrigger{}, EvictionBudget: &EvictionBudget{Total: ptr.To[int32](20)}},
+		want: RelieveNodePressureArgs{
+			PIDs: &PIDsTrigger{ThresholdPercent: ptr.To[int64](95), TargetPercent: ptr.To[int64](90),
+				DefaultPodPIDs: ptr.To[int64](100), MaxSampleAge: &metav1.Duration{Duration: 10 * time.Minute},
+				MinPodPIDsPercent: ptr.To[int64](1), MinFreePIDs: ptr.To[int64](512), MinFreePercent: ptr.To[int64](5)},
+			EvictionBudget: &EvictionBudget{Window: &metav1.Duration{Duration: 5 * time.Minute}, Total: ptr.To[int32](20)},
+			SchedulerNames: []string{"headroom-scheduler"}, LowerPriorityFirst: ptr.To(true),
+			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
+			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
+			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+		},
+	}, {
 		name: "set values stay, zeros included; the target never goes below 0",
 		in: RelieveNodePressureArgs{OOM: &OOMTrigger{ThresholdPercent: ptr.To[int64](3),
 			NoLimitRequestPercent: ptr.To[int64](100), NoLimitAllocatablePermille: ptr.To[int64](0),
@@ -140,6 +153,14 @@ func TestValidation(t *testing.T) {
 		{"negative NodePIDs floor", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinFreePIDs: ptr.To[int64](-1)}}, "pids.minFreePIDs"},
 		{"NodePIDs floor above 100 %", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinFreePercent: ptr.To[int64](101)}}, "pids.minFreePercent"},
 		{"empty scheduler name", RelieveNodePressureArgs{SchedulerNames: []string{"a", ""}}, "schedulerNames[1]"},
+		{"budget", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](20), PerNode: ptr.To[int32](5), PerNamespace: ptr.To[int32](20)}}, ""},
+		{"budget without total", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{PerNode: ptr.To[int32](5)}}, "evictionBudget.total"},
+		{"budget total 0", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](0)}}, "evictionBudget.total"},
+		{"budget total above 500", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](501)}}, "evictionBudget.total"},
+		{"budget window below 1s", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](1), Window: &metav1.Duration{Duration: time.Millisecond}}}, "evictionBudget.window"},
+		{"budget window above 24h", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](1), Window: &metav1.Duration{Duration: 25 * time.Hour}}}, "evictionBudget.window"},
+		{"budget per node above total", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](5), PerNode: ptr.To[int32](6)}}, "evictionBudget.perNode"},
+		{"budget per namespace 0", RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Total: ptr.To[int32](5), PerNamespace: ptr.To[int32](0)}}, "evictionBudget.perNamespace"},
 		{"bad selector", RelieveNodePressureArgs{LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Near"}}}}, "labelSelector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,6 +61,14 @@ const (
 	// DefaultStateConfigMap is in the namespace of the shipped manifests.
 	DefaultStateConfigMap = config.Namespace + "/headroom-descheduler-state"
 
+	// DefaultEvictionBudgetWindow is the eviction budget's window when
+	// the block is given without one: longer than a few samples of the
+	// node agent (1s to 1m) and than DefaultEvictor's usual minPodAge, so
+	// that a bad sample is bounded for as long as it takes an alert to
+	// reach someone, and short enough that a real pressure across many
+	// nodes is relieved within minutes.
+	DefaultEvictionBudgetWindow = 5 * time.Minute
+
 	// DefaultSchedulerConfigFile is where the shipped manifests mount the
 	// headroom-scheduler's configuration in the descheduler's pod.
 	DefaultSchedulerConfigFile = "/etc/headroom/scheduler/scheduler-config.yaml"
@@ -149,6 +157,9 @@ func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 		if t.MaxEventsPerNode == nil {
 			t.MaxEventsPerNode = ptr.To(DefaultMaxEventsPerNode)
 		}
+	}
+	if b := args.EvictionBudget; b != nil && b.Window == nil {
+		b.Window = &metav1.Duration{Duration: DefaultEvictionBudgetWindow}
 	}
 	if len(args.SchedulerNames) == 0 {
 		args.SchedulerNames = []string{DefaultSchedulerName}

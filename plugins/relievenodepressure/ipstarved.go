@@ -335,8 +335,14 @@ func (sp *starvedPlan) planSteps() *plan {
 // whose reason names the node and the starvation.
 func (c *cycle) relieveStarved(ctx context.Context, node *v1.Node) (stop bool, err error) {
 	sp, err := c.planStarved(ctx, node)
-	if err != nil || sp == nil || len(sp.plan.steps) == 0 {
+	if err != nil || sp == nil {
 		return false, err
+	}
+	if len(sp.plan.steps) == 0 {
+		if budget, why := sp.n.budgetHit(sp.plan); budget != "" {
+			sp.n.budgetStop(budget, why)
+		}
+		return false, nil
 	}
 	sp.n.logger.V(2).Info("Evicting pods starved of a pod IP", "pods", podNames(sp.plan.steps),
 		"podIPsUsed", fmt.Sprintf("%d/%d", sp.ips.used, sp.ips.allocatable))
@@ -362,7 +368,11 @@ func (sp *starvedPlan) podPlans() []PodPlan {
 	}
 	for _, pod := range sp.waiting {
 		why, ok := sp.why[pod.UID]
-		if !ok && sp.plan.limit > 0 {
+		switch {
+		case ok:
+		case sp.plan.budget != "":
+			why = "beyond the eviction budget: " + sp.plan.budgetSpent
+		case sp.plan.limit > 0:
 			why = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", sp.plan.limit)
 		}
 		if !planned.Has(pod.UID) {

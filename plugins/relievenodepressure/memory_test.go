@@ -257,7 +257,9 @@ func TestMemoryNeverTwiceBeforeANewSample(t *testing.T) {
 				// A memory sample newer than the relief that still shows the
 				// pressure is new pressure: a run a minute later relieves it.
 				newer := []*v1.Node{resampled(nodes[0], now.Add(30*time.Second)), nodes[1]}
-				e = newEnv(t, setup{args: memoryArgs()}, append(objects(newer, left), state...)...)
+				// The state of the run that saw the hog gone: a sample
+				// stamped after the one it saw then no longer counts it.
+				e = newEnv(t, setup{args: memoryArgs()}, append(objects(newer, left), e.stateOf(t)...)...)
 				e.plugin.now = func() time.Time { return now.Add(time.Minute) }
 				if got := e.run(t, newer...); !equal(got, []string{"bystander"}) {
 					t.Fatalf("after a newer sample evicted %v, want the bystander", got)

@@ -49,6 +49,18 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 
+	// BudgetExhaustedTotal counts the reliefs an eviction budget
+	// (evictionBudget) stopped, by budget: "total" (cluster-wide),
+	// "node" or "namespace". A node whose plan waits for the window to
+	// slide counts once per run: every second in Deployment mode.
+	BudgetExhaustedTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "headroom",
+		Subsystem:      "relieve_node_pressure",
+		Name:           "budget_exhausted_total",
+		Help:           "Reliefs RelieveNodePressure did not carry out because an eviction budget over its window was spent, by budget: total, node or namespace.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"budget"})
+
 	registerMetrics sync.Once
 )
 
@@ -66,5 +78,7 @@ const (
 // RegisterMetrics registers the plugin's metrics with the registry the
 // descheduler serves, once.
 func RegisterMetrics() {
-	registerMetrics.Do(func() { deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal, EvictionsTotal) })
+	registerMetrics.Do(func() {
+		deschedulermetrics.RegisterMetrics(NodesTotal, EventsDroppedTotal, EvictionsTotal, BudgetExhaustedTotal)
+	})
 }

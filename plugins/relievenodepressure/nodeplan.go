@@ -41,8 +41,13 @@ type NodePlan struct {
 	Waiting string
 	// Relieves: the plan brings the node to or below its thresholds, so its
 	// evictions would be requested. Otherwise nothing is evicted, and the
-	// plugin records a NodePressureUnrelievable Warning Event on the Node.
+	// plugin records a NodePressureUnrelievable Warning Event on the Node,
+	// unless Budget says why.
 	Relieves bool
+	// Budget, when not empty, says which eviction budget (evictionBudget)
+	// keeps the plan from relieving the node now: nothing is evicted until
+	// the window slides past enough earlier evictions.
+	Budget string
 	// StarvedOfPodIP are the ipStarved trigger's decisions, on a node with
 	// no free pod IP, on its pods that wait for their sandbox: its
 	// evictions first, in order, then the pods it passes over and why. In
@@ -122,6 +127,9 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 		return out, nil
 	}
 	out.Triggered, out.Relieves, out.Thresholds = true, !p.aboveThreshold, st.thresholdsAndTargets()
+	if p.aboveThreshold {
+		_, out.Budget = n.budgetHit(p)
+	}
 	steps := map[types.UID]step{}
 	for _, s := range p.steps {
 		steps[s.pod.UID] = s
@@ -144,6 +152,8 @@ func (d *RelieveNodePressure) Plan(ctx context.Context, nodes []*v1.Node, node *
 			pp.Reason = "evictable, but the plan does not bring the node to its threshold: nothing is evicted"
 		case passed:
 			pp.Reason = why
+		case p.budget != "":
+			pp.Reason = "beyond the eviction budget: " + p.budgetSpent
 		case p.limit > 0:
 			pp.Reason = fmt.Sprintf("beyond maxPodsToEvictPerNode %d", p.limit)
 		case p.blockedBy != nil:

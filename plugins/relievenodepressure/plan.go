@@ -49,6 +49,9 @@ type nodeRelief struct {
 	rankings map[string][]*v1.Pod
 	// evictedOne, when set, is told of each successful eviction.
 	evictedOne func(s step, reason string)
+	// budgetNamespaces tells, for each namespace whose pods the
+	// per-namespace eviction budget kept from the plan, why.
+	budgetNamespaces map[string]string
 }
 
 // step is one planned eviction.
@@ -103,6 +106,9 @@ type plan struct {
 	// a pending trigger but cannot be evicted, for any reason (step.stuck;
 	// why[blockedBy.UID] says which): the walk ended there.
 	blockedBy *v1.Pod
+	// budget is the eviction budget (BudgetTotal, BudgetNode) the plan ran
+	// into, or ""; budgetSpent says how.
+	budget, budgetSpent string
 }
 
 // afterBlocked says why a pod after blockedBy in the walk is not evicted.
@@ -165,6 +171,7 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 	proj := st.clone()
 	p := &plan{why: map[types.UID]string{}}
 	budget, limited := n.budget()
+	windowLeft, windowBudget, windowWhy, windowed := n.windowLeft()
 	l := n.ledgerOf(nil)
 	visited := sets.New[types.UID]()
 	ranked := false
@@ -179,6 +186,10 @@ func (n *nodeRelief) plan(st *pressure) *plan {
 		p.walked = append(p.walked, pod)
 		if _, refused := n.refused[pod.UID]; n.tried.Has(pod.UID) && !refused {
 			continue
+		}
+		if windowed && uint(len(p.steps)) >= windowLeft {
+			p.budget, p.budgetSpent = windowBudget, windowWhy
+			break
 		}
 		if limited && uint(len(p.steps)) >= budget {
 			p.limit = *n.args.MaxPodsToEvictPerNode
@@ -462,6 +473,9 @@ func (n *nodeRelief) excluded(pod *v1.Pod) string {
 	case n.limited.Has(pod.Namespace):
 		return fmt.Sprintf("namespace %s reached the per-namespace eviction limit", pod.Namespace)
 	}
+	if why := n.namespaceBudgetSpent(pod.Namespace); why != "" {
+		return why
+	}
 	return ""
 }
 
@@ -517,9 +531,28 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan, replan
 		p.steps = p.steps[1:]
 		n.tried.Insert(s.pod.UID)
 		podLogger := n.logger.WithValues("pod", klog.KObj(s.pod))
+		// Counted against the eviction budget before it is requested, so
+		// that the bound holds exactly, within a run and across replicas.
+		budget, why, err := n.reserve(ctx, n.node.Name, s.pod)
+		if err != nil {
+			podLogger.Error(err, "Not evicting: the eviction budget's ledger could not be written; leaving the node for the next run")
+			return false, nil
+		}
+		if budget != "" {
+			n.budgetStop(budget, why)
+			if budget != BudgetNamespace {
+				return budget == BudgetTotal, nil
+			}
+			// Its namespace's pods are kept now (excluded): plan again.
+			if p = replan(); p.aboveThreshold {
+				n.logger.V(2).Info("The rest of the order no longer brings the node to its threshold; leaving it for the next sample", st.keysAndValues("")...)
+				return false, nil
+			}
+			continue
+		}
 		before := st.keysAndValues("before")
 		reason := s.evictionReason(n.node)
-		err := n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
+		err = n.handle.Evictor().Evict(ctx, s.pod, evictions.EvictOptions{StrategyName: PluginName, Reason: reason})
 		if err == nil {
 			n.evicted++
 			for _, cause := range s.causes {
@@ -554,8 +587,7 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan, replan
 			namespaceLimit *evictions.EvictionNamespaceLimitError
 			totalLimit     *evictions.EvictionTotalLimitError
 		)
-		switch {
-		case outcomeUnknown(err):
+		if outcomeUnknown(err) {
 			// Recorded as evicted: if it was, the next runs must not evict
 			// again for the PIDs it held.
 			n.evictedPods = append(n.evictedPods, s.pod)
@@ -565,7 +597,12 @@ func (n *nodeRelief) carryOut(ctx context.Context, st *pressure, p *plan, replan
 			// The next cycle sees the pod terminating or gone (its listed
 			// PIDs freed) if it was evicted, and plans from there.
 			podLogger.Info("Warning: eviction outcome unknown: the API server did not answer or failed; leaving the node for the next cycle", append(st.keysAndValues(""), "err", err.Error())...)
+			// Its count against the budget stays: it may have been evicted.
 			return false, nil
+		}
+		// Refused: the pod stays, and its count is given back.
+		n.release(ctx, n.node.Name, s.pod)
+		switch {
 		case errors.As(err, &nodeLimit):
 			n.logger.V(2).Info("Node reached the evictor's per-node limit before the plan was done; set maxPodsToEvictPerNode to the policy's maxNoOfPodsToEvictPerNode", st.keysAndValues("")...)
 			return false, nil

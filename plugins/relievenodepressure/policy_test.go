@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler"
@@ -70,10 +71,26 @@ func TestSamplePolicySpellsOutTheDefaults(t *testing.T) {
 	// The PID trigger and, on in the shipped policy, the ipStarved trigger,
 	// each with its defaults.
 	want := &RelieveNodePressureArgs{Namespaces: &api.Namespaces{Exclude: []string{"kube-system", "headroom-system"}},
-		MaxPodsToEvictPerNode: policy.MaxNoOfPodsToEvictPerNode, PIDs: &PIDsTrigger{}, IPStarved: &IPStarvedTrigger{}}
+		MaxPodsToEvictPerNode: policy.MaxNoOfPodsToEvictPerNode, PIDs: &PIDsTrigger{}, IPStarved: &IPStarvedTrigger{},
+		// The budget the policy's comment promises: 20 per window of 4m
+		// in the cluster, 5 per node and per namespace.
+		EvictionBudget: &EvictionBudget{Window: &metav1.Duration{Duration: 4 * time.Minute}, Total: ptr.To[int32](20),
+			PerNode: ptr.To[int32](5), PerNamespace: ptr.To[int32](5)}}
 	SetDefaults_RelieveNodePressureArgs(want)
 	if !equalArgs(got, want) {
 		t.Fatalf("sample decodes to\n%s\nwant the defaults, and the policy's per-node limit\n%s", dump(got), dump(want))
+	}
+	// Only RelieveNodePressure evicts: an upstream plugin would get only
+	// the descheduler's per-run limits, reset every second in the
+	// Deployment, and no budget over time.
+	for _, p := range policy.Profiles {
+		for _, set := range []api.PluginSet{p.Plugins.Deschedule, p.Plugins.Balance} {
+			for _, name := range set.Enabled {
+				if name != PluginName {
+					t.Errorf("profile %s enables %s: its evictions would be bounded per run only", p.Name, name)
+				}
+			}
+		}
 	}
 	ev := pluginArgs[*defaultevictor.DefaultEvictorArgs](t, policy, defaultevictor.PluginName)
 	if !ev.NodeFit || ev.MinReplicas != 2 || ev.MinPodAge == nil || ev.MinPodAge.Duration != 10*time.Minute {

@@ -1,6 +1,7 @@
 package relievenodepressure
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -84,6 +85,9 @@ func TestNewerSampleJudgedByTheNodesClock(t *testing.T) {
 	if got := e.run(t, nodes...); len(got) != 0 {
 		t.Fatalf("before a new sample evicted %v", got)
 	}
+	// That run saw the hog gone: a sample stamped after the one it saw
+	// then no longer counts the hog's processes.
+	state = e.stateOf(t)
 	// A sample taken 30 s after the relief, stamped by the node's clock.
 	newer := []*v1.Node{sampledAt(nodes[0], 9700, now.Add(skew+30*time.Second)), nodes[1]}
 	e = newEnv(t, setup{}, append(objects(newer, left), state...)...)
@@ -139,4 +143,76 @@ func TestTheNextRunFinishesAPlanCutShort(t *testing.T) {
 	if got, want := next.run(t, nodes...), []string{"w2", "w3", "w4", "w5"}; !equal(got, want) {
 		t.Fatalf("the next run evicted %v, want the rest of the plan %v", got, want)
 	}
+}
+
+// Each trigger's part of a node's record survives the others' writes: an
+// ipStarved eviction on a node, in the same run as a PID relief whose
+// sample did not account for the pod it evicted, leaves the PID trigger
+// waiting for a newer sample. The next run, on the same sample, evicts
+// nothing more for PIDs; with the record overwritten it evicted the
+// bystander, for PIDs the hog held and the sample still counts.
+func TestIPStarvedEvictionKeepsThePIDTriggersWait(t *testing.T) {
+	hog := testPod("hog", "n1", ownedBy("hog"), pids(800))
+	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
+	starved, event := starvedFor("starved", "n1", 5*time.Minute, ownedBy("starved"))
+	n1 := pidNode("n1", 10000, 9700)
+	for k, v := range ipNode("n1", 13, 13).Annotations {
+		n1.Annotations[k] = v
+	}
+	nodes := []*v1.Node{n1, ipNode("spare", 13, 0)}
+	args := RelieveNodePressureArgs{PIDs: &PIDsTrigger{}, IPStarved: &IPStarvedTrigger{}}
+	e := starvedEnv(t, setup{args: args}, nodes, []*v1.Pod{hog, bystander, starved}, event)
+	if got, want := e.run(t, nodes...), []string{"hog", "starved"}; !equal(got, want) {
+		t.Fatalf("first run evicted %v, want %v", got, want)
+	}
+	state := e.stateOf(t)
+	var record nodeRecord
+	if err := json.Unmarshal([]byte(state[0].(*v1.ConfigMap).Data["n1"]), &record); err != nil {
+		t.Fatal(err)
+	}
+	if !record.awaits(keyPIDs) {
+		t.Fatalf("record %+v: the ipStarved eviction ended the PID trigger's wait for a newer sample", record)
+	}
+	// The hog and the starved pod are gone; the sample is the same.
+	next := newEnv(t, setup{args: args}, append(objects(nodes, []*v1.Pod{bystander}), state...)...)
+	if got := next.run(t, nodes...); len(got) != 0 {
+		t.Fatalf("the next run, before a new PID sample, evicted %v", got)
+	}
+}
+
+// A relief waits for a sample that no longer counts the evicted pod's
+// processes, not merely a newer one: a sample taken while the hog still
+// terminates (its container running) counts its PIDs, and relieving on it
+// evicted the bystander for pressure already relieved. The plugin waits
+// while the hog runs, records the newest sample stamp once it sees the hog
+// gone, and relieves again only on a sample stamped after that one.
+func TestReliefWaitsForASampleWithoutTheEvictedPod(t *testing.T) {
+	hog := testPod("hog", "n1", ownedBy("hog"), pids(800))
+	bystander := testPod("bystander", "n1", ownedBy("bystander"), pids(400))
+	n1 := pidNode("n1", 10000, 9700)
+	sampled := func(at time.Duration) []*v1.Node {
+		return []*v1.Node{sampledAt(n1, 9700, now.Add(at)), spareNode("n2")}
+	}
+	e := newEnv(t, setup{}, objects(sampled(-time.Minute), []*v1.Pod{hog, bystander})...)
+	if got, want := e.run(t, sampled(-time.Minute)...), []string{"hog"}; !equal(got, want) {
+		t.Fatalf("first run evicted %v, want %v", got, want)
+	}
+	step := func(name string, at time.Duration, pods []*v1.Pod, want []string) {
+		t.Helper()
+		nodes := sampled(at)
+		e = newEnv(t, setup{}, append(objects(nodes, pods), e.stateOf(t)...)...)
+		e.plugin.now = func() time.Time { return now.Add(at + time.Second) }
+		if got := e.run(t, nodes...); !equal(got, want) {
+			t.Fatalf("%s: evicted %v, want %v", name, got, want)
+		}
+	}
+	// A second later, a sample taken while the hog terminates: it still
+	// counts the hog's processes.
+	step("a newer sample while the hog runs", time.Second, []*v1.Pod{withOpts(hog, terminatingPod), bystander}, nil)
+	// The hog is gone, the sample the same: it may have been taken before
+	// the hog's processes exited.
+	step("the hog gone, the same sample", time.Second, []*v1.Pod{bystander}, nil)
+	// A sample stamped after the one seen when the hog was gone, still
+	// above the threshold: new pressure, relieved.
+	step("a sample after the hog was seen gone", 2*time.Second, []*v1.Pod{bystander}, []string{"bystander"})
 }

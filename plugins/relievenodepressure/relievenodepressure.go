@@ -199,9 +199,10 @@ func (d *RelieveNodePressure) StateConfigMap() (namespace, name string) {
 func (d *RelieveNodePressure) Name() string { return PluginName }
 
 // Deschedule relieves each node in turn. It stops early only at the
-// descheduler's total eviction limit; the per-node limit moves it on to the
-// next node and the per-namespace limit excludes that namespace's pods for
-// the rest of the cycle. It never waits for its Events to be written (see
+// descheduler's total eviction limit or a spent total eviction budget; the
+// per-node limit or budget moves it on to the next node and the
+// per-namespace limit or budget excludes that namespace's pods for the
+// rest of the cycle. It never waits for its Events to be written (see
 // recorder).
 func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(klog.NewContext(ctx, d.logger)).WithValues("ExtensionPoint", frameworktypes.DescheduleExtensionPoint)
@@ -262,7 +263,7 @@ func (d *RelieveNodePressure) stateHorizon() time.Duration {
 func (d *RelieveNodePressure) loadState(ctx context.Context) (*state, error) {
 	if d.store == nil {
 		if d.memory == nil {
-			d.memory = &state{records: map[string]nodeRecord{}}
+			d.memory = newState()
 		}
 		return d.memory, nil
 	}
@@ -301,6 +302,14 @@ func (c *cycle) relieve(ctx context.Context, node *v1.Node) (stop bool, err erro
 		return false, err
 	}
 	if p.aboveThreshold {
+		if budget, why := n.budgetHit(p); budget != "" {
+			// Not unrelievable: the window slides, and the plan runs once
+			// the budget allows it. No Event: a spent budget would repeat
+			// it every run; the metric and the plan say so.
+			n.budgetStop(budget, why)
+			left, _, _, _ := n.windowLeft()
+			return budget == BudgetTotal && left == 0, nil
+		}
 		n.unrelievable(st, p)
 		return false, nil
 	}

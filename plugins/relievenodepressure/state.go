@@ -64,6 +64,34 @@ type nodeRecord struct {
 	// the node waiting until its samples go stale (behind). Records
 	// written before this field wait for a sample newer than Relieved.
 	SampledAt map[string]time.Time `json:"sampledAt,omitempty"`
+	// Exiting holds, for each figure a trigger waits on, the pods evicted
+	// then whose share its sample did not account for, by uidPrefix (at
+	// most maxExitingPods): a newer sample is not enough, since one taken
+	// before their processes exit still counts them and would relieve the
+	// same pressure twice. The trigger waits until none of them runs on
+	// the node (gone, or every container terminated), then for a sample
+	// stamped after Gone; the figure's Exiting is cleared once Gone is set.
+	Exiting map[string][]string `json:"exiting,omitempty"`
+	// Gone holds, for each figure whose Exiting pods were all seen gone,
+	// the stamp of the newest sample of it the node carried then: the
+	// agent's stamps compared with each other, as SampledAt, so no clock
+	// skew enters; a sample stamped later was taken after the pods'
+	// processes were gone.
+	Gone map[string]time.Time `json:"gone,omitempty"`
+}
+
+// maxExitingPods bounds a figure's Exiting: a relief evicts at most
+// maxPodsToEvictPerNode pods from a node, 5 in the shipped policy; beyond
+// 10, the wait is for the last 10, evicted within the same run as the
+// others. With uidPrefix, a waiting record grows by about 110 bytes a
+// figure, and only while the pods terminate.
+const maxExitingPods = 10
+
+// uidPrefix is how Exiting names a pod: the first 8 characters of its UID,
+// 32 random bits of a UUID. Another pod of the node with the same prefix
+// would only make the trigger wait for it too.
+func uidPrefix(uid types.UID) string {
+	return string(uid[:min(len(uid), 8)])
 }
 
 // waitsFor reports whether, after the node's last relief, the trigger of
@@ -90,18 +118,51 @@ func (r nodeRecord) awaits(key string) bool {
 }
 
 // await records that the trigger of the figure with key waits for a
-// sample of it stamped after sampledAt: awaits' inverse, in the record's
-// format (PIDs in Accounted, the others in Awaiting).
-func (r *nodeRecord) await(key string, sampledAt time.Time) {
+// sample of it stamped after sampledAt, taken once the pods of exiting are
+// gone: awaits' inverse, in the record's format (PIDs in Accounted, the
+// others in Awaiting). The record's maps must be its own (owned).
+func (r *nodeRecord) await(key string, sampledAt time.Time, exiting []string) {
 	if key == keyPIDs {
 		r.Accounted = false
-	} else {
+	} else if !slices.Contains(r.Awaiting, key) {
 		r.Awaiting = append(r.Awaiting, key)
 	}
 	if r.SampledAt == nil {
 		r.SampledAt = map[string]time.Time{}
 	}
 	r.SampledAt[key] = sampledAt
+	if len(exiting) > maxExitingPods {
+		exiting = exiting[len(exiting)-maxExitingPods:]
+	}
+	if r.Exiting == nil {
+		r.Exiting = map[string][]string{}
+	}
+	r.Exiting[key] = exiting
+}
+
+// settle records that the trigger of the figure with key waits for no
+// sample: its part of the record is cleared, the other figures' kept.
+func (r *nodeRecord) settle(key string) {
+	if key == keyPIDs {
+		r.Accounted = true
+	} else {
+		r.Awaiting = slices.DeleteFunc(r.Awaiting, func(k string) bool { return k == key })
+	}
+	delete(r.SampledAt, key)
+	delete(r.Exiting, key)
+	delete(r.Gone, key)
+}
+
+// owned returns a copy of r that shares no slice or map with it, so that
+// a change to it leaves the record it came from (a plan's copy, the
+// records as read) untouched.
+func (r nodeRecord) owned() nodeRecord {
+	r.Seen = slices.Clone(r.Seen)
+	r.Awaiting = slices.Clone(r.Awaiting)
+	r.SampledAt = maps.Clone(r.SampledAt)
+	r.Exiting = maps.Clone(r.Exiting)
+	r.Gone = maps.Clone(r.Gone)
+	return r
 }
 
 func (r nodeRecord) last() time.Time {
@@ -126,6 +187,17 @@ type state struct {
 	// last read or wrote it: a write sends only the records that differ
 	// from it.
 	stored map[string]string
+	// budget is the eviction budget's ledger (budgetKey), never nil; it
+	// is written only by writeBudget, before each eviction, with
+	// budgetArgs and budgetAt the budget and time it is pruned by.
+	budget     *budgetLedger
+	budgetArgs *EvictionBudget
+	budgetAt   time.Time
+}
+
+// newState is an empty record.
+func newState() *state {
+	return &state{records: map[string]nodeRecord{}, budget: &budgetLedger{}}
 }
 
 // stateStore keeps the records in a ConfigMap, one key per node, each a
@@ -142,13 +214,15 @@ type stateStore struct {
 // wrote, if anything: in dry-run mode the client is a sandbox made afresh
 // for every cycle, and an operator may have deleted it.
 func (s *stateStore) load(ctx context.Context) (*state, error) {
-	st := &state{records: map[string]nodeRecord{}}
+	st := newState()
 	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		if s.saved != nil {
 			st.changed = true
 			st.records = parseRecords(s.saved, nil)
+			raw, ok := s.saved[budgetKey]
+			st.budget = parseLedger(klog.FromContext(ctx), raw, ok)
 		}
 		return st, nil
 	case err != nil:
@@ -164,14 +238,19 @@ func (s *stateStore) load(ctx context.Context) (*state, error) {
 		// which delays its relief (the debounce) rather than hastens it.
 		st.changed = true
 	})
+	raw, ok := st.stored[budgetKey]
+	st.budget = parseLedger(klog.FromContext(ctx), raw, ok)
 	return st, nil
 }
 
-// parseRecords reads a ConfigMap's data; broken is told of each record
-// that does not parse, which is left out.
+// parseRecords reads a ConfigMap's data, the budget's ledger aside;
+// broken is told of each record that does not parse, which is left out.
 func parseRecords(data map[string]string, broken func(node string)) map[string]nodeRecord {
 	records := make(map[string]nodeRecord, len(data))
 	for node, raw := range data {
+		if node == budgetKey {
+			continue
+		}
 		var r nodeRecord
 		if err := json.Unmarshal([]byte(raw), &r); err != nil {
 			if broken != nil {
@@ -212,7 +291,7 @@ func (s *stateStore) save(ctx context.Context, st *state, now time.Time, horizon
 	if !st.changed {
 		return nil
 	}
-	if err := s.write(ctx, st, nil); err != nil {
+	if err := s.write(ctx, st, nil, nil); err != nil {
 		return err
 	}
 	st.changed = false
@@ -226,7 +305,18 @@ func (s *stateStore) saveNode(ctx context.Context, st *state, node string, now t
 	if !st.exists {
 		return s.save(ctx, st, now, horizon)
 	}
-	return s.write(ctx, st, []string{node})
+	return s.write(ctx, st, []string{node}, nil)
+}
+
+// writeBudget writes the budget's ledger after count has changed it, and
+// retries on a conflict from the ledger the API server holds: a write by
+// another replica, or by this process's predecessor, is read (rebase) and
+// count runs again on it, so that no eviction counted by anyone is lost
+// and none is counted twice. A ledger that does not change is not
+// written.
+func (s *stateStore) writeBudget(ctx context.Context, st *state, b *EvictionBudget, now time.Time, count func() error) error {
+	st.budgetArgs, st.budgetAt = b, now
+	return s.write(ctx, st, []string{budgetKey}, count)
 }
 
 // write brings the ConfigMap's keys of nodes (every key where nodes is nil)
@@ -243,8 +333,16 @@ func (s *stateStore) saveNode(ctx context.Context, st *state, node string, now t
 // made after the edit must be remembered) and the overwrite is logged. Two
 // descheduler replicas never run at once (leader election); an edit by an
 // operator is rare, and the retry costs one Get.
-func (s *stateStore) write(ctx context.Context, st *state, nodes []string) error {
+//
+// prepare, when not nil, is called before each attempt, after a refused one
+// has read the ConfigMap again: writeBudget counts an eviction there.
+func (s *stateStore) write(ctx context.Context, st *state, nodes []string, prepare func() error) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return err
+			}
+		}
 		if !st.exists {
 			return s.create(ctx, st)
 		}
@@ -308,6 +406,11 @@ func (s *stateStore) create(ctx context.Context, st *state) error {
 		}
 		cm.Data[node] = string(raw)
 	}
+	if raw, err := st.budget.marshal(st.budgetArgs, st.budgetAt); err != nil {
+		return err
+	} else if raw != "" {
+		cm.Data[budgetKey] = raw
+	}
 	written, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -330,7 +433,7 @@ func (st *state) diff(nodes []string) (map[string]*string, error) {
 			nodes = append(nodes, node)
 		}
 		for node := range st.stored {
-			if _, ok := st.records[node]; !ok {
+			if _, ok := st.records[node]; !ok && node != budgetKey {
 				nodes = append(nodes, node)
 			}
 		}
@@ -338,6 +441,18 @@ func (st *state) diff(nodes []string) (map[string]*string, error) {
 	diff := map[string]*string{}
 	for _, node := range nodes {
 		old, had := st.stored[node]
+		if node == budgetKey {
+			raw, err := st.budget.marshal(st.budgetArgs, st.budgetAt)
+			switch {
+			case err != nil:
+				return nil, err
+			case raw == "" && had:
+				diff[node] = nil
+			case raw != "" && raw != old:
+				diff[node] = &raw
+			}
+			continue
+		}
 		r, ok := st.records[node]
 		if !ok {
 			if had {
@@ -378,7 +493,15 @@ func (s *stateStore) rebase(ctx context.Context, st *state) error {
 		theirs = map[string]string{}
 	}
 	fresh := parseRecords(theirs, nil)
+	// The ledger is always theirs: this process's evictions in it were
+	// written before they were requested (writeBudget), and a count under
+	// way runs again on theirs.
+	raw, ok := theirs[budgetKey]
+	st.budget = parseLedger(klog.FromContext(ctx), raw, ok)
 	for _, node := range slices.Sorted(maps.Keys(keysOf(st.stored, theirs))) {
+		if node == budgetKey {
+			continue
+		}
 		old, had := st.stored[node]
 		now, has := theirs[node]
 		if had == has && old == now {
@@ -424,11 +547,9 @@ func (st *state) clone() *state {
 	c.stored = maps.Clone(st.stored)
 	c.records = make(map[string]nodeRecord, len(st.records))
 	for node, r := range st.records {
-		r.Seen = slices.Clone(r.Seen)
-		r.Awaiting = slices.Clone(r.Awaiting)
-		r.SampledAt = maps.Clone(r.SampledAt)
-		c.records[node] = r
+		c.records[node] = r.owned()
 	}
+	c.budget = st.budget.clone()
 	return &c
 }
 
@@ -487,24 +608,40 @@ func (c *cycle) recordRelief(n *nodeRelief, st *pressure) {
 // the next run, which carries out the rest of it from the same sample (less
 // what the sample accounts for of the pods evicted) without waiting for the
 // pressure to last again.
+//
+// Only the part of each trigger that took part in the relief (its
+// projection is in st) is written: another trigger's wait, from an earlier
+// relief of the node this run or before, is kept, so that an ipStarved
+// eviction does not end the PID trigger's wait for a newer sample.
 func (c *cycle) relief(n *nodeRelief, st *pressure, finished bool) {
 	if len(n.evictedPods) == 0 {
 		return
 	}
 	at := c.now
-	r := nodeRecord{Relieved: &at, Accounted: true}
-	if !finished {
-		r.Seen = c.state.records[n.node.Name].Seen
+	r := c.state.records[n.node.Name].owned()
+	if r.Relieved == nil {
+		// No relief recorded: no trigger waits (Accounted's zero value
+		// would make the PID trigger wait).
+		r.Accounted = true
+	}
+	r.Relieved = &at
+	if finished {
+		r.Seen = nil
 	}
 	for i, p := range st.by {
 		if p == nil {
 			continue
 		}
+		key := st.triggers[i].key
+		r.settle(key)
+		var exiting []string
 		for _, pod := range n.evictedPods {
 			if !p.accounts(pod) {
-				r.await(st.triggers[i].key, p.sampleTime())
-				break
+				exiting = append(exiting, uidPrefix(pod.UID))
 			}
+		}
+		if len(exiting) > 0 {
+			r.await(key, p.sampleTime(), exiting)
 		}
 	}
 	c.state.records[n.node.Name] = r

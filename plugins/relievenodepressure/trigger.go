@@ -3,10 +3,14 @@ package relievenodepressure
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/headroom-k8s/headroom/pkg/sample"
 )
 
 // maxFigures bounds the triggers, and the figures the room check reads
@@ -139,15 +143,57 @@ func (c *cycle) assessTrigger(t *trigger, node *v1.Node, pods []*v1.Pod) (projec
 	}
 	if r := c.state.records[node.Name]; r.Relieved != nil && t.recorded {
 		at := p.sampleTime()
+		// First, so that the run that first sees the evicted pods gone
+		// records it, whatever else the trigger waits for.
+		gone, err := c.awaitExit(node, r, t, pods, at)
+		if err != nil {
+			return nil, err
+		}
 		if wait, since := r.waitsFor(t.key, at); wait {
 			return nil, fmt.Errorf("awaiting a %s sample newer than the last relief at %s (a sample stamped after %s): the sample of %s still counts what the pods evicted then held",
 				t.noun, r.Relieved.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+		}
+		if !gone.IsZero() && !at.After(gone) {
+			return nil, fmt.Errorf("awaiting a %s sample stamped after %s, the newest when the pods evicted at %s were seen gone: that one may have been taken while they ran",
+				t.noun, gone.UTC().Format(time.RFC3339), r.Relieved.UTC().Format(time.RFC3339))
 		}
 	}
 	if g := p.level(); g.allocatable == 0 {
 		return nil, errors.New(g.noAllocatable)
 	}
 	return p, nil
+}
+
+// awaitExit keeps t's trigger waiting, after a relief whose sample did not
+// account for the pods it evicted (r.Exiting), while one of them still
+// runs on the node; once none does, it returns the stamp a sample of t's
+// figure must be later than: the newest the node carried when the plugin
+// first saw them gone (r.Gone, recorded here then, when the pods are
+// forgotten). at is the stamp of the node's sample of t's figure. Zero:
+// no such wait.
+func (c *cycle) awaitExit(node *v1.Node, r nodeRecord, t *trigger, pods []*v1.Pod, at time.Time) (time.Time, error) {
+	if gone, seen := r.Gone[t.key]; seen {
+		return gone, nil
+	}
+	exiting := r.Exiting[t.key]
+	if len(exiting) == 0 {
+		return time.Time{}, nil
+	}
+	for _, pod := range pods {
+		if slices.Contains(exiting, uidPrefix(pod.UID)) && !sample.Terminal(pod) {
+			return time.Time{}, fmt.Errorf("awaiting the exit of %s, evicted at %s: a %s sample taken while its processes run still counts them",
+				klog.KObj(pod), r.Relieved.UTC().Format(time.RFC3339), t.noun)
+		}
+	}
+	r = r.owned()
+	if r.Gone == nil {
+		r.Gone = map[string]time.Time{}
+	}
+	r.Gone[t.key] = at
+	delete(r.Exiting, t.key)
+	c.state.records[node.Name] = r
+	c.state.changed = true
+	return at, nil
 }
 
 // pressure is a node's projections by the enabled triggers, indexed as

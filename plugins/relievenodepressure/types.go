@@ -61,6 +61,13 @@ type RelieveNodePressureArgs struct {
 	// and never evict twice for one pressure; default
 	// headroom-system/headroom-descheduler-state.
 	StateConfigMap string `json:"stateConfigMap,omitempty"`
+	// EvictionBudget bounds this plugin's evictions over a sliding window
+	// of time, cluster-wide, per node and per namespace, counted in
+	// stateConfigMap so that neither the descheduler's per-run reset of
+	// its own limits (every run, every second in Deployment mode) nor a
+	// restart or a change of leader resets it; nil: no budget of its own
+	// (the policy's per-run limits only).
+	EvictionBudget *EvictionBudget `json:"evictionBudget,omitempty"`
 	// SchedulerConfigFile is the headroom-scheduler's
 	// KubeSchedulerConfiguration, as the shipped manifests mount it: at
 	// start the plugin checks that NodePIDs' floor in the profiles of
@@ -179,4 +186,27 @@ type IPStarvedTrigger struct {
 	// run from its cache, shared between the waiting pods' namespaces in
 	// turn; in [1, 1000]; default 100.
 	MaxEventsPerNode *int64 `json:"maxEventsPerNode,omitempty"`
+}
+
+// +k8s:deepcopy-gen=true
+
+// EvictionBudget is how many pods the plugin may evict within any Window:
+// each eviction is counted, before it is requested, against the total, its
+// node's and its namespace's budget; one that would exceed any of them is
+// not requested until the window has slid past enough earlier evictions.
+type EvictionBudget struct {
+	// Window is the length of the sliding window, in [1s, 24h]; default
+	// 5m. Evictions are counted in Window/30 buckets: an eviction leaves
+	// the window up to one bucket later than Window after it was made,
+	// never earlier.
+	Window *metav1.Duration `json:"window,omitempty"`
+	// Total is the most evictions within a window across the cluster, in
+	// [1, 500]; required: it also bounds what the record stores.
+	Total *int32 `json:"total,omitempty"`
+	// PerNode is the most evictions from one node within a window, in
+	// [1, total]; unset: no per-node budget.
+	PerNode *int32 `json:"perNode,omitempty"`
+	// PerNamespace is the most evictions from one namespace within a
+	// window, in [1, total]; unset: no per-namespace budget.
+	PerNamespace *int32 `json:"perNamespace,omitempty"`
 }

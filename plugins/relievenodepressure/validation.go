@@ -118,6 +118,9 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 			errs = append(errs, field.Invalid(field.NewPath("labelSelector"), args.LabelSelector.String(), err.Error()))
 		}
 	}
+	if b := args.EvictionBudget; b != nil {
+		errs = append(errs, validateEvictionBudget(field.NewPath("evictionBudget"), b)...)
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -132,6 +135,42 @@ const (
 	maxIPStarvedGrace       = 24 * time.Hour
 	maxEventsPerNode  int64 = 1000
 )
+
+// The bounds of evictionBudget's fields: a window shorter than a second is
+// the descheduler's own per-run limit; one longer than a day outlives any
+// incident. maxBudgetTotal bounds the record: each eviction in the window
+// is at most one entry of about 100 bytes (see budgetLedger).
+const (
+	minBudgetWindow       = time.Second
+	maxBudgetWindow       = 24 * time.Hour
+	maxBudgetTotal  int32 = 500
+)
+
+// validateEvictionBudget checks the budget's window and counts.
+func validateEvictionBudget(path *field.Path, b *EvictionBudget) field.ErrorList {
+	var errs field.ErrorList
+	if w := b.Window.Duration; w < minBudgetWindow || w > maxBudgetWindow {
+		errs = append(errs, field.Invalid(path.Child("window"), w.String(), fmt.Sprintf("must be within [%s, %s]", minBudgetWindow, maxBudgetWindow)))
+	}
+	total := maxBudgetTotal
+	switch {
+	case b.Total == nil:
+		errs = append(errs, field.Required(path.Child("total"), "bounds the evictions across the cluster and what the record stores"))
+	case *b.Total < 1 || *b.Total > maxBudgetTotal:
+		errs = append(errs, field.Invalid(path.Child("total"), *b.Total, fmt.Sprintf("must be within [1, %d]", maxBudgetTotal)))
+	default:
+		total = *b.Total
+	}
+	for _, f := range []struct {
+		name string
+		v    *int32
+	}{{"perNode", b.PerNode}, {"perNamespace", b.PerNamespace}} {
+		if f.v != nil && (*f.v < 1 || *f.v > total) {
+			errs = append(errs, field.Invalid(path.Child(f.name), *f.v, fmt.Sprintf("must be within [1, total %d]", total)))
+		}
+	}
+	return errs
+}
 
 // maxPressureSamples bounds the debounce: ten samples are minutes of
 // pressure at the node agent's pace, and the plugin's record of a node

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -123,7 +124,7 @@ const deschedulerAcquired = `"Successfully acquired lease" lock="` + controlplan
 
 // startDeploymentDescheduler starts headroom-descheduler as a replica of the
 // shipped Deployment (its args, the shipped ServiceAccount with the RBAC of
-// manifests/descheduler-deployment), with testLease.
+// manifests/descheduler-deployment), with testLease and faultsPolicy.
 func startDeploymentDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string) *controlplane.Process {
 	t.Helper()
 	if err := cp.ApplyShippedIdentitiesOf(ctx, "manifests/descheduler-deployment"); err != nil {
@@ -134,13 +135,44 @@ func startDeploymentDescheduler(ctx context.Context, t *testing.T, cp *controlpl
 		t.Fatal(err)
 	}
 	p, _ := strconv.Atoi(port)
-	args := append(shippedDeschedulerArgs(t, p), testLease...)
+	policy := filepath.Join(t.TempDir(), "faults-policy.yaml")
+	if err := os.WriteFile(policy, faultsPolicy(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, a := range shippedDeschedulerArgs(t, p) {
+		if strings.HasPrefix(a, "--policy-config-file=") {
+			a = "--policy-config-file=" + policy
+		}
+		args = append(args, a)
+	}
+	args = append(args, testLease...)
 	args = append(args, "--kubeconfig", shippedIdentity(ctx, t, cp, "headroom-descheduler"))
 	proc, err := cp.StartProcessAs(name, "headroom-descheduler", args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return proc
+}
+
+// faultsPolicy is the shipped policy with room in the eviction budget's
+// per-node and per-namespace counts (5 shipped) for one eviction more than
+// the five-pod plan of setUpPressure. The budget counts an eviction before
+// it is requested and keeps counting one whose outcome its process never
+// learned (the leader killed, the API server gone), the safe side: when
+// the held eviction is dropped, the shipped 5 leave the standby three
+// evictions where the rest of the plan is four, and it relieves the node
+// to its threshold only, the rest after the window. These tests are about
+// the plan being carried out once across the fault, not the budget
+// (TestRelieveNodePressureBudgetDeployment is).
+func faultsPolicy(t *testing.T) []byte {
+	t.Helper()
+	policy := repoFile(t, "manifests/descheduler/policy.yaml")
+	shipped := []byte("        perNode: 5\n        perNamespace: 5\n")
+	if bytes.Count(policy, shipped) != 1 {
+		t.Fatalf("the shipped policy's eviction budget is not 5 per node and per namespace")
+	}
+	return bytes.Replace(policy, shipped, []byte("        perNode: 6\n        perNamespace: 6\n"), 1)
 }
 
 // evictionGate is a validating admission webhook on pods/eviction, served

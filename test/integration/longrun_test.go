@@ -587,14 +587,25 @@ func lrHeldAtRun(ctx context.Context, t *testing.T, c kubernetes.Interface, node
 }
 
 // lrPolicy is the shipped DeschedulerPolicy; its RelieveNodePressure args
-// say pressureSamples: 2.
+// say pressureSamples: 2. One thing changes with the compressed time: the
+// eviction budget's window, which counts the descheduler's real clock, is
+// the least it may be (1s) instead of 4m. A tick is a CronJob run of 5
+// minutes in the model but a few seconds here, so 4 minutes would span
+// the whole run; 1 s (counted up to 2 s, with its bucket) keeps each tick
+// in a window of its own, as 4 minutes under the CronJob's 5 keep each run
+// in a real cluster, and within a run the budget's 20, and 5 per node and
+// namespace, are the policy's per-run limits.
 func lrPolicy(t *testing.T) []byte {
 	t.Helper()
 	policy := repoFile(t, "manifests/descheduler/policy.yaml")
 	if !strings.Contains(string(policy), "pressureSamples: 2") {
 		t.Fatalf("the shipped policy no longer says pressureSamples: 2")
 	}
-	return policy
+	const window = "        window: 4m\n"
+	if strings.Count(string(policy), window) != 1 {
+		t.Fatalf("the shipped policy's eviction budget window is not 4m")
+	}
+	return []byte(strings.Replace(string(policy), window, "        window: 1s\n", 1))
 }
 
 // lrDeployment is a tenant's workload: placed by headroom-scheduler,

@@ -77,6 +77,7 @@ func registeredMetricNames(t *testing.T) map[string]bool {
 	for _, c := range []prometheus.Collector{
 		headroommetrics.InvalidAnnotations, headroommetrics.Nodes,
 		relievenodepressure.NodesTotal, relievenodepressure.EventsDroppedTotal, relievenodepressure.EvictionsTotal,
+		relievenodepressure.BudgetExhaustedTotal,
 		deschedulermetrics.PodsEvictedTotal, deschedulermetrics.LoopDuration, deschedulermetrics.StrategyDuration,
 		schedmetrics.PluginExecutionDuration,
 	} {

@@ -38,6 +38,9 @@ type NodeEvictionPlan struct {
 	// consecutive samples pressureSamples asks for the pressure was seen
 	// ("1 of 2 consecutive samples").
 	PressureSeen string `json:"pressureSeen,omitempty"`
+	// Budget is, while Decision is BudgetSpent, which eviction budget
+	// (evictionBudget) keeps the plan from relieving the node and how.
+	Budget string `json:"budget,omitempty"`
 	// Relieves: the plan brings the node to or below its thresholds, so
 	// its evictions are requested (while Waiting: once the pressure lasts).
 	Relieves bool `json:"relieves"`
@@ -69,6 +72,11 @@ const (
 	// to its threshold; nothing is evicted and a NodePressureUnrelievable
 	// Warning Event is recorded on the Node.
 	DecisionUnrelievable EvictionDecision = "Unrelievable"
+	// DecisionBudgetSpent: the node is above a threshold, but an eviction
+	// budget over its window (evictionBudget) allows too few evictions
+	// for the plan: nothing is evicted until the window slides past
+	// enough earlier evictions, and no Event is recorded.
+	DecisionBudgetSpent EvictionDecision = "BudgetSpent"
 )
 
 // Figure is one of the plugin's figures of a node, as it logs them.

@@ -60,13 +60,16 @@ in dry-run mode against that copy.
 
 It plans the node as the first of a descheduler cycle: the policy's total
 and per-namespace limits, which evictions from nodes earlier in a cycle may
-use up, are not counted. While the node's pressure has not yet been seen in
+use up, are not counted. The plugin's eviction budgets over a window
+(evictionBudget) are, as its state ConfigMap holds them: where they leave
+too few evictions for the plan, nothing is evicted until the window slides,
+and the decision is BudgetSpent. While the node's pressure has not yet been seen in
 the policy's pressureSamples consecutive samples, nothing is evicted: it
 says so and shows the plan that runs if the pressure lasts.
 
 -o json, -o yaml, -o jsonpath=... and -o go-template=... print a
 NodeEvictionPlan (kubectl.headroom.dev/v1alpha1): the decision (Evict,
-Unrelievable, Waiting, WithinThresholds, NotDescheduled), the figures, and
+Unrelievable, BudgetSpent, Waiting, WithinThresholds, NotDescheduled), the figures, and
 each pod with its place in the plan and the reason.`,
 		Example: `  kubectl headroom evictions worker-1
   kubectl headroom evictions worker-1 --policy my-policy.yaml
@@ -251,6 +254,8 @@ func fillEvictionPlan(plan *v1alpha1.NodeEvictionPlan, p *relievenodepressure.No
 		plan.Decision = v1alpha1.DecisionWaiting
 	case p.Relieves:
 		plan.Decision = v1alpha1.DecisionEvict
+	case p.Budget != "":
+		plan.Decision, plan.Budget = v1alpha1.DecisionBudgetSpent, p.Budget
 	default:
 		plan.Decision = v1alpha1.DecisionUnrelievable
 	}
@@ -322,6 +327,8 @@ func writeEvictionPlan(out io.Writer, p *v1alpha1.NodeEvictionPlan) {
 		fmt.Fprintf(out, "%s: %d eviction(s)\n", plan, p.Evictions)
 	} else if p.Relieves {
 		fmt.Fprintf(out, "%s: %d eviction(s), after which %s\n", plan, p.Evictions, figureList(p.After))
+	} else if p.Decision == v1alpha1.DecisionBudgetSpent {
+		fmt.Fprintf(out, "%s: none now: %s; nothing is evicted until the window slides past enough earlier evictions (evictionBudget)\n", plan, p.Budget)
 	} else {
 		fmt.Fprintf(out, "%s: none; no eviction within the limits brings the node to its threshold (at best %s), so nothing is evicted and a %s Warning Event is recorded on the Node\n",
 			plan, figureList(p.After), relievenodepressure.ReasonNodePressureUnrelievable)

@@ -368,3 +368,46 @@ func TestEvictionsShowPodsStarvedOfAPodIP(t *testing.T) {
 		}
 	}
 }
+
+// The eviction budget, as the descheduler's state ConfigMap holds it, is
+// part of the plan: with the shipped policy's 20 evictions per 4 minutes
+// made a minute ago, the plan gets none, and the decision is BudgetSpent,
+// saying which budget and how much it leaves.
+func TestEvictionsSayWhenTheBudgetIsSpent(t *testing.T) {
+	client := evictionsCluster()
+	ctx := context.Background()
+	cm, err := client.CoreV1().ConfigMaps("headroom-system").Get(ctx, "headroom-descheduler-state", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []map[string]any
+	for i := range 4 {
+		// 5 evictions from each of four other nodes and namespaces.
+		entries = append(entries, map[string]any{"t": time.Now().Add(-time.Minute).Unix(), "node": "other-" + string(rune('a'+i)), "ns": "ns-" + string(rune('a'+i)), "n": 5})
+	}
+	ledger, _ := json.Marshal(map[string]any{"evictions": entries})
+	cm.Data["_evictionBudget"] = string(ledger)
+	if _, err := client.CoreV1().ConfigMaps("headroom-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, client, "evictions", "hot")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"plan: none now: the eviction budget allows 0 more within the last 4m0s: 20 evictions in the cluster (evictionBudget.total 20); nothing is evicted until the window slides",
+		"default/web-1   0         400         skip: beyond the eviction budget: the eviction budget allows 0 more",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, client, "evictions", "hot", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	p := kubectlout.DecodeStrict[v1alpha1.NodeEvictionPlan](t, out)
+	if p.Decision != v1alpha1.DecisionBudgetSpent || p.Relieves || !strings.Contains(p.Budget, "evictionBudget.total 20") {
+		t.Errorf("decision %s, relieves %v, budget %q; want BudgetSpent, false, the total budget", p.Decision, p.Relieves, p.Budget)
+	}
+}
