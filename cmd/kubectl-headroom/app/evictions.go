@@ -127,7 +127,15 @@ func (o *options) policyFile(ctx context.Context, client kubernetes.Interface, p
 }
 
 // evictionsOf is RelieveNodePressure's plan for node.
+// enableContextualLogging turns klog's contextual logging on once: the flag
+// is a global that informers' goroutines read.
+var enableContextualLogging sync.Once
+
 func evictionsOf(ctx context.Context, client kubernetes.Interface, name string, policyFile *configFile) (*v1alpha1.NodeEvictionPlan, error) {
+	// The sandbox's informers and the plugin's Event cache stop with the
+	// plan.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	sandbox, err := copyCluster(ctx, client)
 	if err != nil {
 		return nil, err
@@ -149,7 +157,7 @@ func evictionsOf(ctx context.Context, client kubernetes.Interface, name string, 
 	// component-base's cli.Run turns contextual logging off; the plugins
 	// take their loggers from the context.
 	checks := &evictorChecks{byPod: map[string]string{}}
-	klog.EnableContextualLogging(true)
+	enableContextualLogging.Do(func() { klog.EnableContextualLogging(true) })
 	ctx = klog.NewContext(ctx, klog.New(checks))
 
 	factory := informers.NewSharedInformerFactory(sandbox, 0)
