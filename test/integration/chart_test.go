@@ -2069,3 +2069,145 @@ func TestNodeAgentWritesAtTheDeschedulersThreshold(t *testing.T) {
 		}
 	})
 }
+
+// chartNotes is the NOTES.txt a `helm install` of the chart with these
+// flags prints (a client-side dry run: no cluster is asked).
+func chartNotes(t *testing.T, flags ...string) string {
+	t.Helper()
+	args := append([]string{"install", chartRelease, repoPath(t, chartDir), "--namespace", chartNS, "--dry-run=client", "--kubeconfig", os.DevNull}, flags...)
+	out, err := helmCmd(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, notes, ok := strings.Cut(out, "\nNOTES:\n")
+	if !ok {
+		t.Fatalf("helm install --dry-run printed no NOTES:\n%s", out)
+	}
+	return notes
+}
+
+// TestChartSchedulerRenamed: scheduler.profile.schedulerName is the one
+// value of the scheduler's name. A renamed install names it, and no longer
+// headroom-scheduler, wherever the chart speaks of the scheduler's name:
+// the profile, RelieveNodePressure's schedulerNames (the descheduler would
+// otherwise evict no pod of the renamed scheduler), NOTES, the test pod, the
+// alerts' expressions and the dashboard's queries. Object names
+// (Deployment, ServiceAccount, Lease headroom-scheduler) are fixed and stay,
+// as do job patterns that match them.
+func TestChartSchedulerRenamed(t *testing.T) {
+	const name = "my-sched"
+	flags := []string{"--set", "scheduler.profile.schedulerName=" + name + ",prometheusRule.enabled=true,grafanaDashboard.enabled=true,tests.enabled=true"}
+	objs := renderChart(t, flags...)
+
+	cfg := schedulerConfig(t, objs)
+	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != name {
+		t.Errorf("scheduler profiles %+v, want one named %s", cfg.Profiles, name)
+	}
+	for _, mode := range []string{"cronJob", "deployment"} {
+		objs := renderChart(t, append(flags, "--set", "descheduler.mode="+mode)...)
+		workload := "CronJob " + chartNS + "/headroom-descheduler"
+		if mode == "deployment" {
+			workload = "Deployment " + chartNS + "/headroom-descheduler"
+		}
+		args := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, deschedulerPolicy(t, objs, workload), relievenodepressure.PluginName)
+		if !reflect.DeepEqual(args.SchedulerNames, []string{name}) {
+			t.Errorf("%s: RelieveNodePressure schedulerNames %q, want [%s]", mode, args.SchedulerNames, name)
+		}
+	}
+	// Other names in schedulerNames stay; the shipped one is renamed.
+	policyFlags := append(flags, "--set-json", `descheduler.pluginArgs={"RelieveNodePressure":{"schedulerNames":["headroom-scheduler","batch"]}}`)
+	args := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, deschedulerPolicy(t, renderChart(t, policyFlags...), "CronJob "+chartNS+"/headroom-descheduler"), relievenodepressure.PluginName)
+	if !reflect.DeepEqual(args.SchedulerNames, []string{name, "batch"}) {
+		t.Errorf("RelieveNodePressure schedulerNames %q, want [%s batch]", args.SchedulerNames, name)
+	}
+
+	pod := decodeTyped[*corev1.Pod](t, objs, "Pod "+chartNS+"/headroom-scheduler-test")
+	if pod.Spec.SchedulerName != name {
+		t.Errorf("test pod schedulerName %q, want %s", pod.Spec.SchedulerName, name)
+	}
+
+	notes := chartNotes(t, flags...)
+	if !strings.Contains(notes, "schedulerName: "+name+"\n") || !strings.Contains(notes, "spec.schedulerName is "+name+" ") {
+		t.Errorf("NOTES do not tell pods to name %s:\n%s", name, notes)
+	}
+	if strings.Contains(notes, "schedulerName: headroom-scheduler") || strings.Contains(notes, "schedulerName is headroom-scheduler") {
+		t.Errorf("NOTES still name headroom-scheduler as the scheduler's name:\n%s", notes)
+	}
+
+	// A PromQL matcher on the scheduler's name: name=, profile= (with its
+	// quotes escaped inside the dashboard's JSON strings).
+	nameMatcher := regexp.MustCompile(`(?:name|profile)=\\?"([^"\\]*)\\?"`)
+	checkQueries := func(what string, queries []string) {
+		t.Helper()
+		var found bool
+		for _, q := range queries {
+			for _, m := range nameMatcher.FindAllStringSubmatch(q, -1) {
+				if m[1] == "headroom-scheduler" {
+					t.Errorf("%s still matches headroom-scheduler: %s", what, q)
+				}
+				found = found || m[1] == name
+			}
+		}
+		if !found {
+			t.Errorf("no query of the %s matches %s", what, name)
+		}
+	}
+	rule := objs["PrometheusRule "+chartNS+"/headroom"]
+	var rules struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert, Expr string
+					Annotations map[string]string
+				}
+			}
+		}
+	}
+	data, _ := json.Marshal(rule)
+	if err := json.Unmarshal(data, &rules); err != nil || len(rules.Spec.Groups) == 0 {
+		t.Fatalf("PrometheusRule %s: %v", show(rule), err)
+	}
+	var exprs []string
+	for _, g := range rules.Spec.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+			if strings.Contains(r.Annotations["description"], "schedulerName\nheadroom-scheduler") || strings.Contains(r.Annotations["description"], "schedulerName headroom-scheduler") {
+				t.Errorf("alert %s: description names headroom-scheduler as the scheduler's name: %s", r.Alert, r.Annotations["description"])
+			}
+		}
+	}
+	checkQueries("alerts", exprs)
+
+	_, dashboard := configMapData(t, objs, "headroom-dashboard.json")
+	var queries []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "expr" {
+					queries = append(queries, s)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	var board any
+	if err := json.Unmarshal([]byte(dashboard), &board); err != nil {
+		t.Fatalf("dashboard is not JSON: %v", err)
+	}
+	walk(board)
+	checkQueries("dashboard", queries)
+	if strings.Contains(dashboard, "schedulerName headroom-scheduler") {
+		t.Error("the dashboard's text names headroom-scheduler as the scheduler's name")
+	}
+
+	// A name no pod could carry fails the render, naming the value.
+	if _, err := renderChartText(t, "--set", "scheduler.profile.schedulerName=My_Sched"); err == nil || !strings.Contains(err.Error(), "scheduler.profile.schedulerName") {
+		t.Errorf("scheduler.profile.schedulerName=My_Sched: %v", err)
+	}
+}

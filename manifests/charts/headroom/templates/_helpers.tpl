@@ -241,9 +241,42 @@ the default scheduler's kube-system/kube-scheduler.
   "default" (.Files.Get "files/descheduler-policy.yaml")
   "profile" dict
   "pluginArgs" $pluginArgs) -}}
-{{- include "headroom.pidFloor" (dict
+{{- $text = include "headroom.pidFloor" (dict
   "text" $text "name" "descheduler.policy" "plugin" "RelieveNodePressure" "nested" "pids"
   "floor" .Values.pidFloor "strict" (not (empty .Values.descheduler.policy)) "add" false) -}}
+{{- include "headroom.descheduler.schedulerNames" (dict "text" $text "name" (include "headroom.schedulerName" .)) -}}
+{{- end -}}
+
+{{/*
+RelieveNodePressure evicts only pods of its schedulerNames (default
+[headroom-scheduler]), so that a replacement is placed by the scheduler
+that sees the pressure: with a renamed scheduler, headroom-scheduler in
+them (or their default) becomes the new name, other names stay. The text
+comes back byte for byte with the default name. Arguments: dict "text"
+<policy> "name" <scheduler name>.
+*/}}
+{{- define "headroom.descheduler.schedulerNames" -}}
+{{- if eq .name "headroom-scheduler" -}}
+{{- .text -}}
+{{- else -}}
+{{- $root := . -}}
+{{- $obj := fromYaml .text -}}
+{{- range $p := ($obj.profiles | default list) -}}
+{{- range $pc := (and (kindIs "map" $p) $p.pluginConfig | default list) -}}
+{{- if and (kindIs "map" $pc) (eq (toString $pc.name) "RelieveNodePressure") -}}
+{{- if not (kindIs "map" $pc.args) -}}
+{{- $_ := set $pc "args" dict -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range $n := ($pc.args.schedulerNames | default (list "headroom-scheduler")) -}}
+{{- $names = append $names (ternary $root.name $n (eq (toString $n) "headroom-scheduler")) -}}
+{{- end -}}
+{{- $_ := set $pc.args "schedulerNames" (uniq $names) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- printf "%s\n" (toYaml $obj) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -481,4 +514,45 @@ pids.thresholdPercent and pressureSamples, with the plugin's defaults (95,
 {{- end -}}
 - --pids-threshold-percent={{ $threshold }}
 - --pressure-samples={{ $samples }}
+{{- end -}}
+
+{{/*
+The scheduler's name: the schedulerName of the first profile of the
+configuration the chart renders (scheduler.profile.schedulerName, or
+scheduler.config's own), headroom-scheduler by default. Pods name it in
+spec.schedulerName, which the API server holds to a DNS subdomain; the
+descheduler policy, NOTES, the test pod, the alerts and the dashboard take
+it from here, so that a renamed scheduler is renamed everywhere.
+*/}}
+{{- define "headroom.schedulerName" -}}
+{{- $name := "headroom-scheduler" -}}
+{{- with (fromYaml (include "headroom.scheduler.config" .)).profiles -}}
+{{- if kindIs "map" (first .) -}}
+{{- $name = (first .).schedulerName | default $name | toString -}}
+{{- end -}}
+{{- end -}}
+{{- if or (gt (len $name) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $name)) -}}
+{{- fail (printf "scheduler.profile.schedulerName %q is not a DNS subdomain (lower-case letters, digits, '-' and '.'), which a pod's spec.schedulerName must be" $name) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/*
+A file of the kustomize tree that names the shipped scheduler,
+headroom-scheduler, in queries and prose (the alerts, the dashboard), with
+the scheduler's name of the release in its place: the exact quoted label
+value ("headroom-scheduler" in PromQL, \"headroom-scheduler\" inside a JSON
+string) and the phrase "schedulerName headroom-scheduler". Job and pod
+patterns (job=~".*headroom-scheduler.*") name the Deployment and its
+Service, whose names are fixed, and stay. The text comes back byte for byte
+with the default name. Arguments: dict "root" $ "file" <path in the chart>.
+*/}}
+{{- define "headroom.withSchedulerName" -}}
+{{- $text := .root.Files.Get .file -}}
+{{- $name := include "headroom.schedulerName" .root -}}
+{{- if ne $name "headroom-scheduler" -}}
+{{- $text = $text | replace "\\\"headroom-scheduler\\\"" (printf "\\\"%s\\\"" $name) | replace "\"headroom-scheduler\"" (printf "%q" $name) -}}
+{{- $text = regexReplaceAll "schedulerName(\\s+)headroom-scheduler\\b" $text (printf "schedulerName${1}%s" $name) -}}
+{{- end -}}
+{{- $text -}}
 {{- end -}}
