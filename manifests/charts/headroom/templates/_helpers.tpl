@@ -375,6 +375,18 @@ instead of "serviceAccount".
 {{- end }}
 {{- end }}
 {{- $policy = $policy | replace "headroom-system" .root.Release.Namespace }}
+{{- if .serviceAccount }}
+{{- /* A ServiceAccount of another name (<component>.serviceAccount.name) is the one confined. */}}
+{{- $policy = $policy | replace (printf "'system:serviceaccount:%s:%s'" .root.Release.Namespace .serviceAccount) (printf "'system:serviceaccount:%s:%s'" .root.Release.Namespace (include "headroom.serviceAccountName" (dict "root" .root "component" .serviceAccountOf))) }}
+{{- end }}
+{{- if .lease }}
+{{- /* The Lease of descheduler.leaderElection: the shipped one is <namespace>/<ServiceAccount>. */}}
+{{- $shipped := printf "%s/%s" .root.Release.Namespace .serviceAccount }}
+{{- if not (contains (printf "'%s'" $shipped) $policy) }}
+{{- fail (printf "%s no longer names the Lease %s: update the chart's template of it" .file $shipped) }}
+{{- end }}
+{{- $policy = $policy | replace $shipped .lease }}
+{{- end }}
 {{- $labels := include "headroom.labels" (dict "root" .root "name" (.serviceAccount | default .name) "component" .component) | fromYaml }}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $policy -1 }}
 {{- $obj := fromYaml $doc }}
@@ -555,4 +567,25 @@ with the default name. Arguments: dict "root" $ "file" <path in the chart>.
 {{- $text = regexReplaceAll "schedulerName(\\s+)headroom-scheduler\\b" $text (printf "schedulerName${1}%s" $name) -}}
 {{- end -}}
 {{- $text -}}
+{{- end -}}
+
+{{/*
+The ServiceAccount a component's pods run as: <component>.serviceAccount.name,
+or the contract's name (headroom-scheduler, headroom-descheduler,
+headroom-node-agent). The RBAC bindings and the admission policies that
+confine the component name the same one. Arguments: dict "root" $
+"component" <values key: scheduler, descheduler, nodeAgent>.
+*/}}
+{{- define "headroom.serviceAccountName" -}}
+{{- $default := get (dict "scheduler" "headroom-scheduler" "descheduler" "headroom-descheduler" "nodeAgent" "headroom-node-agent") .component -}}
+{{- $sa := (get .root.Values .component).serviceAccount | default dict -}}
+{{- $sa.name | default $default -}}
+{{- end -}}
+
+{{/*
+The namespace of the descheduler's leader-election Lease:
+descheduler.leaderElection.leaseNamespace, or the release namespace.
+*/}}
+{{- define "headroom.descheduler.leaseNamespace" -}}
+{{- .Values.descheduler.leaderElection.leaseNamespace | default .Release.Namespace -}}
 {{- end -}}
