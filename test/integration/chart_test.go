@@ -2192,8 +2192,10 @@ func TestChartSchedulerRenamed(t *testing.T) {
 	for _, g := range rules.Spec.Groups {
 		for _, r := range g.Rules {
 			exprs = append(exprs, r.Expr)
-			if strings.Contains(r.Annotations["description"], "schedulerName\nheadroom-scheduler") || strings.Contains(r.Annotations["description"], "schedulerName headroom-scheduler") {
-				t.Errorf("alert %s: description names headroom-scheduler as the scheduler's name: %s", r.Alert, r.Annotations["description"])
+			for _, text := range []string{r.Annotations["description"], r.Annotations["summary"]} {
+				if regexp.MustCompile(`(schedulerName|pod\(s\) of)\s+headroom-scheduler\b`).MatchString(text) {
+					t.Errorf("alert %s names headroom-scheduler as the scheduler's name: %s", r.Alert, text)
+				}
 			}
 		}
 	}

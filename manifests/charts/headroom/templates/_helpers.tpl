@@ -554,7 +554,8 @@ A file of the kustomize tree that names the shipped scheduler,
 headroom-scheduler, in queries and prose (the alerts, the dashboard), with
 the scheduler's name of the release in its place: the exact quoted label
 value ("headroom-scheduler" in PromQL, \"headroom-scheduler\" inside a JSON
-string) and the phrase "schedulerName headroom-scheduler". Job and pod
+string) and the phrases "schedulerName headroom-scheduler" and "pod(s) of
+headroom-scheduler". Job and pod
 patterns (job=~".*headroom-scheduler.*") name the Deployment and its
 Service, whose names are fixed, and stay. The text comes back byte for byte
 with the default name. Arguments: dict "root" $ "file" <path in the chart>.
@@ -564,7 +565,7 @@ with the default name. Arguments: dict "root" $ "file" <path in the chart>.
 {{- $name := include "headroom.schedulerName" .root -}}
 {{- if ne $name "headroom-scheduler" -}}
 {{- $text = $text | replace "\\\"headroom-scheduler\\\"" (printf "\\\"%s\\\"" $name) | replace "\"headroom-scheduler\"" (printf "%q" $name) -}}
-{{- $text = regexReplaceAll "schedulerName(\\s+)headroom-scheduler\\b" $text (printf "schedulerName${1}%s" $name) -}}
+{{- $text = regexReplaceAll "(schedulerName|pod\\(s\\) of)(\\s+)headroom-scheduler\\b" $text (printf "${1}${2}%s" $name) -}}
 {{- end -}}
 {{- $text -}}
 {{- end -}}
