@@ -25,15 +25,19 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
 	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
@@ -420,6 +424,23 @@ metrics:
 networkPolicy: {enabled: true}
 tests: {enabled: true}
 `)},
+		"peer keys, renamed scheduler": {"-f", valuesFile(t, `
+rbac: {create: false}
+scheduler:
+  profile: {schedulerName: my-sched}
+  serviceAccount: {create: false, name: my-scheduler}
+descheduler:
+  mode: deployment
+  replicas: 1
+  serviceAccount: {name: my-descheduler}
+  leaderElection: {leaseName: my-lease, leaseNamespace: leases, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s}
+  podDisruptionBudget: {enabled: true}
+nodeAgent:
+  serviceAccount: {create: false, name: my-agent}
+prometheusRule: {enabled: true}
+grafanaDashboard: {enabled: true}
+`)},
+		"cronJob knobs": {"--set", "descheduler.startingDeadlineSeconds=120,descheduler.successfulJobsHistoryLimit=1,descheduler.failedJobsHistoryLimit=1,descheduler.ttlSecondsAfterFinished=600,descheduler.timeZone=Etc/UTC"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"lint", "--strict", repoPath(t, chartDir), "--namespace", chartNS}, flags...)
@@ -2068,4 +2089,394 @@ func TestNodeAgentWritesAtTheDeschedulersThreshold(t *testing.T) {
 			t.Errorf("node agent args %q: the threshold of pluginArgs (92) not taken", c.Args)
 		}
 	})
+}
+
+// chartNotes is the NOTES.txt a `helm install` of the chart with these
+// flags prints (a client-side dry run: no cluster is asked).
+func chartNotes(t *testing.T, flags ...string) string {
+	t.Helper()
+	args := append([]string{"install", chartRelease, repoPath(t, chartDir), "--namespace", chartNS, "--dry-run=client", "--kubeconfig", os.DevNull}, flags...)
+	out, err := helmCmd(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, notes, ok := strings.Cut(out, "\nNOTES:\n")
+	if !ok {
+		t.Fatalf("helm install --dry-run printed no NOTES:\n%s", out)
+	}
+	return notes
+}
+
+// TestChartSchedulerRenamed: scheduler.profile.schedulerName is the one
+// value of the scheduler's name. A renamed install names it, and no longer
+// headroom-scheduler, wherever the chart speaks of the scheduler's name:
+// the profile, RelieveNodePressure's schedulerNames (the descheduler would
+// otherwise evict no pod of the renamed scheduler), NOTES, the test pod, the
+// alerts' expressions and the dashboard's queries. Object names
+// (Deployment, ServiceAccount, Lease headroom-scheduler) are fixed and stay,
+// as do job patterns that match them.
+func TestChartSchedulerRenamed(t *testing.T) {
+	const name = "my-sched"
+	flags := []string{"--set", "scheduler.profile.schedulerName=" + name + ",prometheusRule.enabled=true,grafanaDashboard.enabled=true,tests.enabled=true"}
+	objs := renderChart(t, flags...)
+
+	cfg := schedulerConfig(t, objs)
+	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != name {
+		t.Errorf("scheduler profiles %+v, want one named %s", cfg.Profiles, name)
+	}
+	for _, mode := range []string{"cronJob", "deployment"} {
+		objs := renderChart(t, append(flags, "--set", "descheduler.mode="+mode)...)
+		workload := "CronJob " + chartNS + "/headroom-descheduler"
+		if mode == "deployment" {
+			workload = "Deployment " + chartNS + "/headroom-descheduler"
+		}
+		args := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, deschedulerPolicy(t, objs, workload), relievenodepressure.PluginName)
+		if !reflect.DeepEqual(args.SchedulerNames, []string{name}) {
+			t.Errorf("%s: RelieveNodePressure schedulerNames %q, want [%s]", mode, args.SchedulerNames, name)
+		}
+	}
+	// Other names in schedulerNames stay; the shipped one is renamed.
+	policyFlags := append(flags, "--set-json", `descheduler.pluginArgs={"RelieveNodePressure":{"schedulerNames":["headroom-scheduler","batch"]}}`)
+	args := deschedulerArgs[*relievenodepressure.RelieveNodePressureArgs](t, deschedulerPolicy(t, renderChart(t, policyFlags...), "CronJob "+chartNS+"/headroom-descheduler"), relievenodepressure.PluginName)
+	if !reflect.DeepEqual(args.SchedulerNames, []string{name, "batch"}) {
+		t.Errorf("RelieveNodePressure schedulerNames %q, want [%s batch]", args.SchedulerNames, name)
+	}
+
+	pod := decodeTyped[*corev1.Pod](t, objs, "Pod "+chartNS+"/headroom-scheduler-test")
+	if pod.Spec.SchedulerName != name {
+		t.Errorf("test pod schedulerName %q, want %s", pod.Spec.SchedulerName, name)
+	}
+
+	notes := chartNotes(t, flags...)
+	if !strings.Contains(notes, "schedulerName: "+name+"\n") || !strings.Contains(notes, "spec.schedulerName is "+name+" ") {
+		t.Errorf("NOTES do not tell pods to name %s:\n%s", name, notes)
+	}
+	if strings.Contains(notes, "schedulerName: headroom-scheduler") || strings.Contains(notes, "schedulerName is headroom-scheduler") {
+		t.Errorf("NOTES still name headroom-scheduler as the scheduler's name:\n%s", notes)
+	}
+
+	// A PromQL matcher on the scheduler's name: name=, profile= (with its
+	// quotes escaped inside the dashboard's JSON strings).
+	nameMatcher := regexp.MustCompile(`(?:name|profile)=\\?"([^"\\]*)\\?"`)
+	checkQueries := func(what string, queries []string) {
+		t.Helper()
+		var found bool
+		for _, q := range queries {
+			for _, m := range nameMatcher.FindAllStringSubmatch(q, -1) {
+				if m[1] == "headroom-scheduler" {
+					t.Errorf("%s still matches headroom-scheduler: %s", what, q)
+				}
+				found = found || m[1] == name
+			}
+		}
+		if !found {
+			t.Errorf("no query of the %s matches %s", what, name)
+		}
+	}
+	rule := objs["PrometheusRule "+chartNS+"/headroom"]
+	var rules struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert, Expr string
+					Annotations map[string]string
+				}
+			}
+		}
+	}
+	data, _ := json.Marshal(rule)
+	if err := json.Unmarshal(data, &rules); err != nil || len(rules.Spec.Groups) == 0 {
+		t.Fatalf("PrometheusRule %s: %v", show(rule), err)
+	}
+	var exprs []string
+	for _, g := range rules.Spec.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+			for _, text := range []string{r.Annotations["description"], r.Annotations["summary"]} {
+				if regexp.MustCompile(`(schedulerName|pod\(s\) of)\s+headroom-scheduler\b`).MatchString(text) {
+					t.Errorf("alert %s names headroom-scheduler as the scheduler's name: %s", r.Alert, text)
+				}
+			}
+		}
+	}
+	checkQueries("alerts", exprs)
+
+	_, dashboard := configMapData(t, objs, "headroom-dashboard.json")
+	var queries []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "expr" {
+					queries = append(queries, s)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	var board any
+	if err := json.Unmarshal([]byte(dashboard), &board); err != nil {
+		t.Fatalf("dashboard is not JSON: %v", err)
+	}
+	walk(board)
+	checkQueries("dashboard", queries)
+	if strings.Contains(dashboard, "schedulerName headroom-scheduler") {
+		t.Error("the dashboard's text names headroom-scheduler as the scheduler's name")
+	}
+
+	// A name no pod could carry fails the render, naming the value.
+	if _, err := renderChartText(t, "--set", "scheduler.profile.schedulerName=My_Sched"); err == nil || !strings.Contains(err.Error(), "scheduler.profile.schedulerName") {
+		t.Errorf("scheduler.profile.schedulerName=My_Sched: %v", err)
+	}
+}
+
+// rbacKinds are the objects rbac.create=false leaves out.
+var rbacKinds = []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
+// TestChartRBACCreate: rbac.create=false renders no Role, ClusterRole or
+// binding, with every optional grant switched on (deployment mode's
+// leader election, Azure CNI, Calico IPAM, the metrics reader), and keeps
+// the ServiceAccounts and the admission policies.
+func TestChartRBACCreate(t *testing.T) {
+	values := `
+descheduler: {mode: deployment}
+nodeAgent: {azureCNI: {enabled: true}, calicoIPAM: {enabled: true}}
+metrics: {serviceMonitor: {enabled: true}}
+`
+	count := func(objs map[string]object) int {
+		n := 0
+		for _, o := range objs {
+			if slices.Contains(rbacKinds, fmt.Sprint(o["kind"])) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(renderChart(t, "-f", valuesFile(t, values))); n == 0 {
+		t.Fatal("rbac.create=true renders no RBAC object")
+	}
+	objs := renderChart(t, "-f", valuesFile(t, values+"rbac: {create: false}\n"))
+	for key, o := range objs {
+		if slices.Contains(rbacKinds, fmt.Sprint(o["kind"])) {
+			t.Errorf("rbac.create=false renders %s", key)
+		}
+	}
+	for _, key := range []string{
+		"ServiceAccount " + chartNS + "/headroom-scheduler", "ServiceAccount " + chartNS + "/headroom-descheduler", "ServiceAccount " + chartNS + "/headroom-node-agent",
+		"ValidatingAdmissionPolicy headroom-node-agent", "ValidatingAdmissionPolicy headroom-scheduler-leader-election", "ValidatingAdmissionPolicy headroom-descheduler-leader-election",
+	} {
+		if _, ok := objs[key]; !ok {
+			t.Errorf("rbac.create=false renders no %s", key)
+		}
+	}
+}
+
+// TestChartServiceAccounts: per component, serviceAccount.create=false
+// renders no ServiceAccount and the pods run as serviceAccount.name; that
+// name is the one the RBAC bindings grant and the admission policies
+// confine (they match its username), so a ServiceAccount of one's own is
+// neither without rights nor unconfined.
+func TestChartServiceAccounts(t *testing.T) {
+	for _, tc := range []struct {
+		component, shipped, workload, policy string
+	}{
+		{"scheduler", "headroom-scheduler", "Deployment " + chartNS + "/headroom-scheduler", "ValidatingAdmissionPolicy headroom-scheduler-leader-election"},
+		{"descheduler", "headroom-descheduler", "Deployment " + chartNS + "/headroom-descheduler", "ValidatingAdmissionPolicy headroom-descheduler-leader-election"},
+		{"nodeAgent", "headroom-node-agent", "DaemonSet " + chartNS + "/headroom-node-agent", "ValidatingAdmissionPolicy headroom-node-agent"},
+	} {
+		t.Run(tc.component, func(t *testing.T) {
+			const name = "team-identity"
+			for _, create := range []bool{false, true} {
+				objs := renderChart(t, "--set", fmt.Sprintf("descheduler.mode=deployment,%s.serviceAccount.create=%t,%s.serviceAccount.name=%s", tc.component, create, tc.component, name))
+				if _, ok := objs["ServiceAccount "+chartNS+"/"+tc.shipped]; ok {
+					t.Errorf("create=%t: ServiceAccount %s rendered with name %s", create, tc.shipped, name)
+				}
+				if _, ok := objs["ServiceAccount "+chartNS+"/"+name]; ok != create {
+					t.Errorf("create=%t: ServiceAccount %s rendered: %t", create, name, ok)
+				}
+				if got := podTemplates(t, objs)[tc.workload].Spec.ServiceAccountName; got != name {
+					t.Errorf("create=%t: %s runs as %q, want %s", create, tc.workload, got, name)
+				}
+				var bindings int
+				for key, o := range objs {
+					if o["kind"] != "RoleBinding" && o["kind"] != "ClusterRoleBinding" {
+						continue
+					}
+					var subjects []rbacv1.Subject
+					if o["kind"] == "RoleBinding" {
+						subjects = decodeTyped[*rbacv1.RoleBinding](t, objs, key).Subjects
+					} else {
+						subjects = decodeTyped[*rbacv1.ClusterRoleBinding](t, objs, key).Subjects
+					}
+					for _, s := range subjects {
+						if s.Kind == rbacv1.ServiceAccountKind && s.Name == tc.shipped {
+							t.Errorf("%s still binds %s", key, tc.shipped)
+						}
+						if s.Kind == rbacv1.ServiceAccountKind && s.Name == name {
+							bindings++
+						}
+					}
+				}
+				if bindings == 0 {
+					t.Errorf("no binding grants %s anything", name)
+				}
+				policy := decodeTyped[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, tc.policy)
+				var matches string
+				for _, mc := range policy.Spec.MatchConditions {
+					matches += mc.Expression + "\n"
+				}
+				if !strings.Contains(matches, "'system:serviceaccount:"+chartNS+":"+name+"'") || strings.Contains(matches, ":"+tc.shipped+"'") {
+					t.Errorf("%s matches\n%s\nwant the username of %s", tc.policy, matches, name)
+				}
+			}
+		})
+	}
+	// By default: the contract's names, created.
+	objs := renderChart(t)
+	for _, name := range []string{"headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
+		if _, ok := objs["ServiceAccount "+chartNS+"/"+name]; !ok {
+			t.Errorf("no ServiceAccount %s by default", name)
+		}
+	}
+}
+
+// TestChartNameOverridesRefused: the object names are fixed, so
+// nameOverride and fullnameOverride fail the render with the reason.
+func TestChartNameOverridesRefused(t *testing.T) {
+	for _, key := range []string{"nameOverride", "fullnameOverride"} {
+		_, err := renderChartText(t, "--set", key+"=other")
+		if err == nil || !strings.Contains(err.Error(), key+`="other": refused`) || !strings.Contains(err.Error(), "object names are fixed") {
+			t.Errorf("%s=other: %v", key, err)
+		}
+	}
+}
+
+// TestChartCronJobKnobs: each of the CronJob's values lands in the CronJob
+// (or its Job template), and the defaults are kustomize's.
+func TestChartCronJobKnobs(t *testing.T) {
+	const key = "CronJob " + chartNS + "/headroom-descheduler"
+	def := decodeTyped[*batchv1.CronJob](t, renderChart(t), key)
+	if def.Spec.StartingDeadlineSeconds != nil || def.Spec.TimeZone != nil || def.Spec.JobTemplate.Spec.TTLSecondsAfterFinished != nil ||
+		*def.Spec.SuccessfulJobsHistoryLimit != 3 || *def.Spec.FailedJobsHistoryLimit != 3 {
+		t.Errorf("default CronJob spec %+v", def.Spec)
+	}
+	cj := decodeTyped[*batchv1.CronJob](t, renderChart(t, "-f", valuesFile(t, `
+descheduler:
+  startingDeadlineSeconds: 120
+  successfulJobsHistoryLimit: 1
+  failedJobsHistoryLimit: 5
+  ttlSecondsAfterFinished: 600
+  timeZone: Etc/UTC
+`)), key)
+	if got := cj.Spec.StartingDeadlineSeconds; got == nil || *got != 120 {
+		t.Errorf("startingDeadlineSeconds %v", got)
+	}
+	if got := cj.Spec.SuccessfulJobsHistoryLimit; got == nil || *got != 1 {
+		t.Errorf("successfulJobsHistoryLimit %v", got)
+	}
+	if got := cj.Spec.FailedJobsHistoryLimit; got == nil || *got != 5 {
+		t.Errorf("failedJobsHistoryLimit %v", got)
+	}
+	if got := cj.Spec.JobTemplate.Spec.TTLSecondsAfterFinished; got == nil || *got != 600 {
+		t.Errorf("ttlSecondsAfterFinished %v", got)
+	}
+	if got := cj.Spec.TimeZone; got == nil || *got != "Etc/UTC" {
+		t.Errorf("timeZone %v", got)
+	}
+	// 0 is a value, not "unset".
+	cj = decodeTyped[*batchv1.CronJob](t, renderChart(t, "--set", "descheduler.startingDeadlineSeconds=0,descheduler.ttlSecondsAfterFinished=0,descheduler.successfulJobsHistoryLimit=0"), key)
+	if cj.Spec.StartingDeadlineSeconds == nil || *cj.Spec.StartingDeadlineSeconds != 0 || cj.Spec.JobTemplate.Spec.TTLSecondsAfterFinished == nil ||
+		*cj.Spec.JobTemplate.Spec.TTLSecondsAfterFinished != 0 || *cj.Spec.SuccessfulJobsHistoryLimit != 0 {
+		t.Errorf("zero values: %+v", cj.Spec)
+	}
+	if _, err := renderChartText(t, "--set", "descheduler.failedJobsHistoryLimit=-1"); err == nil || !strings.Contains(err.Error(), "failedJobsHistoryLimit") {
+		t.Errorf("failedJobsHistoryLimit=-1: %v", err)
+	}
+}
+
+// TestChartDeschedulerPDB: off by default; on, a PodDisruptionBudget that
+// selects the descheduler Deployment's pods, in deployment mode only.
+func TestChartDeschedulerPDB(t *testing.T) {
+	const key = "PodDisruptionBudget " + chartNS + "/headroom-descheduler"
+	if _, ok := renderChart(t, "--set", "descheduler.mode=deployment")[key]; ok {
+		t.Errorf("%s rendered by default", key)
+	}
+	if _, ok := renderChart(t, "--set", "descheduler.podDisruptionBudget.enabled=true")[key]; ok {
+		t.Errorf("%s rendered in cronJob mode", key)
+	}
+	objs := renderChart(t, "--set", "descheduler.mode=deployment,descheduler.podDisruptionBudget.enabled=true,descheduler.podDisruptionBudget.maxUnavailable=50%")
+	pdb := decodeTyped[*policyv1.PodDisruptionBudget](t, objs, key)
+	dep := decodeTyped[*appsv1.Deployment](t, objs, "Deployment "+chartNS+"/headroom-descheduler")
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("PDB selector %v does not select the Deployment's pods %v: %v", pdb.Spec.Selector, dep.Spec.Template.Labels, err)
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.String() != "50%" || pdb.Spec.MinAvailable != nil {
+		t.Errorf("PDB maxUnavailable %v, minAvailable %v", pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
+	}
+}
+
+// TestChartDeschedulerLeaderElectionValues: descheduler.leaderElection's
+// values reach the flags the descheduler parses, the Role grants that
+// Lease in its namespace, and the admission policy confines the
+// descheduler to it; switched off with two replicas, the render fails.
+func TestChartDeschedulerLeaderElectionValues(t *testing.T) {
+	objs := renderChart(t, "-f", valuesFile(t, `
+descheduler:
+  mode: deployment
+  leaderElection: {leaseName: my-lease, leaseNamespace: leases, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s}
+`))
+	args := decodeTyped[*appsv1.Deployment](t, objs, "Deployment "+chartNS+"/headroom-descheduler").Spec.Template.Spec.Containers[0].Args
+	var le componentbaseconfig.LeaderElectionConfiguration
+	fs := pflag.NewFlagSet("headroom-descheduler", pflag.ContinueOnError)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	componentbaseoptions.BindLeaderElectionFlags(&le, fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("descheduler args %q: %v", args, err)
+	}
+	want := componentbaseconfig.LeaderElectionConfiguration{
+		LeaderElect: true, ResourceLock: "leases", ResourceName: "my-lease", ResourceNamespace: "leases",
+		LeaseDuration: metav1.Duration{Duration: 30 * time.Second}, RenewDeadline: metav1.Duration{Duration: 20 * time.Second}, RetryPeriod: metav1.Duration{Duration: 4 * time.Second},
+	}
+	if le != want {
+		t.Errorf("leader election %+v, want %+v", le, want)
+	}
+	role := decodeTyped[*rbacv1.Role](t, objs, "Role leases/headroom-descheduler-leader-election")
+	granted := false
+	for _, r := range role.Rules {
+		granted = granted || (slices.Contains(r.Verbs, "update") && slices.Equal(r.ResourceNames, []string{"my-lease"}))
+	}
+	if !granted {
+		t.Errorf("leader-election Role %+v grants no update of my-lease", role.Rules)
+	}
+	if rb := decodeTyped[*rbacv1.RoleBinding](t, objs, "RoleBinding leases/headroom-descheduler-leader-election"); rb.Subjects[0].Namespace != chartNS {
+		t.Errorf("RoleBinding subjects %+v", rb.Subjects)
+	}
+	policy := decodeTyped[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy headroom-descheduler-leader-election")
+	if v := policy.Spec.Validations; len(v) != 1 || v[0].Expression != "variables.lease == 'leases/my-lease'" {
+		t.Errorf("policy validations %+v, want the Lease leases/my-lease", v)
+	}
+
+	if _, err := renderChartText(t, "--set", "descheduler.mode=deployment,descheduler.leaderElection.enabled=false"); err == nil ||
+		!strings.Contains(err.Error(), "descheduler.leaderElection.enabled is false with descheduler.replicas=2") {
+		t.Errorf("leader election off with 2 replicas: %v", err)
+	}
+	objs = renderChart(t, "--set", "descheduler.mode=deployment,descheduler.leaderElection.enabled=false,descheduler.replicas=1")
+	args = decodeTyped[*appsv1.Deployment](t, objs, "Deployment "+chartNS+"/headroom-descheduler").Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--leader-elect=false") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--leader-elect-") }) {
+		t.Errorf("leader election off: args %q", args)
+	}
+	for _, key := range []string{"Role " + chartNS + "/headroom-descheduler-leader-election", "ValidatingAdmissionPolicy headroom-descheduler-leader-election"} {
+		if _, ok := objs[key]; ok {
+			t.Errorf("leader election off renders %s", key)
+		}
+	}
+	if _, err := renderChartText(t, "--set", "descheduler.leaderElection.leaseDuration=15"); err == nil || !strings.Contains(err.Error(), "leaseDuration") {
+		t.Errorf("leaseDuration=15: %v", err)
+	}
 }

@@ -241,9 +241,42 @@ the default scheduler's kube-system/kube-scheduler.
   "default" (.Files.Get "files/descheduler-policy.yaml")
   "profile" dict
   "pluginArgs" $pluginArgs) -}}
-{{- include "headroom.pidFloor" (dict
+{{- $text = include "headroom.pidFloor" (dict
   "text" $text "name" "descheduler.policy" "plugin" "RelieveNodePressure" "nested" "pids"
   "floor" .Values.pidFloor "strict" (not (empty .Values.descheduler.policy)) "add" false) -}}
+{{- include "headroom.descheduler.schedulerNames" (dict "text" $text "name" (include "headroom.schedulerName" .)) -}}
+{{- end -}}
+
+{{/*
+RelieveNodePressure evicts only pods of its schedulerNames (default
+[headroom-scheduler]), so that a replacement is placed by the scheduler
+that sees the pressure: with a renamed scheduler, headroom-scheduler in
+them (or their default) becomes the new name, other names stay. The text
+comes back byte for byte with the default name. Arguments: dict "text"
+<policy> "name" <scheduler name>.
+*/}}
+{{- define "headroom.descheduler.schedulerNames" -}}
+{{- if eq .name "headroom-scheduler" -}}
+{{- .text -}}
+{{- else -}}
+{{- $root := . -}}
+{{- $obj := fromYaml .text -}}
+{{- range $p := ($obj.profiles | default list) -}}
+{{- range $pc := (and (kindIs "map" $p) $p.pluginConfig | default list) -}}
+{{- if and (kindIs "map" $pc) (eq (toString $pc.name) "RelieveNodePressure") -}}
+{{- if not (kindIs "map" $pc.args) -}}
+{{- $_ := set $pc "args" dict -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range $n := ($pc.args.schedulerNames | default (list "headroom-scheduler")) -}}
+{{- $names = append $names (ternary $root.name $n (eq (toString $n) "headroom-scheduler")) -}}
+{{- end -}}
+{{- $_ := set $pc.args "schedulerNames" (uniq $names) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- printf "%s\n" (toYaml $obj) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -342,6 +375,18 @@ instead of "serviceAccount".
 {{- end }}
 {{- end }}
 {{- $policy = $policy | replace "headroom-system" .root.Release.Namespace }}
+{{- if .serviceAccount }}
+{{- /* A ServiceAccount of another name (<component>.serviceAccount.name) is the one confined. */}}
+{{- $policy = $policy | replace (printf "'system:serviceaccount:%s:%s'" .root.Release.Namespace .serviceAccount) (printf "'system:serviceaccount:%s:%s'" .root.Release.Namespace (include "headroom.serviceAccountName" (dict "root" .root "component" .serviceAccountOf))) }}
+{{- end }}
+{{- if .lease }}
+{{- /* The Lease of descheduler.leaderElection: the shipped one is <namespace>/<ServiceAccount>. */}}
+{{- $shipped := printf "%s/%s" .root.Release.Namespace .serviceAccount }}
+{{- if not (contains (printf "'%s'" $shipped) $policy) }}
+{{- fail (printf "%s no longer names the Lease %s: update the chart's template of it" .file $shipped) }}
+{{- end }}
+{{- $policy = $policy | replace $shipped .lease }}
+{{- end }}
 {{- $labels := include "headroom.labels" (dict "root" .root "name" (.serviceAccount | default .name) "component" .component) | fromYaml }}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $policy -1 }}
 {{- $obj := fromYaml $doc }}
@@ -481,4 +526,67 @@ pids.thresholdPercent and pressureSamples, with the plugin's defaults (95,
 {{- end -}}
 - --pids-threshold-percent={{ $threshold }}
 - --pressure-samples={{ $samples }}
+{{- end -}}
+
+{{/*
+The scheduler's name: the schedulerName of the first profile of the
+configuration the chart renders (scheduler.profile.schedulerName, or
+scheduler.config's own), headroom-scheduler by default. Pods name it in
+spec.schedulerName, which the API server holds to a DNS subdomain; the
+descheduler policy, NOTES, the test pod, the alerts and the dashboard take
+it from here, so that a renamed scheduler is renamed everywhere.
+*/}}
+{{- define "headroom.schedulerName" -}}
+{{- $name := "headroom-scheduler" -}}
+{{- with (fromYaml (include "headroom.scheduler.config" .)).profiles -}}
+{{- if kindIs "map" (first .) -}}
+{{- $name = (first .).schedulerName | default $name | toString -}}
+{{- end -}}
+{{- end -}}
+{{- if or (gt (len $name) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $name)) -}}
+{{- fail (printf "scheduler.profile.schedulerName %q is not a DNS subdomain (lower-case letters, digits, '-' and '.'), which a pod's spec.schedulerName must be" $name) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/*
+A file of the kustomize tree that names the shipped scheduler,
+headroom-scheduler, in queries and prose (the alerts, the dashboard), with
+the scheduler's name of the release in its place: the exact quoted label
+value ("headroom-scheduler" in PromQL, \"headroom-scheduler\" inside a JSON
+string) and the phrases "schedulerName headroom-scheduler" and "pod(s) of
+headroom-scheduler". Job and pod
+patterns (job=~".*headroom-scheduler.*") name the Deployment and its
+Service, whose names are fixed, and stay. The text comes back byte for byte
+with the default name. Arguments: dict "root" $ "file" <path in the chart>.
+*/}}
+{{- define "headroom.withSchedulerName" -}}
+{{- $text := .root.Files.Get .file -}}
+{{- $name := include "headroom.schedulerName" .root -}}
+{{- if ne $name "headroom-scheduler" -}}
+{{- $text = $text | replace "\\\"headroom-scheduler\\\"" (printf "\\\"%s\\\"" $name) | replace "\"headroom-scheduler\"" (printf "%q" $name) -}}
+{{- $text = regexReplaceAll "(schedulerName|pod\\(s\\) of)(\\s+)headroom-scheduler\\b" $text (printf "${1}${2}%s" $name) -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}
+
+{{/*
+The ServiceAccount a component's pods run as: <component>.serviceAccount.name,
+or the contract's name (headroom-scheduler, headroom-descheduler,
+headroom-node-agent). The RBAC bindings and the admission policies that
+confine the component name the same one. Arguments: dict "root" $
+"component" <values key: scheduler, descheduler, nodeAgent>.
+*/}}
+{{- define "headroom.serviceAccountName" -}}
+{{- $default := get (dict "scheduler" "headroom-scheduler" "descheduler" "headroom-descheduler" "nodeAgent" "headroom-node-agent") .component -}}
+{{- $sa := (get .root.Values .component).serviceAccount | default dict -}}
+{{- $sa.name | default $default -}}
+{{- end -}}
+
+{{/*
+The namespace of the descheduler's leader-election Lease:
+descheduler.leaderElection.leaseNamespace, or the release namespace.
+*/}}
+{{- define "headroom.descheduler.leaseNamespace" -}}
+{{- .Values.descheduler.leaderElection.leaseNamespace | default .Release.Namespace -}}
 {{- end -}}

@@ -5,7 +5,7 @@ Argument: dict "root" $ "deployment" bool.
 */}}
 {{- define "headroom.descheduler.podSpec" -}}
 {{- $v := .root.Values.descheduler -}}
-serviceAccountName: headroom-descheduler
+serviceAccountName: {{ include "headroom.serviceAccountName" (dict "root" .root "component" "descheduler") }}
 {{- include "headroom.imagePullSecrets" .root | nindent 0 }}
 {{- with $v.priorityClassName }}
 priorityClassName: {{ . }}
@@ -29,12 +29,29 @@ containers:
   - --policy-config-file=/policy-dir/policy.yaml
   {{- if .deployment }}
   - --descheduling-interval={{ $v.interval }}
+  {{- $le := $v.leaderElection }}
+  {{- if $le.enabled }}
   # Its own Lease, apart from the upstream descheduler's default
   # ("descheduler" in kube-system), so both may run in one cluster.
   - --leader-elect=true
   - --leader-elect-resource-lock=leases
-  - --leader-elect-resource-name=headroom-descheduler
-  - --leader-elect-resource-namespace={{ .root.Release.Namespace }}
+  - --leader-elect-resource-name={{ $le.leaseName }}
+  - --leader-elect-resource-namespace={{ include "headroom.descheduler.leaseNamespace" .root }}
+  {{- with $le.leaseDuration }}
+  - --leader-elect-lease-duration={{ . }}
+  {{- end }}
+  {{- with $le.renewDeadline }}
+  - --leader-elect-renew-deadline={{ . }}
+  {{- end }}
+  {{- with $le.retryPeriod }}
+  - --leader-elect-retry-period={{ . }}
+  {{- end }}
+  {{- else }}
+  {{- if gt (int $v.replicas) 1 }}
+  {{- fail (printf "descheduler.leaderElection.enabled is false with descheduler.replicas=%v: every replica would evict on its own; set descheduler.replicas=1 or keep leader election" $v.replicas) }}
+  {{- end }}
+  - --leader-elect=false
+  {{- end }}
   # /metrics and /healthz over HTTPS (self-signed) on this port.
   - --bind-address=0.0.0.0
   - --secure-port={{ $v.metricsPort }}
