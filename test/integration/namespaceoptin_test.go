@@ -1,0 +1,186 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/headroom-k8s/headroom/test/controlplane"
+)
+
+// The label that opts a namespace in (and, with "disabled", a pod out).
+const optInLabel = "headroom.dev/scheduler"
+
+// TestNamespaceOptIn applies manifests/namespace-opt-in to a real API server
+// (v1.36, no flags: the v1 API is served by default) and runs
+// headroom-scheduler with the shipped profile. A pod created in a labelled
+// namespace without a scheduler, or with an explicit default-scheduler
+// (which the API server's defaulting makes indistinguishable), gets
+// headroom-scheduler and is placed by it; a pod naming another scheduler, a
+// pod labelled out, a DaemonSet's pod, a pod in an unlabelled namespace, and
+// pods in kube-system and headroom-system even when labelled, are left alone.
+func TestNamespaceOptIn(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	if _, err := cp.CreateNode(ctx, "node-a", resources("4", "16Gi", "110"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	applyManifests(ctx, t, cp, "namespace-opt-in")
+
+	// headroom-system exists (the scheduler's identity lives there); label it
+	// and kube-system as an operator might by mistake.
+	for _, ns := range []string{"opted-in", "plain", metav1.NamespaceSystem, "headroom-system"} {
+		labels := map[string]string{optInLabel: "enabled"}
+		if ns == "plain" {
+			labels = nil
+		}
+		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}
+		if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+			if _, perr := cp.Client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); perr != nil {
+				t.Fatalf("namespace %s: %v; %v", ns, err, perr)
+			}
+		}
+	}
+
+	podIn := func(ns, name, schedulerName string) *corev1.Pod {
+		p := newPod(name, schedulerName, nil, nil, nil)
+		p.Namespace = ns
+		return p
+	}
+	// The API server loads policies and bindings through an informer: wait
+	// until a dry-run create in the labelled namespace comes back mutated.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cp.Client.CoreV1().Pods("opted-in").Create(ctx, podIn("opted-in", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.SchedulerName == "headroom-scheduler", nil
+	})
+	if err != nil {
+		t.Fatalf("a pod created in a labelled namespace never got schedulerName headroom-scheduler: %v", err)
+	}
+
+	optedOut := podIn("opted-in", "opted-out", "")
+	optedOut.Labels = map[string]string{optInLabel: "disabled"}
+	daemon := podIn("opted-in", "daemon", "")
+	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "0d5e0b2c-4d7c-4a39-9a5e-1f3f6f0e8a11", Controller: ptr.To(true)}}
+	cases := []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{podIn("opted-in", "unnamed", ""), "headroom-scheduler"},
+		{podIn("opted-in", "explicit-default", corev1.DefaultSchedulerName), "headroom-scheduler"},
+		{podIn("opted-in", "other", "some-other-scheduler"), "some-other-scheduler"},
+		{optedOut, corev1.DefaultSchedulerName},
+		{daemon, corev1.DefaultSchedulerName},
+		{podIn("plain", "unnamed", ""), corev1.DefaultSchedulerName},
+		{podIn(metav1.NamespaceSystem, "unnamed", ""), corev1.DefaultSchedulerName},
+		{podIn("headroom-system", "unnamed", ""), corev1.DefaultSchedulerName},
+	}
+	for _, c := range cases {
+		got, err := cp.Client.CoreV1().Pods(c.pod.Namespace).Create(ctx, c.pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.SchedulerName != c.want {
+			t.Errorf("pod %s/%s created with schedulerName %q, want %q", c.pod.Namespace, c.pod.Name, got.Spec.SchedulerName, c.want)
+		}
+	}
+
+	for _, name := range []string{"unnamed", "explicit-default"} {
+		if node := waitBound(ctx, t, cp.Client, "opted-in", name); node != "node-a" {
+			t.Errorf("opted-in/%s bound to %q, want node-a", name, node)
+		}
+		if by := scheduledBy(ctx, t, cp, "opted-in", name); by != "headroom-scheduler" {
+			t.Errorf("Scheduled Event of opted-in/%s reported by %q, want headroom-scheduler", name, by)
+		}
+	}
+	// No other scheduler runs: the pods left alone stay unbound.
+	for _, c := range cases {
+		if c.want == "headroom-scheduler" {
+			continue
+		}
+		p, err := cp.Client.CoreV1().Pods(c.pod.Namespace).Get(ctx, c.pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s/%s with schedulerName %q was bound to %s", p.Namespace, p.Name, p.Spec.SchedulerName, p.Spec.NodeName)
+		}
+	}
+}
+
+// scheduledBy is the reportingController of the pod's Scheduled Event.
+func scheduledBy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns, name string) string {
+	t.Helper()
+	var by string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := cp.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "Scheduled" {
+				by = e.ReportingController
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Scheduled Event for %s/%s: %v", ns, name, err)
+	}
+	return by
+}
+
+// TestChartNamespaceOptIn: namespaceOptIn.enabled renders the policy and
+// binding of manifests/namespace-opt-in, field by field, with the release
+// namespace in place of headroom-system; off by default.
+func TestChartNamespaceOptIn(t *testing.T) {
+	const (
+		policyKey  = "MutatingAdmissionPolicy headroom-namespace-opt-in"
+		bindingKey = "MutatingAdmissionPolicyBinding headroom-namespace-opt-in"
+	)
+	defaults := renderChart(t)
+	for _, key := range []string{policyKey, bindingKey} {
+		if _, ok := defaults[key]; ok {
+			t.Errorf("%s rendered by default", key)
+		}
+	}
+	if !bytes.Equal(repoFile(t, "manifests/namespace-opt-in/mutating-admission-policy.yaml"),
+		repoFile(t, filepath.Join(chartDir, "files/namespace-opt-in-policy.yaml"))) {
+		t.Errorf("%s/files/namespace-opt-in-policy.yaml differs from manifests/namespace-opt-in/mutating-admission-policy.yaml: run hack/update-chart.sh", chartDir)
+	}
+
+	enabled := renderChart(t, "--set", "namespaceOptIn.enabled=true")
+	rendered := map[string]object{}
+	for _, key := range []string{policyKey, bindingKey} {
+		if o, ok := enabled[key]; ok {
+			rendered[key] = o
+		}
+	}
+	compareObjects(t, renderKustomizeDir(t, "manifests/namespace-opt-in"), rendered)
+
+	other := renderChart(t, "--set", "namespaceOptIn.enabled=true", "--namespace", "headroom-elsewhere")
+	policy := decodeTyped[*admissionregistrationv1.MutatingAdmissionPolicy](t, other, policyKey)
+	excluded := policy.Spec.MatchConstraints.NamespaceSelector.MatchExpressions[0].Values
+	if len(excluded) != 2 || excluded[0] != metav1.NamespaceSystem || excluded[1] != "headroom-elsewhere" {
+		t.Errorf("policy of a release in headroom-elsewhere excludes namespaces %v, want [kube-system headroom-elsewhere]", excluded)
+	}
+}
