@@ -27,8 +27,9 @@ const optInLabel = "headroom.dev/scheduler"
 // namespace without a scheduler, or with an explicit default-scheduler
 // (which the API server's defaulting makes indistinguishable), gets
 // headroom-scheduler and is placed by it; a pod naming another scheduler, a
-// pod labelled out, a DaemonSet's pod, a pod in an unlabelled namespace, and
-// pods in kube-system and headroom-system even when labelled, are left alone.
+// pod labelled out, a DaemonSet's pod, a pod created bound, a pod in an
+// unlabelled namespace, and pods in kube-system and headroom-system even
+// when labelled, are left alone.
 func TestNamespaceOptIn(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -80,6 +81,8 @@ func TestNamespaceOptIn(t *testing.T) {
 	optedOut.Labels = map[string]string{optInLabel: "disabled"}
 	daemon := podIn("opted-in", "daemon", "")
 	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "0d5e0b2c-4d7c-4a39-9a5e-1f3f6f0e8a11", Controller: ptr.To(true)}}
+	prebound := podIn("opted-in", "prebound", "")
+	prebound.Spec.NodeName = "node-a"
 	cases := []struct {
 		pod  *corev1.Pod
 		want string
@@ -89,6 +92,7 @@ func TestNamespaceOptIn(t *testing.T) {
 		{podIn("opted-in", "other", "some-other-scheduler"), "some-other-scheduler"},
 		{optedOut, corev1.DefaultSchedulerName},
 		{daemon, corev1.DefaultSchedulerName},
+		{prebound, corev1.DefaultSchedulerName},
 		{podIn("plain", "unnamed", ""), corev1.DefaultSchedulerName},
 		{podIn(metav1.NamespaceSystem, "unnamed", ""), corev1.DefaultSchedulerName},
 		{podIn("headroom-system", "unnamed", ""), corev1.DefaultSchedulerName},
@@ -113,7 +117,7 @@ func TestNamespaceOptIn(t *testing.T) {
 	}
 	// No other scheduler runs: the pods left alone stay unbound.
 	for _, c := range cases {
-		if c.want == "headroom-scheduler" {
+		if c.want == "headroom-scheduler" || c.pod.Spec.NodeName != "" {
 			continue
 		}
 		p, err := cp.Client.CoreV1().Pods(c.pod.Namespace).Get(ctx, c.pod.Name, metav1.GetOptions{})
