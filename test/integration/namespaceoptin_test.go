@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,7 +156,8 @@ func scheduledBy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlan
 
 // TestChartNamespaceOptIn: namespaceOptIn.enabled renders the policy and
 // binding of manifests/namespace-opt-in, field by field, with the release
-// namespace in place of headroom-system; off by default.
+// namespace in place of headroom-system, and passes helm lint --strict; off
+// by default.
 func TestChartNamespaceOptIn(t *testing.T) {
 	const (
 		policyKey  = "MutatingAdmissionPolicy headroom-namespace-opt-in"
@@ -180,6 +182,10 @@ func TestChartNamespaceOptIn(t *testing.T) {
 		}
 	}
 	compareObjects(t, renderKustomizeDir(t, "manifests/namespace-opt-in"), rendered)
+
+	if out, err := helmCmd("lint", "--strict", repoPath(t, chartDir), "--namespace", chartNS, "--set", "namespaceOptIn.enabled=true"); err != nil || !strings.Contains(out, "0 chart(s) failed") {
+		t.Errorf("helm lint --strict with namespaceOptIn.enabled: %v\n%s", err, out)
+	}
 
 	other := renderChart(t, "--set", "namespaceOptIn.enabled=true", "--namespace", "headroom-elsewhere")
 	policy := decodeTyped[*admissionregistrationv1.MutatingAdmissionPolicy](t, other, policyKey)
