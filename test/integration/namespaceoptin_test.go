@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,23 +62,7 @@ func TestNamespaceOptIn(t *testing.T) {
 		}
 	}
 
-	podIn := func(ns, name, schedulerName string) *corev1.Pod {
-		p := newPod(name, schedulerName, nil, nil, nil)
-		p.Namespace = ns
-		return p
-	}
-	// The API server loads policies and bindings through an informer: wait
-	// until a dry-run create in the labelled namespace comes back mutated.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := cp.Client.CoreV1().Pods("opted-in").Create(ctx, podIn("opted-in", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err
-		}
-		return p.Spec.SchedulerName == "headroom-scheduler", nil
-	})
-	if err != nil {
-		t.Fatalf("a pod created in a labelled namespace never got schedulerName headroom-scheduler: %v", err)
-	}
+	waitOptedIn(ctx, t, cp, "opted-in")
 
 	optedOut := podIn("opted-in", "opted-out", "")
 	optedOut.Labels = map[string]string{optInLabel: "disabled"}
@@ -129,6 +115,100 @@ func TestNamespaceOptIn(t *testing.T) {
 			t.Errorf("pod %s/%s with schedulerName %q was bound to %s", p.Namespace, p.Name, p.Spec.SchedulerName, p.Spec.NodeName)
 		}
 	}
+}
+
+func podIn(ns, name, schedulerName string) *corev1.Pod {
+	p := newPod(name, schedulerName, nil, nil, nil)
+	p.Namespace = ns
+	return p
+}
+
+// waitOptedIn waits until a pod created in ns gets schedulerName
+// headroom-scheduler: the API server loads policies and bindings through an
+// informer. The pods are created with dry run.
+func waitOptedIn(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cp.Client.CoreV1().Pods(ns).Create(ctx, podIn(ns, "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.SchedulerName == "headroom-scheduler", nil
+	})
+	if err != nil {
+		t.Fatalf("a pod created in namespace %s never got schedulerName headroom-scheduler: %v", ns, err)
+	}
+}
+
+// TestNamespaceOptInOn135 checks docs/scheduling.md's word on Kubernetes
+// 1.35 as far as kube-apiserver v1.36.3 emulating 1.35 (--emulated-version)
+// can: no MutatingAdmissionPolicy API is served by default; the
+// MutatingAdmissionPolicy feature gate with
+// --runtime-config=admissionregistration.k8s.io/v1beta1=true serves
+// v1beta1, and the policy of manifests/namespace-opt-in with apiVersion
+// v1beta1 is accepted and works. The v1.36 binary's admission plugin reads
+// the v1 API, which an emulated 1.35 does not serve: without
+// --emulation-forward-compatible (which serves v1 beside v1beta1) that
+// API server refuses every request as "not yet ready" and exits. A real
+// 1.35 reads v1beta1 and needs no such flag.
+func TestNamespaceOptInOn135(t *testing.T) {
+	out, err := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "kubectl"), "kustomize", repoPath(t, "manifests/namespace-opt-in")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize manifests/namespace-opt-in: %v", err)
+	}
+	v1beta1 := strings.ReplaceAll(string(out), "apiVersion: admissionregistration.k8s.io/v1\n", "apiVersion: admissionregistration.k8s.io/v1beta1\n")
+	if strings.Count(v1beta1, "admissionregistration.k8s.io/v1beta1") != 2 {
+		t.Fatalf("want two objects of admissionregistration.k8s.io/v1 in manifests/namespace-opt-in:\n%s", out)
+	}
+	served := func(ctx context.Context, cp *controlplane.ControlPlane) []string {
+		var gvs []string
+		for _, gv := range []string{"admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v1beta1"} {
+			list, err := cp.Client.Discovery().ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				continue
+			}
+			for _, r := range list.APIResources {
+				if r.Name == "mutatingadmissionpolicies" {
+					gvs = append(gvs, gv)
+				}
+			}
+		}
+		return gvs
+	}
+
+	t.Run("no flags", func(t *testing.T) {
+		cp := controlplane.StartForTest(t, controlplane.Options{APIServerArgs: []string{"--emulated-version=1.35"}})
+		if gvs := served(context.Background(), cp); len(gvs) != 0 {
+			t.Errorf("emulating 1.35 without flags, mutatingadmissionpolicies are served in %v", gvs)
+		}
+	})
+	t.Run("feature gate and runtime-config", func(t *testing.T) {
+		cp := controlplane.StartForTest(t, controlplane.Options{APIServerArgs: []string{"--emulated-version=1.35",
+			"--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true", "--emulation-forward-compatible=true"}})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if gvs := served(ctx, cp); !slices.Contains(gvs, "admissionregistration.k8s.io/v1beta1") {
+			t.Errorf("mutatingadmissionpolicies served in %v, want v1beta1", gvs)
+		}
+		apply := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath, "apply", "-f", "-")
+		apply.Stdin = strings.NewReader(v1beta1)
+		if out, err := apply.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply of the v1beta1 policy: %v\n%s", err, out)
+		}
+		for ns, labels := range map[string]map[string]string{"opted-in": {optInLabel: "enabled"}, "plain": nil} {
+			if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitOptedIn(ctx, t, cp, "opted-in")
+		p, err := cp.Client.CoreV1().Pods("plain").Create(ctx, podIn("plain", "app", ""), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+			t.Errorf("pod of an unlabelled namespace created with schedulerName %q", p.Spec.SchedulerName)
+		}
+	})
 }
 
 // scheduledBy is the reportingController of the pod's Scheduled Event.
