@@ -117,6 +117,7 @@ func TestNamespaceOptIn(t *testing.T) {
 	}
 }
 
+// podIn is newPod in namespace ns.
 func podIn(ns, name, schedulerName string) *corev1.Pod {
 	p := newPod(name, schedulerName, nil, nil, nil)
 	p.Namespace = ns
