@@ -4,7 +4,8 @@
 # - files/ gets the configuration files the manifests ship (Helm's .Files
 #   reads only inside the chart): the scheduler config, the descheduler
 #   policy, the admission policies (the node agent's, the one on the
-#   kubelet's FailedCreatePodSandBox Events, and the scheduler's and
+#   kubelet's FailedCreatePodSandBox Events, the namespace opt-in's
+#   MutatingAdmissionPolicy, and the scheduler's and
 #   descheduler's on their Leases), the Prometheus rules and the
 #   Grafana dashboard;
 # - Chart.yaml's version and appVersion: the release in VERSION, or, without
@@ -23,6 +24,7 @@ cp manifests/scheduler/scheduler-config.yaml "$chart/files/scheduler-config.yaml
 cp manifests/descheduler/policy.yaml "$chart/files/descheduler-policy.yaml"
 cp manifests/node-agent/admission-policy.yaml "$chart/files/node-agent-admission-policy.yaml"
 cp manifests/kubelet-events/admission-policy.yaml "$chart/files/kubelet-events-admission-policy.yaml"
+cp manifests/namespace-opt-in/mutating-admission-policy.yaml "$chart/files/namespace-opt-in-policy.yaml"
 cp manifests/scheduler/leader-election-policy.yaml "$chart/files/scheduler-leader-election-policy.yaml"
 cp manifests/descheduler-deployment/leader-election-policy.yaml "$chart/files/descheduler-leader-election-policy.yaml"
 cp manifests/monitoring/prometheus-rules.yaml "$chart/files/prometheus-rules.yaml"
