@@ -2142,6 +2142,23 @@ func TestChartSchedulerRenamed(t *testing.T) {
 		t.Errorf("RelieveNodePressure schedulerNames %q, want [%s batch]", args.SchedulerNames, name)
 	}
 
+	// The namespace opt-in hands pods to the renamed scheduler.
+	optIn := renderChart(t, append(flags, "--set", "namespaceOptIn.enabled=true")...)
+	policies := 0
+	for key, obj := range optIn {
+		if !strings.HasPrefix(key, "MutatingAdmissionPolicy ") {
+			continue
+		}
+		policies++
+		text := fmt.Sprint(obj)
+		if !strings.Contains(text, "schedulerName: '"+name+"'") || strings.Contains(text, "'headroom-scheduler'") {
+			t.Errorf("%s does not set schedulerName %s alone: %s", key, name, text)
+		}
+	}
+	if policies != 1 {
+		t.Errorf("namespaceOptIn.enabled rendered %d MutatingAdmissionPolicies, want 1", policies)
+	}
+
 	pod := decodeTyped[*corev1.Pod](t, objs, "Pod "+chartNS+"/headroom-scheduler-test")
 	if pod.Spec.SchedulerName != name {
 		t.Errorf("test pod schedulerName %q, want %s", pod.Spec.SchedulerName, name)

@@ -375,6 +375,10 @@ instead of "serviceAccount".
 {{- end }}
 {{- end }}
 {{- $policy = $policy | replace "headroom-system" .root.Release.Namespace }}
+{{- if .schedulerName }}
+{{- /* The scheduler the policy hands pods to: the release's (headroom.schedulerName). */}}
+{{- $policy = $policy | replace "'headroom-scheduler'" (printf "'%s'" .schedulerName) }}
+{{- end }}
 {{- if .serviceAccount }}
 {{- /* A ServiceAccount of another name (<component>.serviceAccount.name) is the one confined. */}}
 {{- $policy = $policy | replace (printf "'system:serviceaccount:%s:%s'" .root.Release.Namespace .serviceAccount) (printf "'system:serviceaccount:%s:%s'" .root.Release.Namespace (include "headroom.serviceAccountName" (dict "root" .root "component" .serviceAccountOf))) }}
