@@ -1085,6 +1085,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "descheduler.logFormat=xml"}, "descheduler.logFormat"},
 		{[]string{"--set", "descheduler.suspend=yes"}, "descheduler.suspend"},
 		{[]string{"--set", "metrics.serviceMonitor.authorization.credentials.name=x"}, "metrics.serviceMonitor.authorization.credentials"},
+		{[]string{"--set", "metrics.serviceMonitor.tlsConfig.ca.secret.name=x"}, "metrics.serviceMonitor.tlsConfig.ca.secret"},
+		{[]string{"--set", "metrics.podMonitor.tlsConfig.ca.name=x"}, "metrics.podMonitor.tlsConfig.ca"},
 		{[]string{"--set-json", `scheduler.extraEnv=[{"value":"x"}]`}, "scheduler.extraEnv/0"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
@@ -1792,6 +1794,27 @@ metrics:
 		for key := range objs {
 			if strings.Contains(key, "headroom-metrics-reader") {
 				t.Errorf("%s rendered with authorization given", key)
+			}
+		}
+	})
+	// A CA given, and nothing said of insecureSkipVerify (Helm's merge keeps
+	// the default true beside it): the scrape verifies the certificate.
+	t.Run("a CA turns verification on", func(t *testing.T) {
+		objs := renderChart(t, "-f", valuesFile(t, `
+metrics:
+  serviceMonitor:
+    enabled: true
+    tlsConfig: {serverName: headroom-scheduler-metrics.headroom-system.svc, ca: {secret: {name: headroom-metrics-ca, key: ca.crt}}}
+  podMonitor:
+    enabled: true
+    tlsConfig: {serverName: headroom-node-agent, ca: {configMap: {name: headroom-metrics-ca, key: ca.crt}}}
+`))
+		for key, want := range map[string]string{
+			"ServiceMonitor headroom-system/headroom-scheduler": `{"ca":{"secret":{"key":"ca.crt","name":"headroom-metrics-ca"}},"serverName":"headroom-scheduler-metrics.headroom-system.svc"}`,
+			"PodMonitor headroom-system/headroom-node-agent":    `{"ca":{"configMap":{"key":"ca.crt","name":"headroom-metrics-ca"}},"serverName":"headroom-node-agent"}`,
+		} {
+			if got := show(endpoints(t, objs, key)[0].(map[string]any)["tlsConfig"]); got != want {
+				t.Errorf("%s: tlsConfig %s, want %s", key, got, want)
 			}
 		}
 	})

@@ -1,7 +1,7 @@
 {{/*
 The scrape settings a ServiceMonitor endpoint and a PodMonitor endpoint
-share: port, path, scheme, interval, tlsConfig, authorization and
-relabelings. Argument: dict "root" $ "monitor" <metrics.serviceMonitor or
+share: port, path, scheme, interval, tlsConfig (verifying the serving
+certificate once a CA is given), authorization and relabelings. Argument: dict "root" $ "monitor" <metrics.serviceMonitor or
 metrics.podMonitor>.
 */}}
 {{- define "headroom.metricsEndpoint" -}}
@@ -13,8 +13,14 @@ scheme: https
 interval: {{ . }}
 {{- end }}
 {{- with $m.tlsConfig }}
+{{- $tls := deepCopy . }}
+{{- /* A CA given means verify: drop the default insecureSkipVerify, which
+Helm's merge of values would otherwise keep beside it. */}}
+{{- if or $tls.ca $tls.caFile }}
+{{- $_ := unset $tls "insecureSkipVerify" }}
+{{- end }}
 tlsConfig:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $tls | nindent 2 }}
 {{- end }}
 authorization:
   {{- with $m.authorization }}
