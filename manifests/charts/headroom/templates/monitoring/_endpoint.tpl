@@ -2,7 +2,7 @@
 The scrape settings a ServiceMonitor endpoint and a PodMonitor endpoint
 share: port, path, scheme, interval, tlsConfig (verifying the serving
 certificate once a CA is given), authorization and relabelings. Argument: dict "root" $ "monitor" <metrics.serviceMonitor or
-metrics.podMonitor>.
+metrics.podMonitor> "name" <the component>.
 */}}
 {{- define "headroom.metricsEndpoint" -}}
 {{- $m := .monitor -}}
@@ -12,6 +12,16 @@ scheme: https
 {{- with $m.interval }}
 interval: {{ . }}
 {{- end }}
+{{- if include "headroom.metricsTLS.on" . }}
+{{- /* The certificate cert-manager issued for the component, checked
+with its issuer's CA. */}}
+tlsConfig:
+  ca:
+    secret:
+      name: {{ include "headroom.metricsTLS.secretName" . }}
+      key: ca.crt
+  serverName: {{ include "headroom.metricsTLS.serverName" . }}
+{{- else }}
 {{- with $m.tlsConfig }}
 {{- $tls := deepCopy . }}
 {{- /* A CA given means verify: drop the default insecureSkipVerify, which
@@ -21,6 +31,7 @@ Helm's merge of values would otherwise keep beside it. */}}
 {{- end }}
 tlsConfig:
   {{- toYaml $tls | nindent 2 }}
+{{- end }}
 {{- end }}
 authorization:
   {{- with $m.authorization }}
