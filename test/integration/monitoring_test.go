@@ -694,6 +694,22 @@ prometheusRule:
 		}
 	}
 
+	// The CronJob group's thresholds, in their expressions.
+	cronRules, cronSpec := renderedRules(t, `
+prometheusRule:
+  alerts:
+    HeadroomDeschedulerCronJobLate: {threshold: 1800}
+    HeadroomDeschedulerJobsFailed: {threshold: 5}
+`)
+	promtool(t, filepath.Dir(cronRules), "check", "rules", cronRules)
+	cron, _ := renderedAlerts(t, cronSpec)
+	if expr := cron["HeadroomDeschedulerCronJobLate"]["expr"].(string); !strings.Contains(expr, `{cronjob="headroom-descheduler"}) > 1800`) {
+		t.Errorf("HeadroomDeschedulerCronJobLate: expr %q: want threshold 1800", expr)
+	}
+	if expr := cron["HeadroomDeschedulerJobsFailed"]["expr"].(string); !strings.HasSuffix(expr, ") >= 5") {
+		t.Errorf("HeadroomDeschedulerJobsFailed: expr %q: want threshold 5", expr)
+	}
+
 	// 180 successful evictions an hour (3 a minute): the shipped 100 fires,
 	// the rendered 250 does not; 300 an hour fires after its 30 minutes.
 	tests := `rule_files: [` + rules + `]
@@ -732,8 +748,28 @@ tests:
 }
 
 // TestChartPrometheusRuleRejectsBadValues: an alert the chart does not
-// ship, or a for that is no duration, fails the render naming the value.
+// ship, or a for that is no duration, fails the render naming the value;
+// so does a rule file whose alert no longer states the threshold its value
+// replaces (the value would change nothing).
 func TestChartPrometheusRuleRejectsBadValues(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "headroom")
+	if err := os.CopyFS(chart, os.DirFS(repoPath(t, chartDir))); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(chart, "files", "prometheus-rules.yaml")
+	shipped := string(repoFile(t, rulesFile))
+	edited := strings.Replace(shipped, `[1h])) > 100`, `[1h])) >= 120`, 1)
+	if edited == shipped {
+		t.Fatalf("%s: HeadroomEvictionsHigh has no [1h])) > 100", rulesFile)
+	}
+	if err := os.WriteFile(rules, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := helmCmd("template", chartRelease, chart, "--namespace", chartNS, "--set", "prometheusRule.enabled=true"); err == nil ||
+		!strings.Contains(err.Error(), "prometheusRule.alerts.HeadroomEvictionsHigh.threshold") {
+		t.Errorf("rule file without the threshold: err %v, want one naming prometheusRule.alerts.HeadroomEvictionsHigh.threshold\n%.300s", err, out)
+	}
+
 	for flag, want := range map[string]string{
 		"prometheusRule.alerts.HeadroomEvictionHigh.enabled=false": "HeadroomEvictionHigh",
 		"prometheusRule.alerts.HeadroomEvictionsHigh.for=soon":     "prometheusRule.alerts.HeadroomEvictionsHigh.for",
