@@ -421,6 +421,7 @@ nodeAgent:
 metrics:
   serviceMonitor: {enabled: true, metricRelabelings: [{action: drop, sourceLabels: [__name__], regex: go_.*}]}
   podMonitor: {enabled: true, authorization: {type: Bearer, credentials: {name: t, key: token}}}
+  certManager: {enabled: true, issuerRef: {name: ca}}
 networkPolicy: {enabled: true}
 tests: {enabled: true}
 `)},
@@ -1106,6 +1107,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "descheduler.logFormat=xml"}, "descheduler.logFormat"},
 		{[]string{"--set", "descheduler.suspend=yes"}, "descheduler.suspend"},
 		{[]string{"--set", "metrics.serviceMonitor.authorization.credentials.name=x"}, "metrics.serviceMonitor.authorization.credentials"},
+		{[]string{"--set", "metrics.serviceMonitor.tlsConfig.ca.secret.name=x"}, "metrics.serviceMonitor.tlsConfig.ca.secret"},
+		{[]string{"--set", "metrics.podMonitor.tlsConfig.ca.name=x"}, "metrics.podMonitor.tlsConfig.ca"},
 		{[]string{"--set-json", `scheduler.extraEnv=[{"value":"x"}]`}, "scheduler.extraEnv/0"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
@@ -1390,7 +1393,7 @@ imagePullSecrets: [{name: regcred}]
 scheduler: {logFormat: json, image: {digest: `+digest+`, tag: ignored}}
 descheduler: {mode: `+mode+`, logFormat: json}
 nodeAgent: {logFormat: json}
-metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}}
+metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}, certManager: {enabled: true, issuerRef: {name: ca}}}
 prometheusRule: {enabled: true}
 grafanaDashboard: {enabled: true}
 `))
@@ -1813,6 +1816,27 @@ metrics:
 		for key := range objs {
 			if strings.Contains(key, "headroom-metrics-reader") {
 				t.Errorf("%s rendered with authorization given", key)
+			}
+		}
+	})
+	// A CA given, and nothing said of insecureSkipVerify (Helm's merge keeps
+	// the default true beside it): the scrape verifies the certificate.
+	t.Run("a CA turns verification on", func(t *testing.T) {
+		objs := renderChart(t, "-f", valuesFile(t, `
+metrics:
+  serviceMonitor:
+    enabled: true
+    tlsConfig: {serverName: headroom-scheduler-metrics.headroom-system.svc, ca: {secret: {name: headroom-metrics-ca, key: ca.crt}}}
+  podMonitor:
+    enabled: true
+    tlsConfig: {serverName: headroom-node-agent, ca: {configMap: {name: headroom-metrics-ca, key: ca.crt}}}
+`))
+		for key, want := range map[string]string{
+			"ServiceMonitor headroom-system/headroom-scheduler": `{"ca":{"secret":{"key":"ca.crt","name":"headroom-metrics-ca"}},"serverName":"headroom-scheduler-metrics.headroom-system.svc"}`,
+			"PodMonitor headroom-system/headroom-node-agent":    `{"ca":{"configMap":{"key":"ca.crt","name":"headroom-metrics-ca"}},"serverName":"headroom-node-agent"}`,
+		} {
+			if got := show(endpoints(t, objs, key)[0].(map[string]any)["tlsConfig"]); got != want {
+				t.Errorf("%s: tlsConfig %s, want %s", key, got, want)
 			}
 		}
 	})
@@ -2495,5 +2519,100 @@ descheduler:
 	}
 	if _, err := renderChartText(t, "--set", "descheduler.leaderElection.leaseDuration=15"); err == nil || !strings.Contains(err.Error(), "leaseDuration") {
 		t.Errorf("leaseDuration=15: %v", err)
+	}
+}
+
+// TestChartMetricsCertManager: with metrics.certManager on, each component
+// that serves /metrics gets a cert-manager Certificate for its Service's
+// names, serves /metrics with its Secret (mounted, --tls-cert-file and
+// --tls-private-key-file), and the monitors verify that certificate: the
+// Secret's ca.crt and a serverName the Certificate holds. Off, nothing of
+// it renders; on, it needs an issuer.
+func TestChartMetricsCertManager(t *testing.T) {
+	for key, o := range renderChart(t, "--set", "metrics.serviceMonitor.enabled=true,descheduler.mode=deployment") {
+		if o["kind"] == "Certificate" {
+			t.Errorf("rendered %s with metrics.certManager off", key)
+		}
+	}
+	if out, err := renderChartText(t, "--set", "metrics.certManager.enabled=true"); err == nil || !strings.Contains(err.Error(), "metrics.certManager.issuerRef.name") {
+		t.Errorf("no issuer: err %v, want one naming metrics.certManager.issuerRef.name\n%.300s", err, out)
+	}
+
+	for mode, want := range map[string][]string{
+		"cronJob":    {"headroom-node-agent", "headroom-scheduler"},
+		"deployment": {"headroom-descheduler", "headroom-node-agent", "headroom-scheduler"},
+	} {
+		t.Run(mode, func(t *testing.T) {
+			objs := renderChart(t, "--set", "descheduler.mode="+mode, "-f", valuesFile(t, `
+metrics:
+  certManager: {enabled: true, issuerRef: {name: headroom-ca, kind: ClusterIssuer}, duration: 720h}
+  serviceMonitor: {enabled: true}
+  podMonitor: {enabled: true}
+`))
+			var got []string
+			for key, o := range objs {
+				if o["kind"] != "Certificate" {
+					continue
+				}
+				md := o["metadata"].(map[string]any)
+				name := strings.TrimSuffix(md["name"].(string), "-metrics")
+				got = append(got, name)
+				spec := o["spec"].(map[string]any)
+				if show(spec["issuerRef"]) != `{"group":"cert-manager.io","kind":"ClusterIssuer","name":"headroom-ca"}` || spec["duration"] != "720h" {
+					t.Errorf("%s: issuerRef %s, duration %v", key, show(spec["issuerRef"]), spec["duration"])
+				}
+				secret := spec["secretName"].(string)
+				serverName := name + "-metrics." + chartNS + ".svc"
+				if !slices.Contains(spec["dnsNames"].([]any), any(serverName)) {
+					t.Errorf("%s: dnsNames %v lack %s", key, spec["dnsNames"], serverName)
+				}
+				// The monitors verify this certificate.
+				for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+					mon := objs[kind+" "+chartNS+"/"+name]["spec"].(map[string]any)
+					eps, _ := mon["endpoints"].([]any)
+					if kind == "PodMonitor" {
+						eps, _ = mon["podMetricsEndpoints"].([]any)
+					}
+					wantTLS := `{"ca":{"secret":{"key":"ca.crt","name":"` + secret + `"}},"serverName":"` + serverName + `"}`
+					if tls := show(eps[0].(map[string]any)["tlsConfig"]); tls != wantTLS {
+						t.Errorf("%s %s: tlsConfig %s, want %s", kind, name, tls, wantTLS)
+					}
+				}
+				// The component serves /metrics with it.
+				found := false
+				for ptKey, pt := range podTemplates(t, objs) {
+					if pt.Labels["app.kubernetes.io/name"] != name {
+						continue
+					}
+					found = true
+					c := pt.Spec.Containers[0]
+					mount := ""
+					for _, m := range c.VolumeMounts {
+						for _, v := range pt.Spec.Volumes {
+							if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == secret {
+								mount = m.MountPath
+							}
+						}
+					}
+					if mount == "" || !slices.Contains(c.Args, "--tls-cert-file="+mount+"/tls.crt") || !slices.Contains(c.Args, "--tls-private-key-file="+mount+"/tls.key") {
+						t.Errorf("%s: mounts %v, args %v: want Secret %s mounted and its tls.crt and tls.key served", ptKey, c.VolumeMounts, c.Args, secret)
+					}
+				}
+				if !found {
+					t.Errorf("%s: no pod template of %s", key, name)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("Certificates for %v, want %v", got, want)
+			}
+			if mode == "cronJob" {
+				for key, pt := range podTemplates(t, objs) {
+					if strings.Contains(show(pt.Spec), "metrics-tls") && pt.Labels["app.kubernetes.io/name"] == "headroom-descheduler" {
+						t.Errorf("%s: the CronJob's runs serve no /metrics, but mount a certificate", key)
+					}
+				}
+			}
+		})
 	}
 }

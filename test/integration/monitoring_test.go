@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -435,10 +436,14 @@ func selectsMetricsPort(t *testing.T, objs map[string]object, kind string, sel m
 	return false
 }
 
-const (
-	troubleshootingFile = "docs/troubleshooting.md"
-	runbookBase         = "https://github.com/headroom-k8s/headroom/blob/main/" + troubleshootingFile + "#"
-)
+const troubleshootingFile = "docs/troubleshooting.md"
+
+// runbookBase is where the shipped alerts' runbooks live: the
+// troubleshooting page at the release's tag (the chart's appVersion, the
+// images' tag), so that a runbook matches the alerts of its release.
+func runbookBase(t *testing.T) string {
+	return "https://github.com/headroom-k8s/headroom/blob/" + chartAppVersion(t) + "/" + troubleshootingFile
+}
 
 // markdownAnchors returns the anchors GitHub gives a Markdown file's
 // headings: lower case, spaces to hyphens, other punctuation dropped.
@@ -510,7 +515,7 @@ func TestMonitoringAlertsHaveRunbooksAndTests(t *testing.T) {
 				continue
 			}
 			alerts++
-			if want := runbookBase + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+			if want := runbookBase(t) + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
 				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 			}
 			if !anchors[strings.ToLower(r.Alert)] {
@@ -533,6 +538,249 @@ func TestMonitoringAlertsHaveRunbooksAndTests(t *testing.T) {
 	for _, m := range regexp.MustCompile(`\]\(#([^)]+)\)`).FindAllStringSubmatch(doc, -1) {
 		if !anchors[m[1]] {
 			t.Errorf("%s: link #%s names no heading", troubleshootingFile, m[1])
+		}
+	}
+}
+
+// renderedRules renders the chart's PrometheusRule with values and writes
+// its spec to a rule file of its own, which it returns with the spec.
+func renderedRules(t *testing.T, values string) (path string, spec map[string]any) {
+	t.Helper()
+	objs := renderChart(t, "-f", valuesFile(t, "prometheusRule: {enabled: true}\n"), "-f", valuesFile(t, values))
+	rule, ok := objs["PrometheusRule "+chartNS+"/headroom"]
+	if !ok {
+		t.Fatalf("no PrometheusRule headroom: %v", keysOf(objs))
+	}
+	spec = rule["spec"].(map[string]any)
+	data, err := yaml.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, spec
+}
+
+// renderedAlerts indexes a rule spec's alerts by name.
+func renderedAlerts(t *testing.T, spec map[string]any) (alerts map[string]map[string]any, groups []string) {
+	t.Helper()
+	alerts = map[string]map[string]any{}
+	for _, g := range spec["groups"].([]any) {
+		g := g.(map[string]any)
+		groups = append(groups, g["name"].(string))
+		for _, r := range g["rules"].([]any) {
+			r := r.(map[string]any)
+			if name, ok := r["alert"].(string); ok {
+				alerts[name] = r
+			}
+		}
+	}
+	return alerts, groups
+}
+
+// promtool runs bin/promtool with args in dir and fails the test on an
+// error.
+func promtool(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(controlplane.DefaultBinDir(), "promtool"), args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestChartPrometheusRuleValues renders the PrometheusRule with each alert
+// value changed and checks the result with promtool: the rendered defaults
+// pass every test of test/prometheus/rules-test.yaml; a disabled alert is
+// gone (and a group left without alerts too); a changed threshold, for and
+// severity are in the expression, the rule and the annotations that state
+// them, and the alert fires at the new threshold and not at the old one;
+// runbook_url follows runbookBaseURL; additionalRuleLabels join every
+// alert's labels without replacing its severity.
+func TestChartPrometheusRuleValues(t *testing.T) {
+	t.Run("defaults pass the promtool tests", func(t *testing.T) {
+		rules, _ := renderedRules(t, "{}")
+		tests := strings.Replace(string(repoFile(t, rulesTestFile)),
+			"- ../../manifests/monitoring/prometheus-rules.yaml", "- "+rules, 1)
+		if !strings.Contains(tests, rules) {
+			t.Fatalf("%s names no ../../%s", rulesTestFile, rulesFile)
+		}
+		dir := filepath.Dir(rules)
+		if err := os.WriteFile(filepath.Join(dir, "rules-test.yaml"), []byte(tests), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		promtool(t, dir, "test", "rules", "rules-test.yaml")
+	})
+
+	// Every shipped alert, and only those, has its values.
+	var values struct {
+		PrometheusRule struct {
+			Alerts map[string]any
+		} `json:"prometheusRule"`
+	}
+	if err := yaml.Unmarshal(repoFile(t, filepath.Join(chartDir, "values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	_, defaults := renderedRules(t, "{}")
+	shipped, _ := renderedAlerts(t, defaults)
+	var got, want []string
+	for name := range values.PrometheusRule.Alerts {
+		got = append(got, name)
+	}
+	for name := range shipped {
+		want = append(want, name)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("values.yaml prometheusRule.alerts has %v, the shipped alerts are %v", got, want)
+	}
+
+	rules, spec := renderedRules(t, `
+prometheusRule:
+  runbookBaseURL: https://wiki.example.com/headroom/runbooks
+  additionalRuleLabels: {team: platform, severity: none}
+  alerts:
+    HeadroomEvictionsHigh: {threshold: 250, for: 30m, severity: critical}
+    HeadroomSchedulerPodsPending: {threshold: 1800}
+    HeadroomNodeSamplesStale: {for: 1h}
+    HeadroomNodeAgentWriteFailures: {enabled: false}
+    HeadroomDeschedulerCronJobLate: {enabled: false}
+    HeadroomDeschedulerRunsFailing: {enabled: false}
+    HeadroomDeschedulerJobsFailed: {enabled: false}
+`)
+	promtool(t, filepath.Dir(rules), "check", "rules", rules)
+	alerts, groups := renderedAlerts(t, spec)
+	for _, gone := range []string{"HeadroomNodeAgentWriteFailures", "HeadroomDeschedulerJobsFailed"} {
+		if _, ok := alerts[gone]; ok {
+			t.Errorf("%s disabled, but rendered", gone)
+		}
+	}
+	if slices.Contains(groups, "headroom-descheduler-cronjob") {
+		t.Errorf("groups %v: headroom-descheduler-cronjob has no alert left, but is rendered", groups)
+	}
+	if len(alerts) != 10 {
+		t.Errorf("%d alerts rendered, want the 14 shipped less 4 disabled", len(alerts))
+	}
+
+	high := alerts["HeadroomEvictionsHigh"]
+	ann := high["annotations"].(map[string]any)
+	if !strings.HasSuffix(high["expr"].(string), "[1h])) > 250") || high["for"] != "30m" ||
+		!strings.HasPrefix(ann["description"].(string), "More than 250 evictions an hour") {
+		t.Errorf("HeadroomEvictionsHigh: expr %q, for %v, description %q: want threshold 250, for 30m", high["expr"], high["for"], ann["description"])
+	}
+	pending := alerts["HeadroomSchedulerPodsPending"]
+	if d := pending["annotations"].(map[string]any)["description"].(string); !strings.Contains(pending["expr"].(string), "(time() - kube_pod_created) > 1800") ||
+		!strings.Contains(d, "created over 1800 seconds ago") {
+		t.Errorf("HeadroomSchedulerPodsPending: expr %q, description %q: want threshold 1800", pending["expr"], d)
+	}
+	stale := alerts["HeadroomNodeSamplesStale"]
+	if d := stale["annotations"].(map[string]any)["description"].(string); stale["for"] != "1h" || !strings.Contains(d, "for 1h:") || strings.Contains(d, "15 minutes") {
+		t.Errorf("HeadroomNodeSamplesStale: for %v, description %q: want for 1h", stale["for"], d)
+	}
+	for name, r := range alerts {
+		labels := r["labels"].(map[string]any)
+		wantSeverity := map[string]string{"HeadroomEvictionsHigh": "critical", "HeadroomSchedulerDown": "critical", "HeadroomNodeAgentsDown": "critical"}[name]
+		if wantSeverity == "" {
+			wantSeverity = "warning"
+		}
+		if labels["team"] != "platform" || labels["severity"] != wantSeverity {
+			t.Errorf("%s: labels %v, want team platform, severity %s", name, labels, wantSeverity)
+		}
+		if got, want := r["annotations"].(map[string]any)["runbook_url"], "https://wiki.example.com/headroom/runbooks#"+strings.ToLower(name); got != want {
+			t.Errorf("%s: runbook_url %v, want %s", name, got, want)
+		}
+	}
+
+	// The CronJob group's thresholds, in their expressions.
+	cronRules, cronSpec := renderedRules(t, `
+prometheusRule:
+  alerts:
+    HeadroomDeschedulerCronJobLate: {threshold: 1800}
+    HeadroomDeschedulerJobsFailed: {threshold: 5}
+`)
+	promtool(t, filepath.Dir(cronRules), "check", "rules", cronRules)
+	cron, _ := renderedAlerts(t, cronSpec)
+	if expr := cron["HeadroomDeschedulerCronJobLate"]["expr"].(string); !strings.Contains(expr, `{cronjob="headroom-descheduler"}) > 1800`) {
+		t.Errorf("HeadroomDeschedulerCronJobLate: expr %q: want threshold 1800", expr)
+	}
+	if expr := cron["HeadroomDeschedulerJobsFailed"]["expr"].(string); !strings.HasSuffix(expr, ") >= 5") {
+		t.Errorf("HeadroomDeschedulerJobsFailed: expr %q: want threshold 5", expr)
+	}
+
+	// 180 successful evictions an hour (3 a minute): the shipped 100 fires,
+	// the rendered 250 does not; 300 an hour fires after its 30 minutes.
+	tests := `rule_files: [` + rules + `]
+evaluation_interval: 1m
+tests:
+- interval: 1m
+  input_series:
+  - series: 'descheduler_pods_evicted_total{result="success",node="n1"}'
+    values: '0+3x240'
+  alert_rule_test:
+  - {eval_time: 3h, alertname: HeadroomEvictionsHigh, exp_alerts: []}
+- interval: 1m
+  input_series:
+  - series: 'descheduler_pods_evicted_total{result="success",node="n1"}'
+    values: '0+5x240'
+  alert_rule_test:
+  - {eval_time: 80m, alertname: HeadroomEvictionsHigh, exp_alerts: []}
+  - eval_time: 100m
+    alertname: HeadroomEvictionsHigh
+    exp_alerts:
+    - exp_labels: {severity: critical, team: platform}
+      exp_annotations:
+        summary: The descheduler evicted 300 pods in the last hour
+        description: >-
+          More than 250 evictions an hour: a workload that keeps filling its nodes, or
+          thresholds that leave too little room between the scheduler's floor and the
+          descheduler's target. Deployment mode only: the CronJob mode's runs are not
+          scraped.
+        runbook_url: https://wiki.example.com/headroom/runbooks#headroomevictionshigh
+`
+	dir := filepath.Dir(rules)
+	if err := os.WriteFile(filepath.Join(dir, "values-test.yaml"), []byte(tests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promtool(t, dir, "test", "rules", "values-test.yaml")
+}
+
+// TestChartPrometheusRuleRejectsBadValues: an alert the chart does not
+// ship, or a for that is no duration, fails the render naming the value;
+// so does a rule file whose alert no longer states the threshold its value
+// replaces (the value would change nothing).
+func TestChartPrometheusRuleRejectsBadValues(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "headroom")
+	if err := os.CopyFS(chart, os.DirFS(repoPath(t, chartDir))); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(chart, "files", "prometheus-rules.yaml")
+	shipped := string(repoFile(t, rulesFile))
+	edited := strings.Replace(shipped, `[1h])) > 100`, `[1h])) >= 120`, 1)
+	if edited == shipped {
+		t.Fatalf("%s: HeadroomEvictionsHigh has no [1h])) > 100", rulesFile)
+	}
+	if err := os.WriteFile(rules, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := helmCmd("template", chartRelease, chart, "--namespace", chartNS, "--set", "prometheusRule.enabled=true"); err == nil ||
+		!strings.Contains(err.Error(), "prometheusRule.alerts.HeadroomEvictionsHigh.threshold") {
+		t.Errorf("rule file without the threshold: err %v, want one naming prometheusRule.alerts.HeadroomEvictionsHigh.threshold\n%.300s", err, out)
+	}
+
+	for flag, want := range map[string]string{
+		"prometheusRule.alerts.HeadroomEvictionHigh.enabled=false": "HeadroomEvictionHigh",
+		"prometheusRule.alerts.HeadroomEvictionsHigh.for=soon":     "prometheusRule.alerts.HeadroomEvictionsHigh.for",
+		"prometheusRule.alerts.HeadroomEvictionsHigh.threshold=x":  "prometheusRule.alerts.HeadroomEvictionsHigh.threshold",
+		"prometheusRule.alerts.HeadroomNodeAgentsDown.threshold=1": "HeadroomNodeAgentsDown",
+	} {
+		out, err := renderChartText(t, "--set", "prometheusRule.enabled=true", "--set", flag)
+		if err == nil {
+			t.Errorf("--set %s rendered:\n%.300s", flag, out)
+		} else if !strings.Contains(err.Error(), want) {
+			t.Errorf("--set %s: error %v does not name %s", flag, err, want)
 		}
 	}
 }

@@ -55,6 +55,9 @@ containers:
   # /metrics and /healthz over HTTPS (self-signed) on this port.
   - --bind-address=0.0.0.0
   - --secure-port={{ $v.metricsPort }}
+  {{- with include "headroom.metricsTLS.args" (dict "root" .root "name" "headroom-descheduler") | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- else }}
   # One descheduling run, then exit.
   - --descheduling-interval=0
@@ -96,6 +99,11 @@ containers:
   - name: scheduler-config
     mountPath: /etc/headroom/scheduler
     readOnly: true
+  {{- if .deployment }}
+  {{- with include "headroom.metricsTLS.volumeMount" (dict "root" .root "name" "headroom-descheduler") | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
+  {{- end }}
   {{- with $v.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -111,6 +119,11 @@ volumes:
     name: headroom-scheduler-config
     {{- end }}
     optional: true
+{{- if .deployment }}
+{{- with include "headroom.metricsTLS.volume" (dict "root" .root "name" "headroom-descheduler") | trim }}
+{{ . }}
+{{- end }}
+{{- end }}
 {{- with $v.extraVolumes }}
 {{ toYaml . }}
 {{- end }}

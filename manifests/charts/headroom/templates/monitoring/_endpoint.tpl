@@ -1,8 +1,8 @@
 {{/*
 The scrape settings a ServiceMonitor endpoint and a PodMonitor endpoint
-share: port, path, scheme, interval, tlsConfig, authorization and
-relabelings. Argument: dict "root" $ "monitor" <metrics.serviceMonitor or
-metrics.podMonitor>.
+share: port, path, scheme, interval, tlsConfig (verifying the serving
+certificate once a CA is given), authorization and relabelings. Argument: dict "root" $ "monitor" <metrics.serviceMonitor or
+metrics.podMonitor> "name" <the component>.
 */}}
 {{- define "headroom.metricsEndpoint" -}}
 {{- $m := .monitor -}}
@@ -12,9 +12,26 @@ scheme: https
 {{- with $m.interval }}
 interval: {{ . }}
 {{- end }}
-{{- with $m.tlsConfig }}
+{{- if include "headroom.metricsTLS.on" . }}
+{{- /* The certificate cert-manager issued for the component, checked
+with its issuer's CA. */}}
 tlsConfig:
-  {{- toYaml . | nindent 2 }}
+  ca:
+    secret:
+      name: {{ include "headroom.metricsTLS.secretName" . }}
+      key: ca.crt
+  serverName: {{ include "headroom.metricsTLS.serverName" . }}
+{{- else }}
+{{- with $m.tlsConfig }}
+{{- $tls := deepCopy . }}
+{{- /* A CA given means verify: drop the default insecureSkipVerify, which
+Helm's merge of values would otherwise keep beside it. */}}
+{{- if or $tls.ca $tls.caFile }}
+{{- $_ := unset $tls "insecureSkipVerify" }}
+{{- end }}
+tlsConfig:
+  {{- toYaml $tls | nindent 2 }}
+{{- end }}
 {{- end }}
 authorization:
   {{- with $m.authorization }}
