@@ -439,9 +439,16 @@ func TestLeaseRights(t *testing.T) {
 		}
 		for _, c := range components {
 			leases, policy := leasesOf[c.sa], c.sa+"-leader-election"
-			// RBAC takes effect at once; the get shows the grant is there.
-			theirs, err := leases.Get(ctx, c.other, metav1.GetOptions{})
+			// The get shows the grant is there, once the API server's RBAC
+			// cache has the new binding (its informer takes a moment).
+			var theirs *coordinationv1.Lease
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+				var err error
+				theirs, err = leases.Get(ctx, c.other, metav1.GetOptions{})
+				return err == nil, nil
+			})
 			if err != nil {
+				_, err = leases.Get(ctx, c.other, metav1.GetOptions{})
 				t.Fatalf("%s: get %s with the widened role: %v", c.sa, c.other, err)
 			}
 			theirs.Spec.HolderIdentity = ptr.To(c.sa)
