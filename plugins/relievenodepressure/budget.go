@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -81,6 +82,13 @@ func parseLedger(logger klog.Logger, raw string, ok bool) *budgetLedger {
 		logger.Info("Warning: the eviction budget's ledger in the state ConfigMap does not parse; counting from now", "plugin", PluginName, "err", err.Error())
 		return &budgetLedger{}
 	}
+	// An edited count never frees budget: a negative one counts nothing,
+	// one above any budget counts as a spent budget, so that sums stay far
+	// from int32's range.
+	l.Entries = slices.DeleteFunc(l.Entries, func(e budgetEntry) bool { return e.N <= 0 })
+	for i := range l.Entries {
+		l.Entries[i].N = min(l.Entries[i].N, maxBudgetTotal)
+	}
 	return l
 }
 
@@ -114,13 +122,13 @@ func inWindow(b *EvictionBudget, e budgetEntry, now time.Time) bool {
 
 // count sums the evictions within the window at now that match.
 func (l *budgetLedger) count(b *EvictionBudget, now time.Time, match func(budgetEntry) bool) int32 {
-	var n int32
+	var n int64
 	for _, e := range l.Entries {
 		if inWindow(b, e, now) && match(e) {
-			n += e.N
+			n += int64(e.N)
 		}
 	}
-	return n
+	return int32(min(n, math.MaxInt32))
 }
 
 func anyEntry(budgetEntry) bool { return true }

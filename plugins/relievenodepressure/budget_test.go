@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 )
 
@@ -191,4 +193,34 @@ func TestEvictionBudgetIsExactAcrossReplicas(t *testing.T) {
 	if got := l.count(e.plugin.args.EvictionBudget, now, anyEntry); got != 2 {
 		t.Errorf("ledger %s counts %d evictions, want both replicas' 2", cm.Data[budgetKey], got)
 	}
+}
+
+// A ledger edited in the state ConfigMap never frees budget: a negative
+// count counts nothing, and counts that would overflow int32 together
+// count as spent budgets.
+func TestEditedLedgerNeverFreesBudget(t *testing.T) {
+	b := &EvictionBudget{Window: &metav1.Duration{Duration: 4 * time.Minute}, Total: ptr.To[int32](20)}
+	at := now.Unix()
+	raw := fmt.Sprintf(`{"evictions":[{"t":%d,"node":"n1","ns":"a","n":2147483647},{"t":%d,"node":"n2","ns":"a","n":2147483647},{"t":%d,"node":"n3","ns":"b","n":-1000}]}`, at, at, at)
+	l := parseLedger(ktesting.NewLogger(t, ktesting.DefaultConfig), raw, true)
+	if got := l.count(b, now, anyEntry); got < *b.Total {
+		t.Errorf("counted %d evictions in the window, want at least the total budget %d", got, *b.Total)
+	}
+	if budget, why := l.spent(b, now, "n4", "c"); budget != BudgetTotal {
+		t.Errorf("spent = %q (%s), want %q", budget, why, BudgetTotal)
+	}
+}
+
+// FuzzParseLedger: whatever the ConfigMap holds, the ledger parses or is
+// dropped, and no count within it is negative.
+func FuzzParseLedger(f *testing.F) {
+	f.Add(fmt.Sprintf(`{"evictions":[{"t":%d,"node":"n1","ns":"a","n":3}]}`, now.Unix()))
+	f.Add(`{"evictions":[{"t":0,"n":-5},{"t":9223372036854775807,"n":2147483647}]}`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		b := &EvictionBudget{Window: &metav1.Duration{Duration: 4 * time.Minute}, Total: ptr.To[int32](20)}
+		l := parseLedger(klog.Background(), raw, true)
+		if n := l.count(b, now, anyEntry); n < 0 {
+			t.Fatalf("ledger %q counts %d evictions", raw, n)
+		}
+	})
 }
