@@ -124,8 +124,9 @@ const deschedulerAcquired = `"Successfully acquired lease" lock="` + controlplan
 
 // startDeploymentDescheduler starts headroom-descheduler as a replica of the
 // shipped Deployment (its args, the shipped ServiceAccount with the RBAC of
-// manifests/descheduler-deployment), with testLease and faultsPolicy.
-func startDeploymentDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string) *controlplane.Process {
+// manifests/descheduler-deployment), with testLease and policy in place of
+// the shipped one.
+func startDeploymentDescheduler(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string, policy []byte) *controlplane.Process {
 	t.Helper()
 	if err := cp.ApplyShippedIdentitiesOf(ctx, "manifests/descheduler-deployment"); err != nil {
 		t.Fatal(err)
@@ -135,14 +136,14 @@ func startDeploymentDescheduler(ctx context.Context, t *testing.T, cp *controlpl
 		t.Fatal(err)
 	}
 	p, _ := strconv.Atoi(port)
-	policy := filepath.Join(t.TempDir(), "faults-policy.yaml")
-	if err := os.WriteFile(policy, faultsPolicy(t), 0o644); err != nil {
+	policyFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyFile, policy, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var args []string
 	for _, a := range shippedDeschedulerArgs(t, p) {
 		if strings.HasPrefix(a, "--policy-config-file=") {
-			a = "--policy-config-file=" + policy
+			a = "--policy-config-file=" + policyFile
 		}
 		args = append(args, a)
 	}
@@ -446,8 +447,8 @@ func TestDeschedulerLeaderFailover(t *testing.T) {
 	gate := startEvictionGate(ctx, t, cp, 2)
 
 	replicas := []*controlplane.Process{
-		startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler-a"),
-		startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler-b"),
+		startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler-a", faultsPolicy(t)),
+		startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler-b", faultsPolicy(t)),
 	}
 	logs := func() string { return replicas[0].Log(8<<10) + replicas[1].Log(8<<10) }
 	heldPod := gate.waitHeld(ctx, t, 2*time.Minute, logs)
@@ -526,7 +527,7 @@ func TestDeschedulerAPIServerRestart(t *testing.T) {
 	plan := setUpPressure(ctx, t, cp)
 	gate := startEvictionGate(ctx, t, cp, 2)
 
-	proc := startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler")
+	proc := startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler", faultsPolicy(t))
 	// The kubelet's restart back-off starts at 10 s.
 	kubelet := cp.Supervise(proc, 10*time.Second)
 	defer kubelet.Stop()

@@ -5,12 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,30 +206,7 @@ func waitBudgetEvictions(ctx context.Context, t *testing.T, cp *controlplane.Con
 func TestRelieveNodePressureBudgetDeployment(t *testing.T) {
 	cp, ctx := rnpStart(t)
 	setUpBudgetPressure(ctx, t, cp)
-	if err := cp.ApplyShippedIdentitiesOf(ctx, "manifests/descheduler-deployment"); err != nil {
-		t.Fatal(err)
-	}
-	_, port, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	policy := filepath.Join(t.TempDir(), "budget-policy.yaml")
-	if err := os.WriteFile(policy, budgetPolicy(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var args []string
-	for _, a := range shippedDeschedulerArgs(t, p) {
-		if strings.HasPrefix(a, "--policy-config-file=") {
-			a = "--policy-config-file=" + policy
-		}
-		args = append(args, a)
-	}
-	args = append(append(args, testLease...), "--kubeconfig", shippedIdentity(ctx, t, cp, "headroom-descheduler"))
-	proc, err := cp.StartProcessAs("headroom-descheduler-budget", "headroom-descheduler", args...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proc := startDeploymentDescheduler(ctx, t, cp, "headroom-descheduler-budget", budgetPolicy(t))
 	waitBudgetEvictions(ctx, t, cp, 4*budgetWindow, nil)
 	// A window more: nothing beyond the 60.
 	time.Sleep(budgetWindow)
