@@ -31,13 +31,12 @@ chart=manifests/charts/headroom
 
 if [[ -f VERSION ]]; then version=$(tr -d '[:space:]' <VERSION); else version=$K8S_VERSION; fi
 [[ -x $BIN_DIR/kubectl ]] || "$HEADROOM_ROOT/hack/build-tools.sh" >/dev/null
-# The shipped minors of hack/k8s-minors.txt: "<minor> <tag> [default]" lines.
-minors=$(awk -v v="$(tr -d '[:space:]' <VERSION)" '
-  /^[[:space:]]*(#|$)/ { next }
-  $4 == "preview" { next }
-  { print $1, $2 "-headroom." v, $4; if ($4 == "default") d++ }
-  END { if (d != 1) { print "hack/k8s-minors.txt: want one default minor, not " d+0 > "/dev/stderr"; exit 1 } }
-' hack/k8s-minors.txt)
+# The shipped minors: "<minor> <tag> [default]" lines.
+minors=$(shipped_minors | while read -r minor release mark; do echo "$minor $(minor_tag "$release") $mark"; done)
+if [[ $(awk '$3 == "default"' <<<"$minors" | wc -l) -ne 1 ]]; then
+  echo "hack/k8s-minors.txt: want one default minor among the shipped ones" >&2
+  exit 1
+fi
 default_tag=$(awk '$3 == "default" { print $2 }' <<<"$minors")
 if [[ $default_tag != "$HEADROOM_VERSION" ]]; then
   echo "hack/k8s-minors.txt's default minor is tagged $default_tag, the default build (go.mod) $HEADROOM_VERSION" >&2
