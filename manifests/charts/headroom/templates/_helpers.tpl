@@ -38,7 +38,7 @@ render without that check. Argument: $.
 {{- $minor := include "headroom.kubeMinor" . -}}
 {{- $tag := get $tags $minor -}}
 {{- if not $tag -}}
-{{- fail (printf "Headroom %s is built for Kubernetes %s; this cluster is %s. Install on one of those minors, or set the image tag or digest of every component to images of your own" .Chart.AppVersion (keys $tags | sortAlpha | join ", ") .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "Headroom %s is built for Kubernetes %s; this cluster is %s: install it on one of those minors" .Chart.AppVersion (keys $tags | sortAlpha | join ", ") .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
 {{- $tag -}}
 {{- end -}}
