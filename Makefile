@@ -13,7 +13,7 @@ build: ## Headroom's binaries and kubectl-headroom into bin/
 images: ## the binaries, then their OCI image tarballs in bin/images/ (no container engine)
 	hack/build.sh images
 
-release: ## a release in bin/release/: multi-arch OCI images with SBOMs, the packaged chart, kubectl-headroom's krew archives and manifest, all signed with SLSA provenance (cosign.pub), SHA256SUMS (docs/release.md)
+release: ## a release in bin/release/: multi-arch OCI images with SBOMs for every minor of hack/k8s-minors.txt (images/<minor>/), the packaged chart, kubectl-headroom's krew archives and manifest, all signed with SLSA provenance (cosign.pub), SHA256SUMS (docs/release.md)
 	hack/release.sh
 
 push: ## make push REGISTRY=HOST[:PORT]/PATH: the images of bin/release/ (by digest and tag, with their SBOMs, signatures and provenance) and the chart (OCI) to REGISTRY

@@ -9,6 +9,17 @@ K8S_VERSION=$(cd "$HEADROOM_ROOT" && go list -m -f '{{.Version}}' k8s.io/kuberne
 # Headroom's part is a pre-release field; the kube-scheduler still reads its
 # own version as 1.36 (compatibility and feature gates key on major.minor).
 HEADROOM_VERSION=$K8S_VERSION-headroom.$(tr -d '[:space:]' <"$HEADROOM_ROOT/VERSION")
+# shipped_minors: the Kubernetes minors Headroom ships images for, one
+# "<minor> <Kubernetes release> [default]" line each, from
+# hack/k8s-minors.txt (a preview line is built and tested, never shipped).
+shipped_minors() {
+  awk '/^[[:space:]]*(#|$)/ { next } $4 == "preview" { next } { print $1, $2, $4 }' "$HEADROOM_ROOT/hack/k8s-minors.txt"
+}
+# minor_tag RELEASE: the image tag of the minor whose build embeds that
+# Kubernetes release, e.g. v1.35.4-headroom.0.1.0 (docs/release.md, "Image tags").
+minor_tag() {
+  echo "$1-headroom.$(tr -d '[:space:]' <"$HEADROOM_ROOT/VERSION")"
+}
 k8s_ldflags() {
   local v=$1 major minor
   major=${v#v}; major=${major%%.*}

@@ -23,10 +23,10 @@ registry=${registry%/}
 out=${RELEASE_DIR:-$BIN_DIR/release}
 [[ -d $out ]] && out=$(cd "$out" && pwd) # release_tool runs in hack/tools/release
 shopt -s nullglob
-archives=("$out"/images/*.oci.tar)
+archives=("$out"/images/*/*.oci.tar)
 charts=("$out"/headroom-*.tgz)
 if ((${#archives[@]} == 0 && ${#charts[@]} == 0)); then
-  echo "$out holds no image archives (images/*.oci.tar) and no chart (headroom-*.tgz): run make release first" >&2
+  echo "$out holds no image archives (images/<minor>/*.oci.tar) and no chart (headroom-*.tgz): run make release first" >&2
   exit 1
 fi
 release_tool() { (cd hack/tools/release && go run . "$@"); }

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # make release: a release's artifacts in bin/release/ (docs/release.md):
-#   images/NAME.oci.tar   headroom-scheduler, headroom-descheduler and
-#                         headroom-node-agent: each an OCI image layout (tar)
+#   images/MINOR/NAME.oci.tar
+#                         for every Kubernetes minor Headroom ships
+#                         (hack/k8s-minors.txt), headroom-scheduler,
+#                         headroom-descheduler and headroom-node-agent built
+#                         for it, tagged with its tag (<Kubernetes release>-
+#                         headroom.<VERSION>): each an OCI image layout (tar)
 #                         whose image index holds linux/amd64 and linux/arm64,
 #                         each platform's image with an SPDX SBOM of its binary
 #                         as an OCI referrer (hack/images index)
@@ -22,6 +26,8 @@
 #
 # Environment (the defaults make the full release):
 #   RELEASE_DIR                  output directory (emptied first), default bin/release
+#   RELEASE_MINORS               the minors whose images to build, default every
+#                                shipped one of hack/k8s-minors.txt
 #   RELEASE_IMAGES               images to build, default all three
 #   RELEASE_PLATFORMS            the images' platforms, default "linux/amd64 linux/arm64"
 #   RELEASE_KUBECTL_PLATFORMS    kubectl-headroom's, default the six above; "" for none
@@ -43,8 +49,10 @@
 #   RELEASE_BUILDER_ID           the provenance's builder.id, default
 #                                https://github.com/headroom-k8s/headroom/hack/release.sh
 #   RELEASE_PREBUILT             a directory of binaries built already, as
-#                                OS_ARCH/NAME: taken instead of building them
-#                                (hack/tools/release's test reuses bin/ with it)
+#                                MINOR/OS_ARCH/NAME (kubectl-headroom: the
+#                                default minor's): taken instead of building
+#                                them (hack/tools/release's test reuses bin/
+#                                with it)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -54,9 +62,17 @@ images=${RELEASE_IMAGES-headroom-scheduler headroom-descheduler headroom-node-ag
 platforms=${RELEASE_PLATFORMS-linux/amd64 linux/arm64}
 kubectl_platforms=${RELEASE_KUBECTL_PLATFORMS-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64}
 
+shipped=$(shipped_minors)
+minors=${RELEASE_MINORS-$(awk '{ print $1 }' <<<"$shipped")}
+default_minor=$(awk '$3 == "default" { print $1 }' <<<"$shipped")
+
 release_keyless_flags
 for p in $platforms; do
   [[ $p == linux/* ]] || { echo "RELEASE_PLATFORMS: $p: the images hold linux binaries" >&2; exit 1; }
+done
+for m in $minors; do
+  awk -v m="$m" '$1 == m { found = 1 } END { exit !found }' <<<"$shipped" ||
+    { echo "RELEASE_MINORS: $m is not a minor hack/k8s-minors.txt ships: $(awk '{ print $1 }' <<<"$shipped" | xargs)" >&2; exit 1; }
 done
 started=$(date -u +%FT%TZ)
 ldflags=$(headroom_ldflags)
@@ -73,36 +89,72 @@ out=$(cd "$out" && pwd) # release_tool runs in hack/tools/release
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
 
-# gobuild OS/ARCH CMD OUT: one static binary, as hack/build.sh builds it,
-# into $build/OS_ARCH/OUT, or the one in RELEASE_PREBUILT.
-gobuild() {
-  local goos=${1%/*} goarch=${1#*/}
-  local prebuilt=${RELEASE_PREBUILT:+$RELEASE_PREBUILT/${goos}_$goarch/$3}
-  if [[ -n $prebuilt && -f $prebuilt ]]; then
-    echo ">> $3 ($1): $prebuilt"
-    mkdir -p "$build/${goos}_$goarch" && cp "$prebuilt" "$build/${goos}_$goarch/$3"
-    return
+# minor_binaries MINOR OS/ARCH: the directory of that minor's binaries for
+# the platform: RELEASE_PREBUILT/MINOR/OS_ARCH where it holds every image's
+# binary, else what hack/build.sh builds (MINOR=<minor> for every minor but
+# the default, whose build is the plain one) into $build, as make build
+# builds them.
+minor_binaries() {
+  local minor=$1 goos=${2%/*} goarch=${2#*/} dir image
+  dir=${RELEASE_PREBUILT:+$RELEASE_PREBUILT/$minor/${goos}_$goarch}
+  if [[ -n $dir ]]; then
+    for image in $images; do [[ -f $dir/$image ]] || dir=; done
+    if [[ -n $dir ]]; then
+      echo ">> $minor $2: $dir" >&2
+      echo "$dir"
+      return
+    fi
   fi
-  echo ">> $3 ($1)"
-  CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$build/${goos}_$goarch/$3" "./cmd/$2"
+  dir=$build/$minor/${goos}_$goarch
+  echo ">> $minor $2: hack/build.sh" >&2
+  if [[ $minor == "$default_minor" ]]; then
+    BIN_DIR=$dir GOOS=$goos GOARCH=$goarch hack/build.sh >&2
+  else
+    BIN_DIR=$dir GOOS=$goos GOARCH=$goarch MINOR=$minor hack/build.sh >&2
+    dir=$dir/minors/$minor
+  fi
+  echo "$dir"
 }
 
-# The images: one binary per platform, then one image index per binary.
-binaries=()
+# The images of each minor: one binary per platform, then one image index
+# per binary, tagged with the minor's tag.
 for image in $images; do
   case $image in
     headroom-scheduler | headroom-descheduler | headroom-node-agent) ;;
     *) echo "RELEASE_IMAGES: unknown image $image" >&2; exit 1 ;;
   esac
-  for p in $platforms; do
-    gobuild "$p" "${image#headroom-}" "$image"
-    binaries+=("$build/${p%/*}_${p#*/}/$image")
-  done
 done
-if ((${#binaries[@]})); then
-  go run ./hack/images index -out "$out/images" -version "$HEADROOM_VERSION" \
-    -revision "$revision" -created "$created" "${binaries[@]}"
+if [[ -n $images ]]; then
+  for minor in $minors; do
+    tag=$(minor_tag "$(awk -v m="$minor" '$1 == m { print $2 }' <<<"$shipped")")
+    binaries=()
+    for p in $platforms; do
+      dir=$(minor_binaries "$minor" "$p")
+      for image in $images; do
+        [[ -x $dir/$image ]] || { echo "hack/release.sh: no $dir/$image" >&2; exit 1; }
+        binaries+=("$dir/$image")
+      done
+    done
+    go run ./hack/images index -out "$out/images/$minor" -version "$tag" \
+      -revision "$revision" -created "$created" "${binaries[@]}"
+  done
 fi
+
+# gobuild OS/ARCH CMD OUT: one static binary of the default minor, as
+# hack/build.sh builds it, into $build/OS_ARCH/OUT; or the one
+# RELEASE_PREBUILT or the images' build above holds.
+gobuild() {
+  local goos=${1%/*} goarch=${1#*/} dir
+  for dir in ${RELEASE_PREBUILT:+"$RELEASE_PREBUILT/$default_minor/${goos}_$goarch"} "$build/$default_minor/${goos}_$goarch"; do
+    if [[ -f $dir/$3 ]]; then
+      echo ">> $3 ($1): $dir/$3"
+      mkdir -p "$build/${goos}_$goarch" && cp "$dir/$3" "$build/${goos}_$goarch/$3"
+      return
+    fi
+  done
+  echo ">> $3 ($1)"
+  CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$build/${goos}_$goarch/$3" "./cmd/$2"
+}
 
 # The chart, as it is in the repository (hack/update-chart.sh keeps its
 # version and appVersion; hack/verify.sh checks that).
@@ -131,6 +183,6 @@ release_tool sign -version "$HEADROOM_VERSION" -revision "$revision" -started "$
   ${RELEASE_SIGNING_KEY:+-key "$(cd "$(dirname "$RELEASE_SIGNING_KEY")" && pwd)/$(basename "$RELEASE_SIGNING_KEY")"} \
   "${keyless_sign[@]}" "$out"
 release_tool checksums "$out"
-# The release as a user gets it: every image of exactly $platforms, signed
-# as it was signed.
-release_tool verify -platforms "${platforms// /,}" "${keyless_verify[@]}" "$out"
+# The release as a user gets it: every image of exactly $platforms, for
+# exactly $minors, signed as it was signed.
+release_tool verify -platforms "${platforms// /,}" -minors "$(xargs <<<"$minors" | tr ' ' ,)" "${keyless_verify[@]}" "$out"

@@ -55,7 +55,8 @@ if ! git diff --quiet -- '*zz_generated*'; then
   echo "generated code is out of date: run make generate"; git diff --stat -- '*zz_generated*'; fail=1
 fi
 hack/update-chart.sh >/dev/null
-if [[ -n $(git status --porcelain -- manifests/charts) ]]; then
-  echo "the Helm chart is out of step with manifests/: run make generate"; git status --short -- manifests/charts; fail=1
+if [[ -n $(git status --porcelain -- manifests test/prometheus) ]]; then
+  echo "the Helm chart or the per-minor overlays are out of step with manifests/, hack/k8s-minors.txt or VERSION: run make generate"
+  git status --short -- manifests test/prometheus; fail=1
 fi
 exit $fail

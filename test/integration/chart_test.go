@@ -115,10 +115,64 @@ func helmCmd(args ...string) (string, error) {
 
 // renderChart is `helm template headroom manifests/charts/headroom
 // --namespace headroom-system` with further flags (--set, -f, ...).
+// Without --kube-version among the flags, it renders for the default
+// minor's Kubernetes release, as kubectl kustomize manifests/ does (helm's
+// own default is the client-go release it was built with).
 func renderChartText(t *testing.T, flags ...string) (string, error) {
 	t.Helper()
 	args := append([]string{"template", chartRelease, repoPath(t, chartDir), "--namespace", chartNS}, flags...)
+	if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--kube-version") }) {
+		args = append(args, "--kube-version", defaultMinor(t).version)
+	}
 	return helmCmd(args...)
+}
+
+// k8sMinor is a minor Headroom ships for: a line of hack/k8s-minors.txt
+// that is not a preview.
+type k8sMinor struct {
+	minor     string // 1.35
+	version   string // the Kubernetes release its build embeds, v1.35.4
+	tag       string // its images' tag, <version>-headroom.<VERSION>
+	isDefault bool
+}
+
+// shippedMinors reads hack/k8s-minors.txt and VERSION.
+func shippedMinors(t *testing.T) []k8sMinor {
+	t.Helper()
+	headroom := strings.TrimSpace(string(repoFile(t, "VERSION")))
+	var minors []k8sMinor
+	for line := range strings.Lines(string(repoFile(t, "hack/k8s-minors.txt"))) {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) < 3 {
+			t.Fatalf("hack/k8s-minors.txt: line %q: want minor, k8s.io/kubernetes and descheduler versions", line)
+		}
+		mark := ""
+		if len(f) > 3 {
+			mark = f[3]
+		}
+		if mark == "preview" {
+			continue
+		}
+		minors = append(minors, k8sMinor{minor: f[0], version: f[1], tag: f[1] + "-headroom." + headroom, isDefault: mark == "default"})
+	}
+	if len(minors) == 0 {
+		t.Fatal("hack/k8s-minors.txt ships no minor")
+	}
+	return minors
+}
+
+func defaultMinor(t *testing.T) k8sMinor {
+	t.Helper()
+	for _, m := range shippedMinors(t) {
+		if m.isDefault {
+			return m
+		}
+	}
+	t.Fatal("hack/k8s-minors.txt marks no minor default")
+	panic("unreachable")
 }
 
 func renderChart(t *testing.T, flags ...string) map[string]object {
@@ -348,6 +402,28 @@ func TestChartMatchesKustomize(t *testing.T) {
 	})
 	t.Run("namespace.create", func(t *testing.T) {
 		compareObjects(t, kustomize, renderChart(t, "--set", "namespace.create=true"))
+	})
+	// Each minor's overlay (hack/update-chart.sh) is the chart on that minor.
+	for _, m := range shippedMinors(t) {
+		t.Run("minor "+m.minor, func(t *testing.T) {
+			overlay := renderKustomizeDir(t, "manifests/minors/"+m.minor)
+			delete(overlay, nsKey)
+			compareObjects(t, overlay, renderChart(t, "--kube-version", m.version))
+		})
+	}
+	// Without --kube-version helm renders for its own default release
+	// (that of the client-go it was built with): the same objects, with the
+	// images of that release's minor.
+	t.Run("helm's default Kubernetes release", func(t *testing.T) {
+		out, err := helmCmd("template", chartRelease, repoPath(t, chartDir), "--namespace", chartNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withoutNS := maps(kustomize)
+		delete(withoutNS, nsKey)
+		if want, got := keysOf(withoutNS), keysOf(decodeObjects(t, "helm template", []byte(out))); !slices.Equal(want, got) {
+			t.Errorf("helm template renders %v, kubectl kustomize manifests/ %v", got, want)
+		}
 	})
 	t.Run("descheduler deployment mode", func(t *testing.T) {
 		// manifests/descheduler-deployment: the descheduler as a Deployment,
@@ -783,41 +859,49 @@ func TestChartDeschedulerDeployment(t *testing.T) {
 	deschedulerPolicy(t, objs, depKey)
 }
 
-func TestChartImages(t *testing.T) {
-	tag := chartAppVersion(t)
-	images := func(objs map[string]object) map[string][]string {
-		got := map[string][]string{}
-		for key, pt := range podTemplates(t, objs) {
-			for _, c := range append(pt.Spec.InitContainers, pt.Spec.Containers...) {
-				got[key] = append(got[key], c.Image+"|"+string(c.ImagePullPolicy))
-			}
+// chartImages is every container's image|imagePullPolicy by workload.
+func chartImages(t *testing.T, objs map[string]object) map[string][]string {
+	t.Helper()
+	got := map[string][]string{}
+	for key, pt := range podTemplates(t, objs) {
+		for _, c := range append(pt.Spec.InitContainers, pt.Spec.Containers...) {
+			got[key] = append(got[key], c.Image+"|"+string(c.ImagePullPolicy))
 		}
-		return got
 	}
+	return got
+}
+
+// checkChartImages holds chartImages of the three workloads to want of
+// each workload's image name (headroom-scheduler, ...).
+func checkChartImages(t *testing.T, got map[string][]string, want func(image string) string) {
+	t.Helper()
 	workloads := map[string]string{
 		"Deployment " + chartNS + "/headroom-scheduler":   "headroom-scheduler",
 		"DaemonSet " + chartNS + "/headroom-node-agent":   "headroom-node-agent",
 		"CronJob " + chartNS + "/headroom-descheduler":    "headroom-descheduler",
 		"Deployment " + chartNS + "/headroom-descheduler": "headroom-descheduler",
 	}
-	check := func(t *testing.T, got map[string][]string, want func(bin string) string) {
-		t.Helper()
-		if len(got) != 3 {
-			t.Errorf("pod templates %v, want 3", got)
+	if len(got) != 3 {
+		t.Errorf("pod templates %v, want 3", got)
+	}
+	for key, imgs := range got {
+		image, ok := workloads[key]
+		if !ok {
+			t.Errorf("unexpected workload %s", key)
+			continue
 		}
-		for key, imgs := range got {
-			bin, ok := workloads[key]
-			if !ok {
-				t.Errorf("unexpected workload %s", key)
-				continue
-			}
-			for _, img := range imgs {
-				if img != want(bin) {
-					t.Errorf("%s: image|pullPolicy %s, want %s", key, img, want(bin))
-				}
+		for _, img := range imgs {
+			if img != want(image) {
+				t.Errorf("%s: image|pullPolicy %s, want %s", key, img, want(image))
 			}
 		}
 	}
+}
+
+func TestChartImages(t *testing.T) {
+	tag := chartAppVersion(t)
+	images := func(objs map[string]object) map[string][]string { return chartImages(t, objs) }
+	check := checkChartImages
 	t.Run("defaults", func(t *testing.T) {
 		check(t, images(renderChart(t)), func(bin string) string { return "ghcr.io/headroom-k8s/" + bin + ":" + tag + "|" })
 	})
@@ -841,6 +925,151 @@ nodeAgent:
 		got := images(renderChart(t, "--set", "scheduler.image.registry=,descheduler.image.registry=,nodeAgent.image.registry="))
 		check(t, got, func(bin string) string { return "headroom-k8s/" + bin + ":" + tag + "|" })
 	})
+}
+
+// TestChartMinors: the chart installs on every minor hack/k8s-minors.txt
+// ships and on no other, and runs the images built for the cluster's minor
+// (.Capabilities.KubeVersion: the API server's with helm install), unless a
+// component's tag or digest is set.
+func TestChartMinors(t *testing.T) {
+	minors := shippedMinors(t)
+	// labelVersions is the distinct app.kubernetes.io/version labels, sorted.
+	labelVersions := func(objs map[string]object) []string {
+		var got []string
+		for _, o := range objs {
+			md, _ := o["metadata"].(map[string]any)
+			labels, _ := md["labels"].(map[string]any)
+			got = append(got, fmt.Sprint(labels["app.kubernetes.io/version"]))
+		}
+		slices.Sort(got)
+		return slices.Compact(got)
+	}
+	for _, m := range minors {
+		// A provider's release of the minor, e.g. v1.35.4-gke.1200, is that minor.
+		for _, v := range []string{m.version, "v" + m.minor + ".0-gke.1200"} {
+			t.Run(v, func(t *testing.T) {
+				objs := renderChart(t, "--kube-version", v)
+				checkChartImages(t, chartImages(t, objs), func(image string) string { return "ghcr.io/headroom-k8s/" + image + ":" + m.tag + "|" })
+				if got := labelVersions(objs); !slices.Equal(got, []string{m.tag}) {
+					t.Errorf("app.kubernetes.io/version labels %v, want %s on every object", got, m.tag)
+				}
+			})
+		}
+	}
+
+	// Helm's own check (Chart.yaml's kubeVersion) names the supported minors.
+	var wantNamed []string
+	for _, m := range minors {
+		wantNamed = append(wantNamed, m.minor+".x")
+	}
+	oldest, newest := minors[0].minor, minors[len(minors)-1].minor
+	minorAt := func(minor string, delta int) string {
+		v := parseMinor(t, minor)
+		return fmt.Sprintf("%d.%d.0", v[0], v[1]+delta)
+	}
+	for _, v := range []string{minorAt(oldest, -1), minorAt(newest, 1), minorAt(newest, 2)} {
+		t.Run("refused "+v, func(t *testing.T) {
+			_, err := renderChartText(t, "--kube-version", v)
+			if err == nil {
+				t.Fatalf("helm template --kube-version %s rendered", v)
+			}
+			for _, want := range append(wantNamed, "v"+v) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not name %s:\n%v", want, err)
+				}
+			}
+		})
+	}
+	// Tools that render without helm's check meet the templates' own.
+	t.Run("refused without kubeVersion", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(repoPath(t, chartDir))); err != nil {
+			t.Fatal(err)
+		}
+		chartYAML := filepath.Join(dir, "Chart.yaml")
+		data, err := os.ReadFile(chartYAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		without := regexp.MustCompile(`(?m)^kubeVersion:.*\n`).ReplaceAll(data, nil)
+		if bytes.Equal(without, data) {
+			t.Fatal("Chart.yaml has no kubeVersion")
+		}
+		if err := os.WriteFile(chartYAML, without, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		v := minorAt(oldest, -1)
+		_, err = helmCmd("template", chartRelease, dir, "--namespace", chartNS, "--kube-version", v)
+		if err == nil {
+			t.Fatalf("the chart without kubeVersion rendered for %s", v)
+		}
+		var names []string
+		for _, m := range minors {
+			names = append(names, m.minor)
+		}
+		if want := "built for Kubernetes " + strings.Join(names, ", ") + "; this cluster is v" + v; !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	})
+
+	t.Run("override wins", func(t *testing.T) {
+		const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		m := minors[0]
+		objs := renderChart(t, "--kube-version", m.version, "--set", "scheduler.image.tag=v9.9.9,nodeAgent.image.digest="+digest)
+		checkChartImages(t, chartImages(t, objs), func(image string) string {
+			switch image {
+			case "headroom-scheduler":
+				return "ghcr.io/headroom-k8s/headroom-scheduler:v9.9.9|"
+			case "headroom-node-agent":
+				return "ghcr.io/headroom-k8s/headroom-node-agent@" + digest + "|"
+			}
+			return "ghcr.io/headroom-k8s/" + image + ":" + m.tag + "|"
+		})
+	})
+
+	// The namespace opt-in's MutatingAdmissionPolicy is v1 from 1.36; before,
+	// v1beta1 behind a feature gate, which the chart asks for by name.
+	t.Run("namespace opt-in", func(t *testing.T) {
+		const gvk = "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"
+		for _, m := range minors {
+			want := "admissionregistration.k8s.io/v1"
+			if minorLess(t, m.minor, "1.36") {
+				want = "admissionregistration.k8s.io/v1beta1"
+				_, err := renderChartText(t, "--kube-version", m.version, "--set", "namespaceOptIn.enabled=true")
+				if err == nil || !strings.Contains(err.Error(), "--feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true") {
+					t.Errorf("%s without %s served: %v, want the feature gate and runtime-config named", m.minor, gvk, err)
+				}
+			}
+			objs := renderChart(t, "--kube-version", m.version, "--api-versions", gvk, "--set", "namespaceOptIn.enabled=true")
+			for _, key := range []string{"MutatingAdmissionPolicy headroom-namespace-opt-in", "MutatingAdmissionPolicyBinding headroom-namespace-opt-in"} {
+				o, ok := objs[key]
+				if !ok {
+					t.Errorf("%s: no %s", m.minor, key)
+					continue
+				}
+				if o["apiVersion"] != want {
+					t.Errorf("%s: %s is %v, want %s", m.minor, key, o["apiVersion"], want)
+				}
+			}
+		}
+	})
+}
+
+// parseMinor is a minor's major and minor numbers: 1.35 is [1 35].
+func parseMinor(t *testing.T, minor string) [2]int {
+	t.Helper()
+	var v [2]int
+	if _, err := fmt.Sscanf(minor, "%d.%d", &v[0], &v[1]); err != nil {
+		t.Fatalf("minor %q: %v", minor, err)
+	}
+	return v
+}
+
+// minorLess reports whether minor a (1.35) is older than minor b.
+func minorLess(t *testing.T, a, b string) bool {
+	t.Helper()
+	va, vb := parseMinor(t, a), parseMinor(t, b)
+	return va[0] < vb[0] || va[0] == vb[0] && va[1] < vb[1]
 }
 
 func TestChartSchedulerConfig(t *testing.T) {

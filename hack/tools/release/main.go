@@ -15,12 +15,15 @@
 //	    (GitHub Actions' id-token) and every signature in Rekor
 //	release checksums DIR
 //	    DIR/SHA256SUMS over every other file under DIR (`sha256sum -c` reads it)
-//	release verify [-platforms linux/amd64,linux/arm64] [-certificate-identity-regexp RE -certificate-oidc-issuer URL [-trusted-root FILE]] DIR
+//	release verify [-platforms linux/amd64,linux/arm64] [-minors 1.35,1.36,1.37] [-certificate-identity-regexp RE -certificate-oidc-issuer URL [-trusted-root FILE]] DIR
 //	    checks the release in DIR: DIR/SHA256SUMS (every file, and only
-//	    those); each image archive images/NAME.oci.tar (one image index
+//	    those); each image archive images/MINOR/NAME.oci.tar (one image index
 //	    ghcr.io/headroom-k8s/NAME:TAG of exactly -platforms, each platform's
 //	    image a static binary of its machine with the release's labels and
-//	    one SPDX SBOM that matches the binary); the signatures and
+//	    one SPDX SBOM that matches the binary; TAG that minor's,
+//	    <Kubernetes release>-headroom.<Headroom version>, one Headroom
+//	    version and the same images for every minor, and exactly -minors
+//	    where given); the signatures and
 //	    provenance against DIR/cosign.pub (offline) or, keyless, a
 //	    certificate of that identity and issuer and a transparency log
 //	    entry, against the trusted root (default Sigstore's public one,

@@ -23,7 +23,7 @@ func pushMain(args []string) error {
 		return err
 	}
 	if len(fl.Args()) == 0 {
-		return fmt.Errorf("no image archives given (bin/release/images/*.oci.tar: run make release)")
+		return fmt.Errorf("no image archives given (bin/release/images/<minor>/*.oci.tar: run make release)")
 	}
 	for _, archive := range fl.Args() {
 		pushed, err := PushArchive(context.Background(), registry, archive, plainHTTP, remote.WithAuthFromKeychain(authn.DefaultKeychain))

@@ -71,10 +71,15 @@ func TestReleasePushPull(t *testing.T) {
 	if runtime.GOOS != "linux" || other == "" {
 		t.Skipf("the release images are linux/amd64 and linux/arm64; bin/ holds %s/%s binaries", runtime.GOOS, runtime.GOARCH)
 	}
+	// bin/ holds the default minor's build: its release alone.
+	minor, _, err := ParseMinorTag(version)
+	if err != nil {
+		t.Fatalf("bin/headroom-node-agent --version: %v", err)
+	}
 	prebuilt := t.TempDir()
-	copyFile(t, agent, filepath.Join(mkdir(t, prebuilt, "linux_"+native), "headroom-node-agent"), 0o755)
+	copyFile(t, agent, filepath.Join(mkdir(t, prebuilt, minor, "linux_"+native), "headroom-node-agent"), 0o755)
 	start := time.Now()
-	buildStandIn(t, filepath.Join(mkdir(t, prebuilt, "linux_"+other), "headroom-node-agent"), other, version)
+	buildStandIn(t, filepath.Join(mkdir(t, prebuilt, minor, "linux_"+other), "headroom-node-agent"), other, version)
 	t.Logf("stand-in for linux/%s: %s", other, time.Since(start).Round(time.Second))
 
 	out := t.TempDir()
@@ -82,6 +87,7 @@ func TestReleasePushPull(t *testing.T) {
 		"RELEASE_DIR="+out,
 		"RELEASE_IMAGES=headroom-node-agent",
 		"RELEASE_KUBECTL_PLATFORMS=",
+		"RELEASE_MINORS="+minor,
 		"RELEASE_PREBUILT="+prebuilt,
 		"HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir(),
 		// No credentials of the user's are read or written.
@@ -92,12 +98,12 @@ func TestReleasePushPull(t *testing.T) {
 	t.Logf("hack/release.sh (node agent, linux/amd64 and linux/arm64, chart): %s", time.Since(start).Round(time.Second))
 
 	// hack/release.sh ran release verify; the test reads what it found.
-	rel, err := Verify(out, DefaultPlatforms, nil)
+	rel, err := Verify(out, DefaultPlatforms, []string{minor}, nil)
 	if err != nil {
 		t.Fatalf("release verify %s:\n%v", out, err)
 	}
-	if len(rel.Images) != 1 || rel.Images[0].File != "images/headroom-node-agent.oci.tar" {
-		t.Fatalf("release images %+v, want images/headroom-node-agent.oci.tar", rel.Images)
+	if want := "images/" + minor + "/headroom-node-agent.oci.tar"; len(rel.Images) != 1 || rel.Images[0].File != want {
+		t.Fatalf("release images %+v, want %s", rel.Images, want)
 	}
 	tag, want := rel.Images[0].Tag, rel.Images[0].Index
 	charts, _ := filepath.Glob(filepath.Join(out, "headroom-*.tgz"))
@@ -188,11 +194,13 @@ func TestReleasePushPull(t *testing.T) {
 		t.Errorf("the node agent's SBOM lists %d modules, client-go at %q", len(bi.Deps), versions["k8s.io/client-go"])
 	}
 
-	// The chart from the registry renders the node agent's DaemonSet with
-	// the release's image, kept off nodes of other architectures.
+	// The chart from the registry renders the node agent's DaemonSet, on a
+	// cluster of the release's minor, with the release's image, kept off
+	// nodes of other architectures.
 	start = time.Now()
+	kubeVersion, _, _ := strings.Cut(tag.TagStr(), "-headroom.")
 	cmd = exec.Command(helm, "template", "headroom", "oci://"+reg+"/headroom", "--version", chartVersion,
-		"--plain-http", "--namespace", "headroom-system")
+		"--plain-http", "--namespace", "headroom-system", "--kube-version", kubeVersion)
 	cmd.Env = env
 	rendered, err := cmd.Output()
 	if err != nil {

@@ -186,7 +186,7 @@ func (s *Signer) bundle(content sign.Content) (*protobundle.Bundle, error) {
 
 // SignRelease signs the release in dir with s; with a key, it writes the
 // public key to dir/PublicKeyFile:
-//   - each images/*.oci.tar gains two referrers of its image index, each a
+//   - each images/<minor>/*.oci.tar gains two referrers of its image index, each a
 //     Sigstore bundle of a DSSE-signed in-toto statement about the index's
 //     digest: cosign's signature, and SLSA v1 provenance;
 //   - the chart (headroom-*.tgz) and every krew archive get a bundle of
@@ -206,7 +206,7 @@ func SignRelease(dir string, s *Signer, o ProvenanceOptions) ([]string, error) {
 		// Keyless: no key of an earlier signing may look like this one's.
 		return nil, err
 	}
-	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
+	archives, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(ImageArchives)))
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func SignRelease(dir string, s *Signer, o ProvenanceOptions) ([]string, error) {
 		if err != nil {
 			return done, fmt.Errorf("%s: %w", a, err)
 		}
-		done = append(done, fmt.Sprintf("images/%s: %s signed, with provenance", filepath.Base(a), d))
+		done = append(done, fmt.Sprintf("images/%s/%s: %s signed, with provenance", filepath.Base(filepath.Dir(a)), filepath.Base(a), d))
 	}
 	files, err := signedFiles(dir)
 	if err != nil {

@@ -60,6 +60,7 @@ func verifyMain(args []string) error {
 	platforms := fl.String("platforms", strings.Join(DefaultPlatforms, ","), "comma-separated OS/ARCH: the platforms every image index must hold, no more and no fewer")
 	identity := fl.String("certificate-identity-regexp", "", "keyless: a regexp the signing certificate's identity (subject alternative name) must match, e.g. the release workflow's ^https://github\\.com/headroom-k8s/headroom/\\.github/workflows/release\\.yaml@refs/tags/v; with -certificate-oidc-issuer, instead of the release's cosign.pub")
 	issuer := fl.String("certificate-oidc-issuer", "", "keyless: the OIDC issuer the certificate must name, e.g. https://token.actions.githubusercontent.com")
+	minorsFlag := fl.String("minors", "", "comma-separated Kubernetes minors, e.g. 1.35,1.36,1.37: images/ must hold exactly these (default: any, each with the same images)")
 	trustedRoot := fl.String("trusted-root", "", "keyless: a Sigstore trusted root (JSON) holding the Fulcio and Rekor keys; default Sigstore's public one, fetched through TUF")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -71,6 +72,10 @@ func verifyMain(args []string) error {
 	ps, err := ParsePlatforms(*platforms)
 	if err != nil {
 		return fmt.Errorf("-platforms: %w", err)
+	}
+	minors, err := ParseMinors(*minorsFlag)
+	if err != nil {
+		return fmt.Errorf("-minors: %w", err)
 	}
 	// Keyless when an identity is given; else the release's own key.
 	var rv *ReleaseVerifier
@@ -89,7 +94,7 @@ func verifyMain(args []string) error {
 	case *trustedRoot != "":
 		return errors.New("-trusted-root is for keyless verification: give -certificate-identity-regexp and -certificate-oidc-issuer too")
 	}
-	rel, err := Verify(dir, ps, rv)
+	rel, err := Verify(dir, ps, minors, rv)
 	if err != nil {
 		return fmt.Errorf("%s:\n%w", dir, err)
 	}
@@ -126,7 +131,7 @@ func ParsePlatforms(s string) ([]string, error) {
 
 // Release is what Verify found in a release directory.
 type Release struct {
-	// Images are the images/*.oci.tar archives.
+	// Images are the images/<minor>/*.oci.tar archives.
 	Images []ArchivedImage
 	// Plugin are kubectl-headroom's krew archives, relative to the
 	// release directory.
@@ -163,11 +168,12 @@ type ImageSource interface {
 
 // Verify checks the release in dir: SHA256SUMS (VerifyChecksums); the
 // signatures with rv (nil: the release's PublicKeyFile, offline);
-// every images/*.oci.tar (VerifyImageArchive), its image index holding
-// exactly platforms; and kubectl-headroom's krew archives against
+// every images/<minor>/*.oci.tar (VerifyImageArchive), its image index
+// holding exactly platforms, tagged for its minor (CheckMinors; minors
+// nil: any, else exactly those); and kubectl-headroom's krew archives against
 // plugins/headroom.yaml (VerifyKubectlPlugin). It reports every problem it
 // finds, each naming its file relative to dir, joined.
-func Verify(dir string, platforms []string, rv *ReleaseVerifier) (*Release, error) {
+func Verify(dir string, platforms, minors []string, rv *ReleaseVerifier) (*Release, error) {
 	var errs []error
 	if err := VerifyChecksums(dir); err != nil {
 		errs = append(errs, err)
@@ -185,12 +191,19 @@ func Verify(dir string, platforms []string, rv *ReleaseVerifier) (*Release, erro
 	if rv != nil {
 		errs = append(errs, VerifyFileSignatures(dir, rv))
 	}
-	archives, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
+	stray, err := filepath.Glob(filepath.Join(dir, "images", "*.oci.tar"))
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range stray {
+		errs = append(errs, fmt.Errorf("images/%s: not in a minor's directory, %s", filepath.Base(a), ImageArchives))
+	}
+	archives, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(ImageArchives)))
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range archives {
-		file := "images/" + filepath.Base(a)
+		file := "images/" + filepath.Base(filepath.Dir(a)) + "/" + filepath.Base(a)
 		img, err := VerifyImageArchive(a, platforms, rv)
 		errs = append(errs, prefixed(file, err))
 		if img != nil {
@@ -198,6 +211,7 @@ func Verify(dir string, platforms []string, rv *ReleaseVerifier) (*Release, erro
 			rel.Images = append(rel.Images, *img)
 		}
 	}
+	errs = append(errs, CheckMinors(rel.Images, minors))
 	plugin, err := VerifyKubectlPlugin(dir)
 	errs = append(errs, err)
 	rel.Plugin = plugin

@@ -32,11 +32,14 @@ func TestVerify(t *testing.T) {
 	}
 	release := t.TempDir()
 	start := time.Now()
-	cmd := exec.Command("go", append([]string{"run", "./hack/images", "index", "-out", filepath.Join(release, "images"),
-		"-version", version, "-revision", strings.Repeat("5e", 20), "-created", "2026-12-01T00:00:00Z"}, images...)...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hack/images index: %v\n%s", err, out)
+	// Two minors' images, as make release writes each shipped minor's.
+	for minor, tag := range map[string]string{"1.35": "v1.35.4-headroom.0.0.0-verify", "1.36": version} {
+		cmd := exec.Command("go", append([]string{"run", "./hack/images", "index", "-out", filepath.Join(release, "images", minor),
+			"-version", tag, "-revision", strings.Repeat("5e", 20), "-created", "2026-12-01T00:00:00Z"}, images...)...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/images index: %v\n%s", err, out)
+		}
 	}
 	t.Logf("hack/images index: %s", time.Since(start).Round(time.Second))
 	license := filepath.Join(bins, "LICENSE")
@@ -62,13 +65,14 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rel, err := Verify(release, DefaultPlatforms, nil)
+	rel, err := Verify(release, DefaultPlatforms, []string{"1.35", "1.36"}, nil)
 	if err != nil {
 		t.Fatalf("a fresh release:\n%v", err)
 	}
-	if len(rel.Images) != 1 || rel.Images[0].File != "images/headroom-node-agent.oci.tar" ||
-		rel.Images[0].Tag.String() != "ghcr.io/headroom-k8s/headroom-node-agent:"+version ||
-		!slices.Equal(rel.Images[0].Platforms, DefaultPlatforms) {
+	if len(rel.Images) != 2 || rel.Images[1].File != "images/1.36/headroom-node-agent.oci.tar" ||
+		rel.Images[1].Tag.String() != "ghcr.io/headroom-k8s/headroom-node-agent:"+version ||
+		rel.Images[0].Tag.String() != "ghcr.io/headroom-k8s/headroom-node-agent:v1.35.4-headroom.0.0.0-verify" ||
+		!slices.Equal(rel.Images[1].Platforms, DefaultPlatforms) {
 		t.Errorf("images %+v", rel.Images)
 	}
 	if len(rel.Plugin) != 2 {
@@ -87,6 +91,7 @@ func TestVerify(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		platforms []string
+		minors    []string // nil: 1.35 and 1.36
 		// breakIt changes the release in dir; then SHA256SUMS is written
 		// again unless keepSums.
 		breakIt  func(t *testing.T, dir string)
@@ -95,23 +100,40 @@ func TestVerify(t *testing.T) {
 	}{{
 		name:      "a platform missing",
 		platforms: []string{"linux/amd64", "linux/arm64", "linux/s390x"},
-		want:      []string{"images/headroom-node-agent.oci.tar: image index: no linux/s390x image"},
+		want:      []string{"images/1.36/headroom-node-agent.oci.tar: image index: no linux/s390x image"},
+	}, {
+		name:   "a minor missing",
+		minors: []string{"1.35", "1.36", "1.37"},
+		want:   []string{"images/ holds the minors [1.35 1.36], want [1.35 1.36 1.37]"},
+	}, {
+		// 1.36's image, signed and summed, in 1.35's place.
+		name: "another minor's image",
+		breakIt: func(t *testing.T, dir string) {
+			copyFile(t, filepath.Join(dir, "images", "1.36", "headroom-node-agent.oci.tar"), filepath.Join(dir, "images", "1.35", "headroom-node-agent.oci.tar"), 0o644)
+		},
+		want: []string{"images/1.35/headroom-node-agent.oci.tar: tagged " + version + ", an image built for Kubernetes 1.36, in the directory of 1.35"},
+	}, {
+		name: "an image outside the minors' directories",
+		breakIt: func(t *testing.T, dir string) {
+			copyFile(t, filepath.Join(dir, "images", "1.36", "headroom-node-agent.oci.tar"), filepath.Join(dir, "images", "headroom-node-agent.oci.tar"), 0o644)
+		},
+		want: []string{"images/headroom-node-agent.oci.tar: not in a minor's directory, images/*/*.oci.tar"},
 	}, {
 		name:      "a platform too many",
 		platforms: []string{"linux/amd64"},
-		want:      []string{"images/headroom-node-agent.oci.tar: image index: a linux/arm64 image, not among the platforms wanted"},
+		want:      []string{"images/1.36/headroom-node-agent.oci.tar: image index: a linux/arm64 image, not among the platforms wanted"},
 	}, {
 		// The SBOM's checksum of the amd64 binary changed in the archive,
 		// SHA256SUMS left as it was: three problems, all reported.
 		name: "a tampered SBOM",
 		breakIt: func(t *testing.T, dir string) {
-			replaceIn(t, filepath.Join(dir, "images", "headroom-node-agent.oci.tar"), sum("amd64"), strings.Repeat("0", 64))
+			replaceIn(t, filepath.Join(dir, "images", "1.36", "headroom-node-agent.oci.tar"), sum("amd64"), strings.Repeat("0", 64))
 		},
 		keepSums: true,
 		want: []string{
-			"images/headroom-node-agent.oci.tar: sha256 ",
-			"images/headroom-node-agent.oci.tar: blobs/sha256/",
-			"images/headroom-node-agent.oci.tar: image index: linux/amd64 image sha256:",
+			"images/1.36/headroom-node-agent.oci.tar: sha256 ",
+			"images/1.36/headroom-node-agent.oci.tar: blobs/sha256/",
+			"images/1.36/headroom-node-agent.oci.tar: image index: linux/amd64 image sha256:",
 			"SBOM sha256:",
 			"the binary's checksums [{Algorithm:SHA256 ChecksumValue:0000",
 		},
@@ -175,7 +197,7 @@ func TestVerify(t *testing.T) {
 		want: []string{
 			chart + ": signature ",
 			amd64Archive + ": signature ",
-			"images/headroom-node-agent.oci.tar: image index sha256:",
+			"images/1.36/headroom-node-agent.oci.tar: image index sha256:",
 			"no valid " + cosignSignPredicate + " bundle of sha256:",
 			"no valid " + slsaProvenancePredicate + " bundle of sha256:",
 		},
@@ -185,10 +207,10 @@ func TestVerify(t *testing.T) {
 		// SHA256SUMS are consistent, only the signatures tell.
 		name: "a tampered image, its digests made to match",
 		breakIt: func(t *testing.T, dir string) {
-			tamperImage(t, filepath.Join(dir, "images", "headroom-node-agent.oci.tar"))
+			tamperImage(t, filepath.Join(dir, "images", "1.36", "headroom-node-agent.oci.tar"))
 		},
 		want: []string{
-			"images/headroom-node-agent.oci.tar: image index sha256:",
+			"images/1.36/headroom-node-agent.oci.tar: image index sha256:",
 			"no valid " + cosignSignPredicate + " bundle of sha256:",
 			"no valid " + slsaProvenancePredicate + " bundle of sha256:",
 		},
@@ -214,7 +236,11 @@ func TestVerify(t *testing.T) {
 			if platforms == nil {
 				platforms = DefaultPlatforms
 			}
-			_, err := Verify(dir, platforms, nil)
+			minors := tc.minors
+			if minors == nil {
+				minors = []string{"1.35", "1.36"}
+			}
+			_, err := Verify(dir, platforms, minors, nil)
 			if err == nil {
 				t.Fatal("verify passed it")
 			}
@@ -231,7 +257,7 @@ func TestVerify(t *testing.T) {
 	// against the arm64 stand-in (another checksum), and against this test's
 	// binary (modules the SBOM does not list).
 	dir := t.TempDir()
-	if err := untar(filepath.Join(release, "images", "headroom-node-agent.oci.tar"), dir); err != nil {
+	if err := untar(filepath.Join(release, "images", "1.36", "headroom-node-agent.oci.tar"), dir); err != nil {
 		t.Fatal(err)
 	}
 	l, err := readLayout(dir)

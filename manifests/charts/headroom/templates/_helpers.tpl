@@ -1,7 +1,8 @@
 {{/*
 Image reference of a component: registry/repository@digest where
 image.digest is set (it wins over the tag), else registry/repository:tag,
-the tag defaulting to the chart's appVersion. Argument: dict "image"
+the tag defaulting to the one Headroom's images carry for the cluster's
+Kubernetes minor (headroom.minorTag). Argument: dict "image"
 .Values.<component>.image "root" $.
 */}}
 {{- define "headroom.image" -}}
@@ -12,8 +13,34 @@ the tag defaulting to the chart's appVersion. Argument: dict "image"
 {{- if .image.digest -}}
 {{ $repo }}@{{ .image.digest }}
 {{- else -}}
-{{ $repo }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{ $repo }}:{{ .image.tag | default (include "headroom.minorTag" .root) }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The Kubernetes minor of the cluster, e.g. 1.35, from
+.Capabilities.KubeVersion (the API server's with helm install, --kube-version
+with helm template). From the full version: a provider's Minor may read "35+".
+*/}}
+{{- define "headroom.kubeMinor" -}}
+{{- $v := semver .Capabilities.KubeVersion.Version -}}
+{{- printf "%d.%d" $v.Major $v.Minor -}}
+{{- end -}}
+
+{{/*
+The tag of Headroom's images built for the cluster's minor
+(templates/_minors.tpl, generated from hack/k8s-minors.txt). Chart.yaml's
+kubeVersion already refuses other minors; this says the same to tools that
+render without that check. Argument: $.
+*/}}
+{{- define "headroom.minorTag" -}}
+{{- $tags := include "headroom.minorTags" . | fromYaml -}}
+{{- $minor := include "headroom.kubeMinor" . -}}
+{{- $tag := get $tags $minor -}}
+{{- if not $tag -}}
+{{- fail (printf "Headroom %s is built for Kubernetes %s; this cluster is %s: install it on one of those minors" .Chart.AppVersion (keys $tags | sortAlpha | join ", ") .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- $tag -}}
 {{- end -}}
 
 {{/*
@@ -343,7 +370,7 @@ commonLabels. Arguments: dict "root" $ "name" <app.kubernetes.io/name>
 {{- define "headroom.labels" -}}
 app.kubernetes.io/name: {{ .name }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
-app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/version: {{ include "headroom.minorTag" .root | quote }}
 app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/part-of: headroom
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
