@@ -101,7 +101,7 @@ type starvedPlan struct {
 // trigger is off, the node's pod-IP figure unknown, or a pod IP free there.
 // Only then, and only for the node's pods that wait for their sandbox and
 // that the plugin may evict, are their Events read from the cache
-// (sandboxfailures.go), at most maxEventsPerNode of them, the namespaces
+// (ipstarved_events.go), at most maxEventsPerNode of them, the namespaces
 // taking turns.
 func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, error) {
 	t := c.args.IPStarved
