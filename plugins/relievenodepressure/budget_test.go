@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,29 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 )
+
+func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
+	// One PodDisruptionBudget over the web pods of two nodes allows one
+	// disruption: n1's plan spends it, so n2's plan may not take its web
+	// pod even though the budget's status has not changed yet; that pod is
+	// the kubelet's first victim there, so n2-other, ranked after it, stays.
+	web := withLabels("app", "web")
+	pods := []*v1.Pod{
+		testPod("n1-web", "n1", pids(1000), web),
+		testPod("n2-web", "n2", pids(1000), web, restarts(1)),
+		testPod("n2-other", "n2", pids(1000)),
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pdb-uid"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
+	}
+	n1, n2 := pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9700)
+	e := newEnv(t, setup{}, append(objects([]*v1.Node{n1, n2, spareNode("n3")}, pods), pdb)...)
+	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
 
 // The eviction budgets hold over the window across many one-second runs,
 // as the Deployment runs the descheduler, and across a restart: ten nodes

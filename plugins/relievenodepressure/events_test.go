@@ -18,9 +18,55 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	frameworktesting "sigs.k8s.io/descheduler/pkg/framework/testing"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
+
+// TestEventsAreWrittenAtExit builds the plugin as the descheduler does
+// (New, with its recorder) and reads the Node's Warning Event from the API
+// after FlushEvents, as the command calls it before a one-shot run exits.
+func TestEventsAreWrittenAtExit(t *testing.T) {
+	hog := testPod("hog", "n1", ownedByDaemonSet)
+	n1 := listed(pidNode("n1", 10000, 9900), map[*v1.Pod]int64{hog: 3000})
+	client := fake.NewClientset(objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog})...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	handle, _, err := frameworktesting.InitFrameworkHandle(ctx, client, evictions.NewOptions(), defaultevictor.DefaultEvictorArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(ctx, &RelieveNodePressureArgs{PressureSamples: ptr.To[int32](1)}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle.SharedInformerFactory().Start(ctx.Done())
+	handle.SharedInformerFactory().WaitForCacheSync(ctx.Done())
+	p := pl.(*RelieveNodePressure)
+	p.now = func() time.Time { return now }
+	if st := p.Deschedule(ctx, []*v1.Node{n1, spareNode("n2")}); st != nil && st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	// A one-shot run's context ends with its run; the command then flushes.
+	cancel()
+	logger, _ := ktesting.NewTestContext(t)
+	FlushEvents(logger, 10*time.Second)
+	list, err := client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d Events written at exit, want 1", len(list.Items))
+	}
+	ev := list.Items[0]
+	if ev.Reason != ReasonNodePressureUnrelievable || ev.Type != v1.EventTypeWarning || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "n1" ||
+		ev.ReportingController != EventReportingController || !strings.Contains(ev.Message, "default/hog (3000 PIDs)") {
+		t.Fatalf("Event %+v, want a Warning %s on Node n1 naming default/hog", ev, ReasonNodePressureUnrelievable)
+	}
+}
 
 // stormEnv is an unrelievable node (a DaemonSet pod, which the kubelet
 // would evict last, holds its PIDs) whose
