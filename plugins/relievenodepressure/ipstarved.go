@@ -348,7 +348,7 @@ func (c *cycle) relieveStarved(ctx context.Context, node *v1.Node) (stop bool, e
 		"podIPsUsed", fmt.Sprintf("%d/%d", sp.ips.used, sp.ips.allocatable))
 	// The evictor's own Event on the pod is written in the background and
 	// may be lost when a one-shot run exits; the plugin's are written
-	// before the command exits (FlushEvents).
+	// before the command exits (eventrecorder.FlushAll).
 	sp.n.evictedOne = func(s step, reason string) {
 		if c.recorder != nil {
 			c.recorder.Eventf(s.pod, nil, v1.EventTypeNormal, ReasonStarvedOfPodIP, "Evict", "%s", reason)

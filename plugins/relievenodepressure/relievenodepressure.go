@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	clientset "k8s.io/client-go/kubernetes"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -19,6 +20,7 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
 	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure/eventrecorder"
 )
 
 // PluginName is the name of the plugin in a DeschedulerPolicy.
@@ -110,9 +112,15 @@ func New(ctx context.Context, args runtime.Object, handle frameworktypes.Handle)
 	RegisterMetrics()
 	var rec events.EventRecorder
 	if client := handle.ClientSet(); client != nil {
-		rec = newRecorder(ctx, client, defaultEventLimits, clock.RealClock{})
+		rec = newRecorder(ctx, client, eventrecorder.DefaultLimits, clock.RealClock{})
 	}
 	return newPlugin(ctx, args, handle, rec)
+}
+
+// newRecorder is the plugin's Event recorder: Headroom's descheduler as
+// the reporter, the Events its bounds drop counted in EventsDroppedTotal.
+func newRecorder(ctx context.Context, client clientset.Interface, limits eventrecorder.Limits, clk clock.PassiveClock) *eventrecorder.Recorder {
+	return eventrecorder.New(ctx, client, EventReportingController, limits, clk, EventsDroppedTotal.Inc)
 }
 
 func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Handle, recorder events.EventRecorder) (*RelieveNodePressure, error) {

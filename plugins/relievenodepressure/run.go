@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure/eventrecorder"
 )
 
 // Deschedule relieves each node in turn. It stops early only at the
@@ -16,11 +18,11 @@ import (
 // per-node limit or budget moves it on to the next node and the
 // per-namespace limit or budget excludes that namespace's pods for the
 // rest of the cycle. It never waits for its Events to be written (see
-// recorder).
+// eventrecorder).
 func (d *RelieveNodePressure) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(klog.NewContext(ctx, d.logger)).WithValues("ExtensionPoint", frameworktypes.DescheduleExtensionPoint)
-	if r, ok := d.recorder.(*recorder); ok {
-		r.beginRun(logger)
+	if r, ok := d.recorder.(*eventrecorder.Recorder); ok {
+		r.BeginRun(logger)
 	}
 	records, err := d.loadState(ctx)
 	if err != nil {
