@@ -248,3 +248,25 @@ func FuzzParseLedger(f *testing.F) {
 		}
 	})
 }
+
+// A budget cuts a plan where it runs out, as maxPodsToEvictPerNode does:
+// the evictions it leaves are made if they bring the node to or below its
+// threshold, though not to its target; if they do not, nothing is
+// evicted. n1 (9700 of 10000, threshold 95 %, target 90 %) needs one
+// eviction of 300 PIDs to reach its threshold and three to reach its
+// target; n2 (9950) needs two to reach its threshold. A per-node budget of
+// one relieves n1 by one pod and leaves n2 alone.
+func TestABudgetCutsAPlanAtTheThresholdNotTheTarget(t *testing.T) {
+	var pods []*v1.Pod
+	for _, node := range []string{"n1", "n2"} {
+		for _, name := range []string{"a", "b", "c"} {
+			pods = append(pods, testPod(node+"-"+name, node, pids(300)))
+		}
+	}
+	nodes := []*v1.Node{pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9950), spareNode("n3")}
+	args := RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Window: &metav1.Duration{Duration: time.Minute}, Total: ptr.To[int32](20), PerNode: ptr.To[int32](1)}}
+	e := newEnv(t, setup{args: args}, objects(nodes, pods)...)
+	if got := e.run(t, nodes...); len(got) != 1 || !strings.HasPrefix(got[0], "n1-") {
+		t.Fatalf("evicted %v, want one pod of n1 and none of n2", got)
+	}
+}
