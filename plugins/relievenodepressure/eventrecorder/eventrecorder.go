@@ -80,6 +80,7 @@ type Limits struct {
 	CorrelatorSize int
 }
 
+// DefaultLimits are the bounds the plugin runs with (the constants above).
 var DefaultLimits = Limits{
 	Window: eventWindow, PerRun: maxEventWritesPerRun, PerWindow: maxEventWritesPerWindow,
 	MaxQueued: maxQueuedEvents, WriteTimeout: eventWriteTimeout,
