@@ -55,7 +55,7 @@ e2e-bench: tools images ## the same PID storm and slow leak, pod-IP exhaustion a
 perf: ## scheduler_perf: the Headroom profile's scheduling cycle against the default profile's, in one scheduler (needs bin/etcd)
 	hack/perf.sh
 
-bench-agent: ## the node agent's writes at 5,000 and 15,000 nodes against a real kube-apiserver, beside the kubelets' own (needs bin/etcd, bin/kube-apiserver)
+bench-agent: ## the node agent's writes at 5,000 and 15,000 nodes, and the Calico block watches and the descheduler's Event informer at 5,000, against a real kube-apiserver, beside the kubelets' own (needs bin/etcd, bin/kube-apiserver, bin/kubectl)
 	hack/bench-agent.sh
 
 # A count of executions (Nx), not a duration: a duration races the fuzz

@@ -11,6 +11,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/cmd/descheduler/app"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure/eventrecorder"
 )
 
 // eventFlushTimeout bounds the wait at exit for the plugin's last Events:
@@ -22,7 +23,7 @@ func main() {
 	code := cli.Run(app.NewCommand(os.Stdout,
 		app.Plugin{Name: relievenodepressure.PluginName, PluginUtilities: relievenodepressure.Utilities()},
 	))
-	relievenodepressure.FlushEvents(klog.Background(), eventFlushTimeout)
+	eventrecorder.FlushAll(klog.Background(), eventFlushTimeout)
 	klog.Flush()
 	os.Exit(code)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,29 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 )
+
+func TestABudgetSpentOnOneNodeIsSpentOnTheNext(t *testing.T) {
+	// One PodDisruptionBudget over the web pods of two nodes allows one
+	// disruption: n1's plan spends it, so n2's plan may not take its web
+	// pod even though the budget's status has not changed yet; that pod is
+	// the kubelet's first victim there, so n2-other, ranked after it, stays.
+	web := withLabels("app", "web")
+	pods := []*v1.Pod{
+		testPod("n1-web", "n1", pids(1000), web),
+		testPod("n2-web", "n2", pids(1000), web, restarts(1)),
+		testPod("n2-other", "n2", pids(1000)),
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pdb-uid"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
+	}
+	n1, n2 := pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9700)
+	e := newEnv(t, setup{}, append(objects([]*v1.Node{n1, n2, spareNode("n3")}, pods), pdb)...)
+	if got, want := e.run(t, n1, n2, spareNode("n3")), []string{"n1-web"}; !equal(got, want) {
+		t.Fatalf("evicted %v, want %v", got, want)
+	}
+}
 
 // The eviction budgets hold over the window across many one-second runs,
 // as the Deployment runs the descheduler, and across a restart: ten nodes
@@ -223,4 +247,26 @@ func FuzzParseLedger(f *testing.F) {
 			t.Fatalf("ledger %q counts %d evictions", raw, n)
 		}
 	})
+}
+
+// A budget cuts a plan where it runs out, as maxPodsToEvictPerNode does:
+// the evictions it leaves are made if they bring the node to or below its
+// threshold, though not to its target; if they do not, nothing is
+// evicted. n1 (9700 of 10000, threshold 95 %, target 90 %) needs one
+// eviction of 300 PIDs to reach its threshold and three to reach its
+// target; n2 (9950) needs two to reach its threshold. A per-node budget of
+// one relieves n1 by one pod and leaves n2 alone.
+func TestABudgetCutsAPlanAtTheThresholdNotTheTarget(t *testing.T) {
+	var pods []*v1.Pod
+	for _, node := range []string{"n1", "n2"} {
+		for _, name := range []string{"a", "b", "c"} {
+			pods = append(pods, testPod(node+"-"+name, node, pids(300)))
+		}
+	}
+	nodes := []*v1.Node{pidNode("n1", 10000, 9700), pidNode("n2", 10000, 9950), spareNode("n3")}
+	args := RelieveNodePressureArgs{EvictionBudget: &EvictionBudget{Window: &metav1.Duration{Duration: time.Minute}, Total: ptr.To[int32](20), PerNode: ptr.To[int32](1)}}
+	e := newEnv(t, setup{args: args}, objects(nodes, pods)...)
+	if got := e.run(t, nodes...); len(got) != 1 || !strings.HasPrefix(got[0], "n1-") {
+		t.Fatalf("evicted %v, want one pod of n1 and none of n2", got)
+	}
 }

@@ -6,5 +6,6 @@
 // taking, across workloads, the pods the kubelet's eviction manager ranks
 // first for the signal that fired and, within a workload, the pods the
 // ReplicaSet controller deletes first on scale-down, with a delete-priority
-// annotation ranked first (pkg/deleteorder). See README.md.
+// annotation ranked first (pkg/deleteorder). See README.md; its "Reading
+// the code" lists the files in the order of one node's relief.
 package relievenodepressure

@@ -18,9 +18,56 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	frameworktesting "sigs.k8s.io/descheduler/pkg/framework/testing"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
+	"github.com/headroom-k8s/headroom/plugins/relievenodepressure/eventrecorder"
 )
+
+// TestEventsAreWrittenAtExit builds the plugin as the descheduler does
+// (New, with its recorder) and reads the Node's Warning Event from the API
+// after eventrecorder.FlushAll, as the command calls it before a one-shot run exits.
+func TestEventsAreWrittenAtExit(t *testing.T) {
+	hog := testPod("hog", "n1", ownedByDaemonSet)
+	n1 := listed(pidNode("n1", 10000, 9900), map[*v1.Pod]int64{hog: 3000})
+	client := fake.NewClientset(objects([]*v1.Node{n1, spareNode("n2")}, []*v1.Pod{hog})...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	handle, _, err := frameworktesting.InitFrameworkHandle(ctx, client, evictions.NewOptions(), defaultevictor.DefaultEvictorArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(ctx, &RelieveNodePressureArgs{PressureSamples: ptr.To[int32](1)}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle.SharedInformerFactory().Start(ctx.Done())
+	handle.SharedInformerFactory().WaitForCacheSync(ctx.Done())
+	p := pl.(*RelieveNodePressure)
+	p.now = func() time.Time { return now }
+	if st := p.Deschedule(ctx, []*v1.Node{n1, spareNode("n2")}); st != nil && st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	// A one-shot run's context ends with its run; the command then flushes.
+	cancel()
+	logger, _ := ktesting.NewTestContext(t)
+	eventrecorder.FlushAll(logger, 10*time.Second)
+	list, err := client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d Events written at exit, want 1", len(list.Items))
+	}
+	ev := list.Items[0]
+	if ev.Reason != ReasonNodePressureUnrelievable || ev.Type != v1.EventTypeWarning || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != "n1" ||
+		ev.ReportingController != EventReportingController || !strings.Contains(ev.Message, "default/hog (3000 PIDs)") {
+		t.Fatalf("Event %+v, want a Warning %s on Node n1 naming default/hog", ev, ReasonNodePressureUnrelievable)
+	}
+}
 
 // stormEnv is an unrelievable node (a DaemonSet pod, which the kubelet
 // would evict last, holds its PIDs) whose
@@ -29,7 +76,7 @@ import (
 // unrelievable and every annotation malformed. Its recorder writes to sink
 // (the env's fake clientset where nil) on a clock that a test moves one second per run (each
 // reading moves it a microsecond, so that Events named by the time differ).
-func stormEnv(t *testing.T, limits eventLimits, sink *fake.Clientset) (*env, *testingclock.SimpleIntervalClock, []*v1.Node) {
+func stormEnv(t *testing.T, limits eventrecorder.Limits, sink *fake.Clientset) (*env, *testingclock.SimpleIntervalClock, []*v1.Node) {
 	t.Helper()
 	RegisterMetrics()
 	// The hog ranks last in the kubelet's order (a higher priority), so
@@ -92,7 +139,7 @@ func (w *eventWrites) get() (creates, writes int) {
 // flushed waits for the plugin's queued Events to be written.
 func flushed(t *testing.T, e *env) {
 	t.Helper()
-	if !e.plugin.recorder.(*recorder).flush(time.After(10 * time.Second)) {
+	if !e.plugin.recorder.(*eventrecorder.Recorder).Flush(time.After(10 * time.Second)) {
 		t.Fatal("the Events were not written within 10 s")
 	}
 }
@@ -118,8 +165,8 @@ func storedEvents(t *testing.T, client *fake.Clientset) map[string][]v1.Event {
 // repeat it and however its note's figures move, written once per window
 // with the count of every repeat so far and the latest note.
 func TestRepeatedWarningsMergeIntoOneEventPerObjectAndReason(t *testing.T) {
-	limits := defaultEventLimits
-	limits.window = 30 * time.Second
+	limits := eventrecorder.DefaultLimits
+	limits.Window = 30 * time.Second
 	e, clk, nodes := stormEnv(t, limits, nil)
 	writes := countEventWrites(e.client)
 	const runs = 120
@@ -137,8 +184,8 @@ func TestRepeatedWarningsMergeIntoOneEventPerObjectAndReason(t *testing.T) {
 		t.Errorf("Events for %d (object, reason) pairs, want %d: %v", len(stored), len(stormKeys), slices.Sorted(maps.Keys(stored)))
 	}
 	// A write when the window's token is back: runs 1, 31, 61 and 91.
-	windows := runs / int(limits.window/time.Second)
-	lastWrite := (windows-1)*int(limits.window/time.Second) + 1
+	windows := runs / int(limits.Window/time.Second)
+	lastWrite := (windows-1)*int(limits.Window/time.Second) + 1
 	for _, k := range stormKeys {
 		evs := stored[k]
 		if len(evs) != 1 {
@@ -166,8 +213,8 @@ func TestRepeatedWarningsMergeIntoOneEventPerObjectAndReason(t *testing.T) {
 // Many (object, reason) pairs at once: at most perRun written in a run, and
 // no more than the token bucket allows over time.
 func TestEventWritesAreBoundedPerRunAndWindow(t *testing.T) {
-	limits := defaultEventLimits
-	limits.perRun, limits.perWindow = 3, 6
+	limits := eventrecorder.DefaultLimits
+	limits.PerRun, limits.PerWindow = 3, 6
 	e, clk, nodes := stormEnv(t, limits, nil)
 	writes := countEventWrites(e.client)
 	before, err := testutil.GetCounterMetricValue(EventsDroppedTotal)
@@ -179,34 +226,34 @@ func TestEventWritesAreBoundedPerRunAndWindow(t *testing.T) {
 		e.run(t, nodes...)
 		flushed(t, e)
 		_, all := writes.get()
-		if all-last > limits.perRun {
-			t.Fatalf("run %d wrote %d Events, want at most %d", run+1, all-last, limits.perRun)
+		if all-last > limits.PerRun {
+			t.Fatalf("run %d wrote %d Events, want at most %d", run+1, all-last, limits.PerRun)
 		}
 		last = all
 		clk.Time = clk.Time.Add(time.Second)
 	}
 	// 20 s of a 5-minute window refill 6*20/300 tokens: none whole.
-	if _, all := writes.get(); all != limits.perRun {
-		t.Errorf("%d Events written in 20 s, want %d (the bucket's burst)", all, limits.perRun)
+	if _, all := writes.get(); all != limits.PerRun {
+		t.Errorf("%d Events written in 20 s, want %d (the bucket's burst)", all, limits.PerRun)
 	}
-	if after, _ := testutil.GetCounterMetricValue(EventsDroppedTotal); after-before != float64(len(stormKeys)-limits.perRun) {
-		t.Errorf("dropped %v Events, want %d (the first run's excess; repeats of a written pair are merged, not dropped)", after-before, len(stormKeys)-limits.perRun)
+	if after, _ := testutil.GetCounterMetricValue(EventsDroppedTotal); after-before != float64(len(stormKeys)-limits.PerRun) {
+		t.Errorf("dropped %v Events, want %d (the first run's excess; repeats of a written pair are merged, not dropped)", after-before, len(stormKeys)-limits.PerRun)
 	}
 	// A window later the bucket has refilled its rate: the other pairs
 	// get their Events, up to perRun a run.
-	clk.Time = clk.Time.Add(limits.window)
+	clk.Time = clk.Time.Add(limits.Window)
 	e.run(t, nodes...)
 	flushed(t, e)
-	if _, all := writes.get(); all != 2*limits.perRun {
-		t.Errorf("%d Events written after a window, want %d", all, 2*limits.perRun)
+	if _, all := writes.get(); all != 2*limits.PerRun {
+		t.Errorf("%d Events written after a window, want %d", all, 2*limits.PerRun)
 	}
 }
 
 // A run long enough for the token bucket to refill still writes at most
 // perRun Events.
 func TestEventWritesPerRunHoldInALongRun(t *testing.T) {
-	limits := defaultEventLimits
-	limits.perRun, limits.perWindow = 3, 3000
+	limits := eventrecorder.DefaultLimits
+	limits.PerRun, limits.PerWindow = 3, 3000
 	e, clk, nodes := stormEnv(t, limits, nil)
 	// Every reading of the clock is a tenth of a second later: the bucket
 	// gains a token a reading.
@@ -214,19 +261,19 @@ func TestEventWritesPerRunHoldInALongRun(t *testing.T) {
 	writes := countEventWrites(e.client)
 	e.run(t, nodes...)
 	flushed(t, e)
-	if _, all := writes.get(); all != limits.perRun {
-		t.Errorf("a long run wrote %d Events, want %d", all, limits.perRun)
+	if _, all := writes.get(); all != limits.PerRun {
+		t.Errorf("a long run wrote %d Events, want %d", all, limits.PerRun)
 	}
 }
 
 // The API server does not answer Event writes: Deschedule returns at once
 // all the same, run after run, and the Events are written when it answers
-// again (FlushEvents, as the command calls it at exit, waits for them).
+// again (eventrecorder.FlushAll, as the command calls it at exit, waits for them).
 func TestDescheduleDoesNotWaitForTheEventSink(t *testing.T) {
 	// The fake clientset serves one call at a time: the blocked sink is a
 	// clientset of its own, so that the run's other calls are served.
 	sink := fake.NewClientset()
-	e, clk, nodes := stormEnv(t, defaultEventLimits, sink)
+	e, clk, nodes := stormEnv(t, eventrecorder.DefaultLimits, sink)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	defer releaseOnce.Do(func() { close(release) })
@@ -244,12 +291,12 @@ func TestDescheduleDoesNotWaitForTheEventSink(t *testing.T) {
 	}
 	logger, _ := ktesting.NewTestContext(t)
 	start := time.Now()
-	FlushEvents(logger, 200*time.Millisecond)
+	eventrecorder.FlushAll(logger, 200*time.Millisecond)
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("FlushEvents took %v, want its timeout", d)
+		t.Fatalf("FlushAll took %v, want its timeout", d)
 	}
 	releaseOnce.Do(func() { close(release) })
-	FlushEvents(logger, 10*time.Second)
+	eventrecorder.FlushAll(logger, 10*time.Second)
 	if stored := storedEvents(t, sink); len(stored) != len(stormKeys) {
 		t.Errorf("Events for %d (object, reason) pairs written once the sink answered, want %d", len(stored), len(stormKeys))
 	}
@@ -272,8 +319,8 @@ func TestRecorderCountsWhatItDrops(t *testing.T) {
 		notes = append(notes, action.(clientgotesting.CreateAction).GetObject().(*v1.Event).Message)
 		return true, nil, nil
 	})
-	limits := defaultEventLimits
-	limits.perRun, limits.perWindow, limits.maxQueued = 100, 100, 5
+	limits := eventrecorder.DefaultLimits
+	limits.PerRun, limits.PerWindow, limits.MaxQueued = 100, 100, 5
 	r := newRecorder(ctx, client, limits, &testingclock.SimpleIntervalClock{Time: now, Duration: time.Microsecond})
 	dropped := func() float64 {
 		v, err := testutil.GetCounterMetricValue(EventsDroppedTotal)
@@ -291,20 +338,20 @@ func TestRecorderCountsWhatItDrops(t *testing.T) {
 	for i := range burst - 1 {
 		r.Eventf(pidNode("n"+string(rune('1'+i)), 10000, 100), nil, "Warning", "Test", "Test", "short")
 	}
-	if got := dropped() - before; got != burst-1-float64(limits.maxQueued) {
-		t.Errorf("dropped %v Events, want %d", got, burst-1-limits.maxQueued)
+	if got := dropped() - before; got != burst-1-float64(limits.MaxQueued) {
+		t.Errorf("dropped %v Events, want %d", got, burst-1-limits.MaxQueued)
 	}
 	close(release)
-	if !r.flush(time.After(5 * time.Second)) {
+	if !r.Flush(time.After(5 * time.Second)) {
 		t.Fatal("flush waited for dropped Events")
 	}
 	mu.Lock()
 	written, long := len(notes), notes[0]
 	mu.Unlock()
-	if written != limits.maxQueued+1 {
-		t.Errorf("wrote %d Events, want %d", written, limits.maxQueued+1)
+	if written != limits.MaxQueued+1 {
+		t.Errorf("wrote %d Events, want %d", written, limits.MaxQueued+1)
 	}
-	if len(long) > maxEventNote || !strings.HasSuffix(long, "…") {
-		t.Errorf("note of %d bytes, want it cut to at most %d", len(long), maxEventNote)
+	if len(long) > eventrecorder.MaxNote || !strings.HasSuffix(long, "…") {
+		t.Errorf("note of %d bytes, want it cut to at most %d", len(long), eventrecorder.MaxNote)
 	}
 }

@@ -2,7 +2,9 @@ package relievenodepressure
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
@@ -28,6 +32,85 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 )
+
+func hotNodePods(node string, n int) []*v1.Pod {
+	var pods []*v1.Pod
+	for i := range n {
+		pods = append(pods, testPod(node+"-"+string(rune('a'+i)), node, pids(300), restarts(int32(n-i))))
+	}
+	return pods
+}
+
+// memoryNode has 10Gi of memory, all allocatable, and PID use of 50 %.
+func memoryNode(name string) *v1.Node {
+	return test.BuildTestNode(name, 64000, 10<<30, 110, func(n *v1.Node) {
+		n.Annotations = pidstats.NodeStats{Capacity: 10000, Used: 5000, SampledAt: now.Add(-time.Minute)}.Annotations()
+	})
+}
+
+// listed sets node's headroom.dev/pid-pods to the pods' measured PIDs.
+func listed(node *v1.Node, usage map[*v1.Pod]int64) *v1.Node {
+	var u []pidstats.PodUsage
+	for pod, n := range usage {
+		u = append(u, pidstats.PodUsage{UID: pod.UID, Value: n})
+	}
+	node.Annotations[pidstats.AnnotationPIDPods] = pidstats.NewPodList(u).String()
+	return node
+}
+
+// holding is every pod of pods but those named, each holding n.
+func holding(n int64, pods []*v1.Pod, except ...string) map[*v1.Pod]int64 {
+	usage := map[*v1.Pod]int64{}
+	for _, p := range pods {
+		if !slices.Contains(except, p.Name) {
+			usage[p] = n
+		}
+	}
+	return usage
+}
+
+func ownedByDaemonSet(p *v1.Pod) {
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds-uid", Controller: ptr.To(true)}}
+}
+
+func scheduledBy(name string) podOption { return func(p *v1.Pod) { p.Spec.SchedulerName = name } }
+
+func podPriority(v int32) podOption { return func(p *v1.Pod) { p.Spec.Priority = ptr.To(v) } }
+
+func terminatingPod(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} }
+
+func nodeCount(t *testing.T, result string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(NodesTotal.WithLabelValues(result))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func evictionCount(t *testing.T, reason string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(EvictionsTotal.WithLabelValues(reason))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func withOpts(p *v1.Pod, opts ...podOption) *v1.Pod {
+	p = p.DeepCopy()
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func cordoned(n *v1.Node) *v1.Node { n.Spec.Unschedulable = true; return n }
+
+func tainted(n *v1.Node, key string) *v1.Node {
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: v1.TaintEffectNoSchedule})
+	return n
+}
 
 // now is the clock of every unit test.
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -303,4 +386,13 @@ func sandboxFailure(pod *v1.Pod, first, last time.Time, message string) *v1.Even
 		ReportingController: ipstarved.Kubelet, ReportingInstance: pod.Spec.NodeName,
 		FirstTimestamp: metav1.NewTime(first), LastTimestamp: metav1.NewTime(last),
 	}
+}
+
+// failingPDBLister fails every lookup, as a broken cache would.
+type failingPDBLister struct {
+	policylisters.PodDisruptionBudgetLister
+}
+
+func (failingPDBLister) GetPodPodDisruptionBudgets(*v1.Pod) ([]*policyv1.PodDisruptionBudget, error) {
+	return nil, errors.New("cache broken")
 }

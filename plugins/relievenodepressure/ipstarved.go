@@ -101,7 +101,7 @@ type starvedPlan struct {
 // trigger is off, the node's pod-IP figure unknown, or a pod IP free there.
 // Only then, and only for the node's pods that wait for their sandbox and
 // that the plugin may evict, are their Events read from the cache
-// (sandboxfailures.go), at most maxEventsPerNode of them, the namespaces
+// (ipstarved_events.go), at most maxEventsPerNode of them, the namespaces
 // taking turns.
 func (c *cycle) planStarved(ctx context.Context, node *v1.Node) (*starvedPlan, error) {
 	t := c.args.IPStarved
@@ -348,7 +348,7 @@ func (c *cycle) relieveStarved(ctx context.Context, node *v1.Node) (stop bool, e
 		"podIPsUsed", fmt.Sprintf("%d/%d", sp.ips.used, sp.ips.allocatable))
 	// The evictor's own Event on the pod is written in the background and
 	// may be lost when a one-shot run exits; the plugin's are written
-	// before the command exits (FlushEvents).
+	// before the command exits (eventrecorder.FlushAll).
 	sp.n.evictedOne = func(s step, reason string) {
 		if c.recorder != nil {
 			c.recorder.Eventf(s.pod, nil, v1.EventTypeNormal, ReasonStarvedOfPodIP, "Evict", "%s", reason)

@@ -314,8 +314,8 @@ func TestIPStarvedEventRequests(t *testing.T) {
 		if a.GetResource().Resource == "events" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
 			requests[a.GetVerb()]++
 			if r, ok := a.(clientgotesting.ListAction); ok {
-				if sel := r.GetListRestrictions().Fields.String(); sel != sandboxFailuresSelector {
-					t.Errorf("%s of events with field selector %q, want %q", a.GetVerb(), sel, sandboxFailuresSelector)
+				if sel := r.GetListRestrictions().Fields.String(); sel != SandboxFailuresSelector {
+					t.Errorf("%s of events with field selector %q, want %q", a.GetVerb(), sel, SandboxFailuresSelector)
 				}
 			}
 		}

@@ -485,11 +485,3 @@ func TestPIDAndMemoryTriggersSideBySide(t *testing.T) {
 		t.Errorf("hog's eviction reason %q, want the memory trigger alone", r)
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 10 * gib: "10Gi", 9728 * mib: "9728Mi", 107374182: "102.4Mi", 1: "0.0Mi"} {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -3,16 +3,14 @@ package relievenodepressure
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
-	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 )
 
 // NodePlan is what Deschedule would do on one node now: the node's figures,
@@ -188,64 +186,4 @@ func (c *cycle) planStarvedInto(ctx context.Context, out *NodePlan, node *v1.Nod
 	}
 	out.StarvedOfPodIP = sp.podPlans()
 	return nil
-}
-
-// newCycle starts a Deschedule cycle over nodes with the nodes' records.
-func (d *RelieveNodePressure) newCycle(logger klog.Logger, nodes []*v1.Node, records *state) *cycle {
-	d.lookTurn++
-	return &cycle{RelieveNodePressure: d, logger: logger, now: d.now(), nodes: nodes, limited: sets.New[string](), state: records,
-		firstNamespace: d.lookTurn - 1}
-}
-
-// planNode assesses node and, when a trigger fired in enough consecutive
-// samples, plans its relief over the node's pods in eviction order. p is
-// nil when no trigger fired, or not yet in enough samples (c.waiting says).
-func (c *cycle) planNode(node *v1.Node) (n *nodeRelief, st *pressure, p *plan, err error) {
-	logger := c.logger.WithValues("node", klog.KObj(node))
-	// Every pod that is not Succeeded or Failed takes part: the figures count
-	// them, and the delete order's ranks count a controller's active pods.
-	pods, err := podutil.ListPodsOnANode(node.Name, c.handle.GetPodsAssignedToNodeFunc(), nil)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("listing the pods on node %s: %w", node.Name, err)
-	}
-	st = c.assess(logger, node, pods)
-	if !st.triggered() {
-		c.calm(node)
-		// Most nodes of a run are here: their figures are rendered only
-		// for a log that shows them.
-		if v := logger.V(4); v.Enabled() {
-			v.Info("Node within thresholds", st.keysAndValues("")...)
-		}
-		return nil, st, nil, nil
-	}
-	if wait := c.observe(node, st); wait != "" {
-		logger.V(2).Info("Node above threshold; waiting for the pressure to last", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "seen", wait)...)
-		return nil, st, nil, nil
-	}
-	logger.V(2).Info("Node above threshold, planning its relief", append(append(st.keysAndValues(""), st.thresholdsAndTargets()...), "pods", len(pods))...)
-
-	for _, p := range st.by {
-		if p == nil {
-			continue
-		}
-		if w := p.malformedNode(); w != nil {
-			c.warnNode(logger, node, w.reason, w.annotation, w.err, w.consequence)
-		}
-	}
-	n = c.newNodeRelief(node, pods, logger)
-	for _, pod := range n.order.neutral {
-		n.checkPriority(pod)
-	}
-	return n, st, n.plan(st), nil
-}
-
-// newNodeRelief starts the relief of node, with pods on it.
-func (c *cycle) newNodeRelief(node *v1.Node, pods []*v1.Pod, logger klog.Logger) *nodeRelief {
-	return &nodeRelief{cycle: c, node: node, order: newEvictionOrder(c.order, pods, c.now, *c.args.LowerPriorityFirst), logger: logger, tried: sets.New[types.UID]()}
-}
-
-// evictionReason is the reason the eviction of the step's pod gives: the
-// evictor logs it and records it as the reason of the pod's Event.
-func (s step) evictionReason(node *v1.Node) string {
-	return eventReason(fmt.Sprintf("%s: node %s %s", PluginName, node.Name, strings.Join(s.reasons, ", ")))
 }

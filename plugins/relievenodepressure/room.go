@@ -8,10 +8,151 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 )
+
+// placeable completes s, the eviction of s.pod, with where its replacement
+// goes and the PodDisruptionBudgets it counts against, or says why it
+// cannot be made: a budget that allows no more disruption after l, no room
+// on another node the replacement may go to after l (noRoom says so, with
+// the nodes the scheduler's static filters keep it off), or the evictor's
+// pre-eviction filter.
+func (n *nodeRelief) placeable(s *step, l ledger, noRoom func() string) string {
+	pod := s.pod
+	pdbs, err := n.matchingPDBs(pod)
+	if err != nil {
+		n.logger.Error(err, "Not planning to evict the pod this run", "pod", klog.KObj(pod))
+		return "its PodDisruptionBudgets could not be listed"
+	}
+	for _, pdb := range pdbs {
+		if pdb.Status.DisruptionsAllowed-l.disruptions[pdb.UID] < 1 {
+			return fmt.Sprintf("PodDisruptionBudget %s allows no disruption", klog.KObj(pdb))
+		}
+	}
+	target, need, barred, ok := n.roomFor(pod, l.reserved)
+	if !ok {
+		if barred != "" {
+			return fmt.Sprintf("%s (other nodes it may not go to: %s)", noRoom(), barred)
+		}
+		return noRoom()
+	}
+	s.target, s.need = target, need
+	s.charges = []charge{{target, need}}
+	if !n.handle.Evictor().PreEvictionFilter(pod) {
+		return "the evictor's pre-eviction filter keeps it (nodeFit: no other node fits it)"
+	}
+	for _, pdb := range pdbs {
+		s.pdbs = append(s.pdbs, pdb.UID)
+	}
+	return ""
+}
+
+// matchingPDBs returns the PodDisruptionBudgets whose selector matches pod,
+// as client-go's lister matches them (a nil selector matches nothing, an
+// empty one every pod of the namespace). The lister reports "none" as an
+// error; only other errors are returned.
+func (n *nodeRelief) matchingPDBs(pod *v1.Pod) ([]*policyv1.PodDisruptionBudget, error) {
+	if n.pdbs == nil {
+		return nil, nil
+	}
+	pdbs, err := n.pdbs.GetPodPodDisruptionBudgets(pod)
+	if err != nil && !isNoPDB(err) {
+		return nil, fmt.Errorf("listing the PodDisruptionBudgets of pod %s: %w", klog.KObj(pod), err)
+	}
+	return pdbs, nil
+}
+
+// isNoPDB reports whether err is GetPodPodDisruptionBudgets' way of saying
+// that no PodDisruptionBudget matches (an unexported fmt.Errorf upstream;
+// TestIsNoPDB pins its text).
+func isNoPDB(err error) bool {
+	return strings.HasPrefix(err.Error(), "could not find PodDisruptionBudget for pod ")
+}
+
+// roomFor returns the index of a node other than n's own that can take
+// pod's replacement after what the plan so far reserved, and what the
+// replacement is counted for there: the scheduler could place the
+// replacement on the node by its static filters (admits), and by each
+// figure the node knows, what the replacement needs fits beside what the
+// node holds and what is reserved (roomFigure.fits). A figure unknown there
+// does not keep the pod off it, as the scheduler's plugins do not. Both are
+// checked on the same node: room on a node the replacement may not use is
+// no room. Where no node has room, barred says how many other nodes the
+// static filters kept out and why ("" when none), for the plan's reason.
+func (n *nodeRelief) roomFor(pod *v1.Pod, reserved map[int]reservation) (target int, need reservation, barred string, ok bool) {
+	if n.room == nil {
+		n.room = n.buildRoom()
+	}
+	kept := map[string]int{}
+nodes:
+	for i := range n.room.nodes {
+		rn := &n.room.nodes[i]
+		if rn.node.Name == n.node.Name || rn.full {
+			continue
+		}
+		if why := rn.admits(n.logger, pod); why != "" {
+			kept[why]++
+			continue
+		}
+		var need reservation
+		for j, rf := range rn.figures {
+			if rf == nil {
+				continue
+			}
+			want, ok := rf.need(n, pod)
+			if !ok {
+				continue
+			}
+			if !rf.fits(addSat(rf.used, reserved[i][j]), want) {
+				continue nodes
+			}
+			need[j] = want
+		}
+		return i, need, "", true
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(kept)) {
+		parts = append(parts, fmt.Sprintf("%d %s", kept[why], why))
+	}
+	return -1, reservation{}, strings.Join(parts, ", "), false
+}
+
+// need is what pod's replacement is counted for by figure f on a node whose
+// declared function is declared: the larger of what the pod declares there
+// (at least the figure's declaredFloor) and what the node agent listed it
+// holding on its own node. A replacement
+// holds what the pod held: a pod listed at 5,000 PIDs that declares nothing
+// is not moved to a node that can take 1,488, though the scheduler,
+// counting its declaration, would place it there.
+func (n *nodeRelief) need(f *figure, declared func(*v1.Pod) (int64, error), pod *v1.Pod) int64 {
+	want, _ := declared(pod)
+	want = max(want, f.declaredFloor)
+	if nf := n.figureOf(f, n.node, nil); nf.err == nil {
+		if held, ok := nf.pods.LookupPod(pod); ok {
+			want = max(want, held)
+		}
+	}
+	return want
+}
+
+// replacement names what pod's replacement needs by each measured figure
+// known on the node (n.need, with the node's own declared function):
+// "its replacement's 1000 PIDs and 512Mi of memory".
+func (n *nodeRelief) replacement(st *pressure, pod *v1.Pod) string {
+	var needs []string
+	for _, p := range st.by {
+		if m, ok := p.(*measured); ok {
+			needs = append(needs, m.amount(n.need(m.figure, m.declared, pod)))
+		}
+	}
+	if len(needs) == 0 {
+		return "its replacement"
+	}
+	return "its replacement's " + strings.Join(needs, " and ")
+}
 
 // room is what the cycle's other nodes can take of an evicted pod's
 // replacement, by every enabled trigger and the pod-IP figure: a
@@ -94,72 +235,6 @@ func (c *cycle) buildRoom() *room {
 		r.nodes[i] = rn
 	}
 	return r
-}
-
-// roomFor returns the index of a node other than n's own that can take
-// pod's replacement after what the plan so far reserved, and what the
-// replacement is counted for there: the scheduler could place the
-// replacement on the node by its static filters (admits), and by each
-// figure the node knows, what the replacement needs fits beside what the
-// node holds and what is reserved (roomFigure.fits). A figure unknown there
-// does not keep the pod off it, as the scheduler's plugins do not. Both are
-// checked on the same node: room on a node the replacement may not use is
-// no room. Where no node has room, barred says how many other nodes the
-// static filters kept out and why ("" when none), for the plan's reason.
-func (n *nodeRelief) roomFor(pod *v1.Pod, reserved map[int]reservation) (target int, need reservation, barred string, ok bool) {
-	if n.room == nil {
-		n.room = n.buildRoom()
-	}
-	kept := map[string]int{}
-nodes:
-	for i := range n.room.nodes {
-		rn := &n.room.nodes[i]
-		if rn.node.Name == n.node.Name || rn.full {
-			continue
-		}
-		if why := rn.admits(n.logger, pod); why != "" {
-			kept[why]++
-			continue
-		}
-		var need reservation
-		for j, rf := range rn.figures {
-			if rf == nil {
-				continue
-			}
-			want, ok := rf.need(n, pod)
-			if !ok {
-				continue
-			}
-			if !rf.fits(addSat(rf.used, reserved[i][j]), want) {
-				continue nodes
-			}
-			need[j] = want
-		}
-		return i, need, "", true
-	}
-	var parts []string
-	for _, why := range slices.Sorted(maps.Keys(kept)) {
-		parts = append(parts, fmt.Sprintf("%d %s", kept[why], why))
-	}
-	return -1, reservation{}, strings.Join(parts, ", "), false
-}
-
-// need is what pod's replacement is counted for by figure f on a node whose
-// declared function is declared: the larger of what the pod declares there
-// (at least the figure's declaredFloor) and what the node agent listed it
-// holding on its own node. A replacement
-// holds what the pod held: a pod listed at 5,000 PIDs that declares nothing
-// is not moved to a node that can take 1,488, though the scheduler,
-// counting its declaration, would place it there.
-func (n *nodeRelief) need(f *figure, declared func(*v1.Pod) (int64, error), pod *v1.Pod) int64 {
-	want, _ := declared(pod)
-	want = max(want, f.declaredFloor)
-	if nf := n.figureOf(f, n.node, nil); nf.err == nil {
-		if held, ok := nf.pods.LookupPod(pod); ok {
-			want = max(want, held)
-		}
-	}
-	return want
 }
 
 // Why the scheduler's static filters keep a replacement off a node, as

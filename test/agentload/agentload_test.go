@@ -254,18 +254,7 @@ func TestAgentWriteLoad(t *testing.T) {
 
 func measure(t *testing.T, nodes int) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	var apiServer, etcd int
-	for _, p := range cp.Processes() {
-		switch p.Name {
-		case "kube-apiserver":
-			apiServer = p.Pid()
-		case "etcd":
-			etcd = p.Pid()
-		}
-	}
-	if apiServer == 0 || etcd == 0 {
-		t.Fatal("no kube-apiserver or etcd process")
-	}
+	apiServer, etcd := controlPlanePIDs(t, cp)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
 	start := time.Now().Truncate(time.Second)
@@ -384,20 +373,8 @@ func measure(t *testing.T, nodes int) {
 	var statusC, leaseC counter
 	statusClient := client(t, cp.Config, "", &statusC)
 	leaseClient := client(t, cp.Config, "application/vnd.kubernetes.protobuf", &leaseC)
-	heartbeat := metav1.NewTime(clk.Now())
 	m.c = []*counter{&statusC}
-	m.start()
-	parallel(nodes, workers, func(i int) {
-		old := nodeObjs[i]
-		n := old.DeepCopy()
-		for j := range n.Status.Conditions {
-			n.Status.Conditions[j].LastHeartbeatTime = heartbeat
-		}
-		if _, _, err := nodeutil.PatchNodeStatus(statusClient.CoreV1(), types.NodeName(n.Name), old, n); err != nil {
-			t.Errorf("node %s: status patch: %v", n.Name, err)
-		}
-	})
-	status := m.stop()
+	status := kubeletStatusRound(t, m, statusClient, nodeObjs, clk.Now(), workers)
 	statusPerHour := float64(time.Hour / nodeStatusReportFrequency)
 	report(t, nodes, "kubelet: one round of Node status patches", 0, status)
 	m.c = []*counter{&leaseC}
@@ -447,6 +424,42 @@ func measure(t *testing.T, nodes int) {
 	if bound := float64(time.Hour) / float64(time.Duration(float64(cfg.MaxInterval)*(1-cfg.MaxIntervalJitter))); restPerNodeHour > bound {
 		t.Errorf("at rest the agents wrote %.2f times per node and hour, more than the max interval's %.2f", restPerNodeHour, bound)
 	}
+}
+
+// controlPlanePIDs are the process IDs of cp's kube-apiserver and etcd.
+func controlPlanePIDs(t testing.TB, cp *controlplane.ControlPlane) (apiServer, etcd int) {
+	for _, p := range cp.Processes() {
+		switch p.Name {
+		case "kube-apiserver":
+			apiServer = p.Pid()
+		case "etcd":
+			etcd = p.Pid()
+		}
+	}
+	if apiServer == 0 || etcd == 0 {
+		t.Fatal("no kube-apiserver or etcd process")
+	}
+	return apiServer, etcd
+}
+
+// kubeletStatusRound measures one round of the kubelets' Node status
+// patches for nodes, as every kubelet makes one per
+// nodeStatusReportFrequency when nothing changed (each condition's
+// heartbeat moved to now), through client, whose requests m counts.
+func kubeletStatusRound(t testing.TB, m *meter, client kubernetes.Interface, nodes []*corev1.Node, now time.Time, workers int) result {
+	heartbeat := metav1.NewTime(now)
+	m.start()
+	parallel(len(nodes), workers, func(i int) {
+		old := nodes[i]
+		n := old.DeepCopy()
+		for j := range n.Status.Conditions {
+			n.Status.Conditions[j].LastHeartbeatTime = heartbeat
+		}
+		if _, _, err := nodeutil.PatchNodeStatus(client.CoreV1(), types.NodeName(n.Name), old, n); err != nil {
+			t.Errorf("node %s: status patch: %v", n.Name, err)
+		}
+	})
+	return m.stop()
 }
 
 func totalLength() time.Duration {

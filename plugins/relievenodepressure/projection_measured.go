@@ -2,7 +2,6 @@ package relievenodepressure
 
 import (
 	"fmt"
-	"math/bits"
 	"strconv"
 	"time"
 	"unicode"
@@ -28,7 +27,7 @@ const (
 // it read in logs and Events, and the trigger's settings; its projection
 // (measured) gives a pod's gain by the node agent's list and the kubelet's
 // ranking. The plan, the room check, the debounce and the record are the
-// core's (trigger.go).
+// core's (projection.go).
 type figure struct {
 	// name starts the figure's log keys and Event summaries ("PIDs",
 	// "memory"); noun names its sample and its users ("PID", "memory"); key
@@ -96,22 +95,6 @@ type reading struct {
 	// on it, on basis: the room check's for placement, the trigger's for
 	// pressure (sample.Basis), one code path with the scheduler plugins'.
 	estimate func(basis sample.Basis, pods []*v1.Pod) sample.Usage
-}
-
-// triggersOf returns the enabled pressure triggers, in the order their
-// figures are logged and their reasons given.
-func triggersOf(args *RelieveNodePressureArgs) []*trigger {
-	var ts []*trigger
-	if t := args.PIDs; t != nil {
-		ts = append(ts, pidsFigure(t).trigger())
-	}
-	if t := args.Memory; t != nil {
-		ts = append(ts, memoryFigure(t, memoryEstimate(args)).trigger())
-	}
-	if t := args.OOM; t != nil {
-		ts = append(ts, oomTrigger(t))
-	}
-	return ts
 }
 
 // pidsFigure is the PID trigger's figure: NodePIDs' model (pkg/pidstats).
@@ -388,23 +371,6 @@ func logKey(prefix, key string) string {
 	r := []rune(key)
 	r[0] = unicode.ToUpper(r[0])
 	return prefix + string(r)
-}
-
-// exceeds reports whether part/whole > pct/100, exactly, without overflow,
-// for non-negative operands (negative ones count as 0).
-func exceeds(part, whole, pct int64) bool {
-	hi1, lo1 := bits.Mul64(uint64(max(part, 0)), 100)
-	hi2, lo2 := bits.Mul64(uint64(max(pct, 0)), uint64(max(whole, 0)))
-	return hi1 > hi2 || hi1 == hi2 && lo1 > lo2
-}
-
-// percentOf is ⌊whole × pct / 100⌋ for pct in [0, 100]; negative inputs
-// count as 0; it cannot overflow.
-func percentOf(whole, pct int64) int64 {
-	a, p := max(whole, 0), min(max(pct, 0), 100)
-	// a = 100q + r, so a·p/100 = q·p + r·p/100 with p ≤ 100: no
-	// intermediate exceeds a.
-	return a/100*p + a%100*p/100
 }
 
 // percent renders part/whole for people, with one decimal.

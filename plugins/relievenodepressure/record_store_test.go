@@ -19,59 +19,6 @@ import (
 	clientgotesting "k8s.io/client-go/testing"
 )
 
-// stateConfigMap is the state ConfigMap holding n records of other nodes,
-// each as large as a relief's record, relieved within the hour.
-func stateConfigMap(n int) *v1.ConfigMap {
-	ns, name, _ := parseStateConfigMap(DefaultStateConfigMap)
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{}}
-	relieved := now.Add(-10 * time.Minute)
-	for i := range n {
-		raw, _ := json.Marshal(nodeRecord{Relieved: &relieved, Awaiting: []string{keyMemory},
-			SampledAt: map[string]time.Time{keyPIDs: relieved.Add(-time.Minute), keyMemory: relieved.Add(-time.Minute)}})
-		cm.Data[fmt.Sprintf("other-%04d", i)] = string(raw)
-	}
-	return cm
-}
-
-// configMapWrite is a write of the state ConfigMap: its verb, and for a
-// patch, the keys of data it sets or removes and its size.
-type configMapWrite struct {
-	verb  string
-	keys  []string
-	bytes int
-}
-
-// configMapWrites returns the writes of the state ConfigMap among actions,
-// each after the evictions requested before it (evictionsBefore).
-func configMapWrites(t *testing.T, actions []clientgotesting.Action) (writes []configMapWrite, evictionsBefore []int) {
-	t.Helper()
-	evictions := 0
-	for _, a := range actions {
-		switch {
-		case a.GetVerb() == "create" && a.GetResource().Resource == "pods" && a.GetSubresource() == "eviction":
-			evictions++
-		case a.GetResource().Resource == "configmaps" && a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch":
-			w := configMapWrite{verb: a.GetVerb()}
-			if p, ok := a.(clientgotesting.PatchAction); ok {
-				var patch struct {
-					Data map[string]*string `json:"data"`
-				}
-				if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
-					t.Fatalf("patch %s: %v", p.GetPatch(), err)
-				}
-				w.keys, w.bytes = slices.Sorted(maps.Keys(patch.Data)), len(p.GetPatch())
-			}
-			if u, ok := a.(clientgotesting.UpdateAction); ok {
-				cm := u.GetObject().(*v1.ConfigMap)
-				raw, _ := json.Marshal(cm)
-				w.keys, w.bytes = slices.Sorted(maps.Keys(cm.Data)), len(raw)
-			}
-			writes, evictionsBefore = append(writes, w), append(evictionsBefore, evictions)
-		}
-	}
-	return writes, evictionsBefore
-}
-
 // After each eviction the record of the node is written, and only it: a
 // patch of its key, as small with 3,000 other nodes' records in the
 // ConfigMap as with none. The run's last write sends only what changed
@@ -219,6 +166,59 @@ func TestDryRunKeepsTheRecordInTheProcess(t *testing.T) {
 	if got := next.run(t, nodes...); len(got) != 0 {
 		t.Fatalf("the next cycle evicted %v before a new sample", got)
 	}
+}
+
+// stateConfigMap is the state ConfigMap holding n records of other nodes,
+// each as large as a relief's record, relieved within the hour.
+func stateConfigMap(n int) *v1.ConfigMap {
+	ns, name, _ := parseStateConfigMap(DefaultStateConfigMap)
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{}}
+	relieved := now.Add(-10 * time.Minute)
+	for i := range n {
+		raw, _ := json.Marshal(nodeRecord{Relieved: &relieved, Awaiting: []string{keyMemory},
+			SampledAt: map[string]time.Time{keyPIDs: relieved.Add(-time.Minute), keyMemory: relieved.Add(-time.Minute)}})
+		cm.Data[fmt.Sprintf("other-%04d", i)] = string(raw)
+	}
+	return cm
+}
+
+// configMapWrite is a write of the state ConfigMap: its verb, and for a
+// patch, the keys of data it sets or removes and its size.
+type configMapWrite struct {
+	verb  string
+	keys  []string
+	bytes int
+}
+
+// configMapWrites returns the writes of the state ConfigMap among actions,
+// each after the evictions requested before it (evictionsBefore).
+func configMapWrites(t *testing.T, actions []clientgotesting.Action) (writes []configMapWrite, evictionsBefore []int) {
+	t.Helper()
+	evictions := 0
+	for _, a := range actions {
+		switch {
+		case a.GetVerb() == "create" && a.GetResource().Resource == "pods" && a.GetSubresource() == "eviction":
+			evictions++
+		case a.GetResource().Resource == "configmaps" && a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch":
+			w := configMapWrite{verb: a.GetVerb()}
+			if p, ok := a.(clientgotesting.PatchAction); ok {
+				var patch struct {
+					Data map[string]*string `json:"data"`
+				}
+				if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
+					t.Fatalf("patch %s: %v", p.GetPatch(), err)
+				}
+				w.keys, w.bytes = slices.Sorted(maps.Keys(patch.Data)), len(p.GetPatch())
+			}
+			if u, ok := a.(clientgotesting.UpdateAction); ok {
+				cm := u.GetObject().(*v1.ConfigMap)
+				raw, _ := json.Marshal(cm)
+				w.keys, w.bytes = slices.Sorted(maps.Keys(cm.Data)), len(raw)
+			}
+			writes, evictionsBefore = append(writes, w), append(evictionsBefore, evictions)
+		}
+	}
+	return writes, evictionsBefore
 }
 
 // twoEvictionsOnN1 is node n1 at 9,700 of 10,000 PIDs, whose relief evicts

@@ -1,4 +1,10 @@
-package relievenodepressure
+// Package eventrecorder is RelieveNodePressure's Event scheme: an
+// events.EventRecorder whose Eventf never waits on the API server and
+// whose writes are bounded so that an Event repeated every run never
+// storms it. It knows nothing of the relief it reports on, which is why it
+// is a package of its own: its contract (one Event per object and reason,
+// a bound per run and per window, nothing dropped silently) is its API.
+package eventrecorder
 
 import (
 	"context"
@@ -24,9 +30,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// The plugin runs every second in the shipped Deployment and finds the same
-// unrelievable node and the same malformed annotations every run. Its
-// Events are bounded so that repeats never storm the API server:
+// RelieveNodePressure runs every second in the shipped Deployment and finds
+// the same unrelievable node and the same malformed annotations every run.
+// Its Events are bounded so that repeats never storm the API server:
 //
 //   - every (object, reason) has one Event, whatever its note: a repeat is
 //     counted into that Event's count and its note replaced by the latest;
@@ -52,49 +58,57 @@ const eventWriteTimeout = 10 * time.Second
 
 // maxQueuedEvents bounds the Events waiting to be written (the bounds above
 // keep it far from full unless the API server stops answering); more are
-// dropped and counted in EventsDroppedTotal.
+// dropped, logged at the next BeginRun and passed to New's onDrop.
 const maxQueuedEvents = 100
 
-// maxEventNote is the API server's limit on an Event's note.
-const maxEventNote = 1024
+// MaxNote is the API server's limit on an Event's note.
+const MaxNote = 1024
 
-// eventLimits are a recorder's bounds; tests shorten the window.
-type eventLimits struct {
-	window         time.Duration
-	perRun         int
-	perWindow      int
-	maxQueued      int
-	writeTimeout   time.Duration
-	correlatorSize int
+// Limits are a Recorder's bounds; tests shorten the window.
+type Limits struct {
+	// Window is how often one (object, reason) is written at most, and
+	// the period PerWindow counts over.
+	Window time.Duration
+	// PerRun bounds the writes between two BeginRun calls, and is the
+	// token bucket's burst; PerWindow is its refill over Window.
+	PerRun, PerWindow int
+	// MaxQueued bounds the Events waiting to be written.
+	MaxQueued int
+	// WriteTimeout bounds one write.
+	WriteTimeout time.Duration
+	// CorrelatorSize is the correlator's LRU cache size (0: client-go's).
+	CorrelatorSize int
 }
 
-var defaultEventLimits = eventLimits{
-	window: eventWindow, perRun: maxEventWritesPerRun, perWindow: maxEventWritesPerWindow,
-	maxQueued: maxQueuedEvents, writeTimeout: eventWriteTimeout,
+// DefaultLimits are the bounds the plugin runs with (the constants above).
+var DefaultLimits = Limits{
+	Window: eventWindow, PerRun: maxEventWritesPerRun, PerWindow: maxEventWritesPerWindow,
+	MaxQueued: maxQueuedEvents, WriteTimeout: eventWriteTimeout,
 }
 
-// recorder writes the plugin's Events (core/v1, as the correlator works on
+// Recorder writes the plugin's Events (core/v1, as the correlator works on
 // them; the events.k8s.io API shows the same objects). Eventf never waits
 // on the API server: Events are written by one goroutine that lives as long
 // as the plugin instance, across runs. The descheduler exits right after a
 // one-shot run (--descheduling-interval=0, as the CronJob runs it), so the
-// command calls FlushEvents before it exits, and the writer drains its
+// command calls FlushAll before it exits, and the writer drains its
 // queue when the plugin's context ends.
-type recorder struct {
+type Recorder struct {
 	logger     klog.Logger
 	client     clientset.Interface
 	source     v1.EventSource
-	limits     eventLimits
+	limits     Limits
 	clock      clock.PassiveClock
+	onDrop     func()
 	correlator *record.EventCorrelator
 	bucket     flowcontrol.PassiveRateLimiter
 	queue      chan write
 
 	mu sync.Mutex
-	// writtenThisRun counts the writes queued since beginRun.
+	// writtenThisRun counts the writes queued since BeginRun.
 	writtenThisRun int
 	// dropped counts the Events the bounds or the full queue dropped
-	// since the last beginRun, which logs them once.
+	// since the last BeginRun, which logs them once.
 	dropped  int
 	inFlight int
 	closed   bool
@@ -109,28 +123,32 @@ type write struct {
 	patch []byte
 }
 
-var _ events.EventRecorder = &recorder{}
+var _ events.EventRecorder = &Recorder{}
 
-// live are the recorders whose writers run, for FlushEvents.
+// live are the recorders whose writers run, for FlushAll.
 var live = struct {
 	sync.Mutex
-	recorders map[*recorder]struct{}
-}{recorders: map[*recorder]struct{}{}}
+	recorders map[*Recorder]struct{}
+}{recorders: map[*Recorder]struct{}{}}
 
-// newRecorder returns a recorder writing to client until ctx ends, then
+// New returns a Recorder reporting as component, writing to client until ctx ends, then
 // writing what it holds. In dry-run mode the handle's client is the
 // descheduler's sandbox, so a dry run writes no Events to the cluster, as
 // upstream's evictor does.
-func newRecorder(ctx context.Context, client clientset.Interface, limits eventLimits, clk clock.PassiveClock) *recorder {
+//
+// onDrop, when not nil, is called for every Event the bounds or the full
+// queue drop (the plugin counts them in a metric).
+func New(ctx context.Context, client clientset.Interface, component string, limits Limits, clk clock.PassiveClock, onDrop func()) *Recorder {
 	host, _ := os.Hostname()
-	r := &recorder{
+	r := &Recorder{
 		logger: klog.FromContext(ctx),
 		client: client,
-		source: v1.EventSource{Component: EventReportingController, Host: host},
+		source: v1.EventSource{Component: component, Host: host},
+		onDrop: onDrop,
 		limits: limits,
 		clock:  clk,
 		correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{
-			LRUCacheSize: limits.correlatorSize,
+			LRUCacheSize: limits.CorrelatorSize,
 			// Every repeat of a reason on an object merges into one
 			// Event, whatever its note (the figures in a note change
 			// with every sample), which shows the latest note.
@@ -140,12 +158,12 @@ func newRecorder(ctx context.Context, client clientset.Interface, limits eventLi
 			// One write per object and reason per window.
 			SpamKeyFunc: objectAndReason,
 			BurstSize:   1,
-			QPS:         float32(1 / limits.window.Seconds()),
+			QPS:         float32(1 / limits.Window.Seconds()),
 			Clock:       clk,
 		}),
 		bucket: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(
-			float32(float64(limits.perWindow)/limits.window.Seconds()), limits.perRun, clk),
-		queue: make(chan write, limits.maxQueued),
+			float32(float64(limits.PerWindow)/limits.Window.Seconds()), limits.PerRun, clk),
+		queue: make(chan write, limits.MaxQueued),
 		idle:  make(chan struct{}),
 	}
 	close(r.idle)
@@ -166,7 +184,7 @@ func objectAndReason(ev *v1.Event) string {
 
 // writeUntil writes the queued Events until ctx ends, then those still
 // queued, and stops.
-func (r *recorder) writeUntil(ctx context.Context) {
+func (r *Recorder) writeUntil(ctx context.Context) {
 	defer func() {
 		live.Lock()
 		delete(live.recorders, r)
@@ -194,9 +212,9 @@ func (r *recorder) writeUntil(ctx context.Context) {
 
 // write patches the Event's count, or creates it (also where the Event to
 // patch is gone: the API server's Event TTL, or a write dropped earlier).
-func (r *recorder) write(w write) {
+func (r *Recorder) write(w write) {
 	defer r.done()
-	ctx, cancel := context.WithTimeout(context.Background(), r.limits.writeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.limits.WriteTimeout)
 	defer cancel()
 	evs := r.client.CoreV1().Events(w.event.Namespace)
 	var err error
@@ -216,7 +234,7 @@ func (r *recorder) write(w write) {
 // Eventf records an Event about regarding, within the bounds above; its
 // note is cut to the API's limit, so that no Event is refused for its
 // length. It never waits on the API server.
-func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	ref, err := reference.GetReference(scheme.Scheme, regarding)
 	if err != nil {
 		r.logger.Error(err, "Could not make an Event's reference; not recording it", "reason", reason)
@@ -261,9 +279,8 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	out.Action, out.Related = ev.Action, ev.Related
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.writtenThisRun >= r.limits.perRun || !r.bucket.TryAccept() {
-		EventsDroppedTotal.Inc()
-		r.dropped++
+	if r.closed || r.writtenThisRun >= r.limits.PerRun || !r.bucket.TryAccept() {
+		r.drop()
 		return
 	}
 	select {
@@ -274,25 +291,24 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 		}
 		r.inFlight++
 	default:
-		EventsDroppedTotal.Inc()
-		r.dropped++
+		r.drop()
 	}
 }
 
-// beginRun starts a run's bound on writes and logs the Events the last run
+// BeginRun starts a run's bound on writes and logs the Events the last run
 // dropped.
-func (r *recorder) beginRun(logger klog.Logger) {
+func (r *Recorder) BeginRun(logger klog.Logger) {
 	r.mu.Lock()
 	dropped := r.dropped
 	r.dropped, r.writtenThisRun = 0, 0
 	r.mu.Unlock()
 	if dropped > 0 {
 		logger.Info("Warning: Events not written, beyond the bounds on Event writes or with too many waiting; their log lines stand",
-			"dropped", dropped, "perRun", r.limits.perRun, "perWindow", r.limits.perWindow, "window", r.limits.window)
+			"dropped", dropped, "perRun", r.limits.PerRun, "perWindow", r.limits.PerWindow, "window", r.limits.Window)
 	}
 }
 
-func (r *recorder) done() {
+func (r *Recorder) done() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.inFlight > 0 {
@@ -303,9 +319,9 @@ func (r *recorder) done() {
 	}
 }
 
-// flush waits until every Event queued so far is written (or failed to
+// Flush waits until every Event queued so far is written (or failed to
 // be), or until deadline.
-func (r *recorder) flush(deadline <-chan time.Time) bool {
+func (r *Recorder) Flush(deadline <-chan time.Time) bool {
 	r.mu.Lock()
 	idle := r.idle
 	r.mu.Unlock()
@@ -317,13 +333,13 @@ func (r *recorder) flush(deadline <-chan time.Time) bool {
 	}
 }
 
-// FlushEvents waits, at most timeout, until the Events every plugin
+// FlushAll waits, at most timeout, until the Events every Recorder
 // instance has queued are written. The descheduler command calls it before
 // it exits, so that a one-shot run (the CronJob) loses none; a run itself
 // never waits on the API server for its Events.
-func FlushEvents(logger klog.Logger, timeout time.Duration) {
+func FlushAll(logger klog.Logger, timeout time.Duration) {
 	live.Lock()
-	recorders := make([]*recorder, 0, len(live.recorders))
+	recorders := make([]*Recorder, 0, len(live.recorders))
 	for r := range live.recorders {
 		recorders = append(recorders, r)
 	}
@@ -331,7 +347,7 @@ func FlushEvents(logger klog.Logger, timeout time.Duration) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for _, r := range recorders {
-		if !r.flush(timer.C) {
+		if !r.Flush(timer.C) {
 			logger.Info("Warning: gave up waiting for Events to be written", "timeout", timeout)
 			return
 		}
@@ -340,8 +356,16 @@ func FlushEvents(logger klog.Logger, timeout time.Duration) {
 
 // boundedNote cuts note to the API server's limit on an Event's note.
 func boundedNote(note string) string {
-	if len(note) <= maxEventNote {
+	if len(note) <= MaxNote {
 		return note
 	}
-	return strings.ToValidUTF8(note[:maxEventNote-len("…")], "") + "…"
+	return strings.ToValidUTF8(note[:MaxNote-len("…")], "") + "…"
+}
+
+// drop counts an Event not written; r.mu is held.
+func (r *Recorder) drop() {
+	r.dropped++
+	if r.onDrop != nil {
+		r.onDrop()
+	}
 }

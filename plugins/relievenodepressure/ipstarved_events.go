@@ -15,10 +15,11 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 )
 
-// sandboxFailuresSelector selects the kubelet's FailedCreatePodSandBox
+// SandboxFailuresSelector selects the kubelet's FailedCreatePodSandBox
 // Events; reportingComponent is the core/v1 field selector's name for
-// reportingController.
-var sandboxFailuresSelector = fields.AndSelectors(
+// reportingController. It is the field selector of the plugin's one Event
+// informer, whose cost test/agentload measures.
+var SandboxFailuresSelector = fields.AndSelectors(
 	fields.OneTermEqualSelector("reason", ipstarved.ReasonFailedCreatePodSandBox),
 	fields.OneTermEqualSelector("reportingComponent", ipstarved.Kubelet),
 ).String()
@@ -58,7 +59,7 @@ type sandboxFailures struct {
 // cluster with no node short of pod IPs never starts it.
 func newSandboxFailures(ctx context.Context, client kubernetes.Interface) (*sandboxFailures, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sandboxFailuresSelector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = SandboxFailuresSelector }))
 	informer := factory.Core().V1().Events().Informer()
 	if err := informer.SetTransform(trimSandboxFailure); err != nil {
 		return nil, err

@@ -14,6 +14,123 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
 )
 
+// walk is the order in which the plan takes its next pod with the
+// projection st: the ranking of the pending trigger that reclaims first
+// (ranker; for PIDs and memory the kubelet's, memory first), or, where
+// none is (the OOM trigger alone), the neutral order. by is the ranker
+// whose ranking it is; nil for the neutral order.
+func (n *nodeRelief) walk(st *pressure) (order []*v1.Pod, by ranker) {
+	for _, p := range st.by {
+		if r, ok := p.(ranker); ok && p.level().pending() && (by == nil || r.reclaimOrder() < by.reclaimOrder()) {
+			by = r
+		}
+	}
+	if by == nil {
+		return n.order.neutral, nil
+	}
+	return by.ranking(n), by
+}
+
+// ranker is a projection with its own ranking of the node's pods: the
+// plan walks the ranking of the pending one that reclaims first (lowest
+// reclaimOrder), or the neutral order where none is pending.
+type ranker interface {
+	ranking(n *nodeRelief) []*v1.Pod
+	reclaimOrder() int
+	// victimOrder: the ranking is the order in which the kubelet would
+	// evict the pods, so the pods after one that cannot move are not the
+	// pressure's cause and the walk ends there. Otherwise each pod of the
+	// ranking is a cause of its own (ipStarved's starved pods).
+	victimOrder() bool
+}
+
+// kubeletRanking is the node's pods as the kubelet's eviction manager
+// ranks them for m's signal, with the node agent's figures as its stats:
+// the neutral order breaks ties. A pod the list does not name held less than
+// every listed one (or, on a complete list, nothing), where the kubelet,
+// which has stats for every running pod, ranks it by what it holds: it is
+// ranked by what the plan counts it at, its list's bound, and after a listed
+// pod with the same figure. (The kubelet ranks a pod it has no stats for
+// first; every pod the node agent's sample held had stats there.)
+func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
+	if r := n.rankings[m.key]; r != nil {
+		return r
+	}
+	lowerFirst := *n.args.LowerPriorityFirst
+	keys := make(map[types.UID]rankKey, len(n.order.neutral))
+	for _, pod := range n.order.neutral {
+		k := rankKey{}
+		k.held, k.listed = m.pods.LookupPod(pod)
+		if !k.listed {
+			k.held, _ = m.gain(pod)
+		}
+		if m.requested != nil {
+			k.request = m.requested(pod)
+		}
+		if lowerFirst {
+			k.priority = corev1helpers.PodPriority(pod)
+		}
+		keys[pod.UID] = k
+	}
+	order := slices.Clone(n.order.neutral)
+	slices.SortStableFunc(order, func(a, b *v1.Pod) int { return m.rank(keys[a.UID], keys[b.UID]) })
+	if n.rankings == nil {
+		n.rankings = map[string][]*v1.Pod{}
+	}
+	n.rankings[m.key] = order
+	return order
+}
+
+// rankKey is what the kubelet ranks a pod by for one signal.
+type rankKey struct {
+	// held is the pod's figure: its measured one where the node's list names
+	// it (listed), otherwise what the plan counts it at (measured.gain),
+	// which for a pod the sample held is at most the smallest listed figure.
+	held    int64
+	listed  bool
+	request int64
+	// priority is spec.priority; 0 for every pod when lowerPriorityFirst
+	// is off.
+	priority int32
+}
+
+// rankMemoryPressure compares two pods as the kubelet's rankMemoryPressure
+// of Kubernetes v1.36 does (pkg/kubelet/eviction: orderedBy(
+// exceedMemoryRequests, priority, memory)): the pod whose working set
+// exceeds its memory request first, then lower priority, then the larger
+// working set above request. TestKubeletRanksAsThePlan drives the kubelet's
+// eviction manager itself to check it.
+func rankMemoryPressure(a, b rankKey) int {
+	return cmp.Or(
+		cmpBool(a.held > a.request, b.held > b.request),
+		cmp.Compare(a.priority, b.priority),
+		cmp.Compare(b.held-b.request, a.held-a.request),
+		cmpBool(a.listed, b.listed),
+	)
+}
+
+// rankPIDPressure compares two pods as the kubelet's rankPIDPressure of
+// Kubernetes v1.36 does (orderedBy(priority, process)): lower priority
+// first, then more processes.
+func rankPIDPressure(a, b rankKey) int {
+	return cmp.Or(
+		cmp.Compare(a.priority, b.priority),
+		cmp.Compare(b.held, a.held),
+		cmpBool(a.listed, b.listed),
+	)
+}
+
+// cmpBool puts true first.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
+
 // evictionOrder is the order of a node's pods for eviction, in two layers.
 //
 // Across workloads (controller owners) the plan walks the kubelet's own
@@ -113,108 +230,4 @@ func ownerOf(pod *v1.Pod) owner {
 		return owner(pod.Namespace + "/" + string(ref.UID))
 	}
 	return owner("pod/" + string(pod.UID))
-}
-
-// rankKey is what the kubelet ranks a pod by for one signal.
-type rankKey struct {
-	// held is the pod's figure: its measured one where the node's list names
-	// it (listed), otherwise what the plan counts it at (measured.gain),
-	// which for a pod the sample held is at most the smallest listed figure.
-	held    int64
-	listed  bool
-	request int64
-	// priority is spec.priority; 0 for every pod when lowerPriorityFirst
-	// is off.
-	priority int32
-}
-
-// rankMemoryPressure compares two pods as the kubelet's rankMemoryPressure
-// of Kubernetes v1.36 does (pkg/kubelet/eviction: orderedBy(
-// exceedMemoryRequests, priority, memory)): the pod whose working set
-// exceeds its memory request first, then lower priority, then the larger
-// working set above request. TestKubeletRanksAsThePlan drives the kubelet's
-// eviction manager itself to check it.
-func rankMemoryPressure(a, b rankKey) int {
-	return cmp.Or(
-		cmpBool(a.held > a.request, b.held > b.request),
-		cmp.Compare(a.priority, b.priority),
-		cmp.Compare(b.held-b.request, a.held-a.request),
-		cmpBool(a.listed, b.listed),
-	)
-}
-
-// rankPIDPressure compares two pods as the kubelet's rankPIDPressure of
-// Kubernetes v1.36 does (orderedBy(priority, process)): lower priority
-// first, then more processes.
-func rankPIDPressure(a, b rankKey) int {
-	return cmp.Or(
-		cmp.Compare(a.priority, b.priority),
-		cmp.Compare(b.held, a.held),
-		cmpBool(a.listed, b.listed),
-	)
-}
-
-// cmpBool puts true first.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return -1
-	}
-	return 1
-}
-
-// kubeletRanking is the node's pods as the kubelet's eviction manager
-// ranks them for m's signal, with the node agent's figures as its stats:
-// the neutral order breaks ties. A pod the list does not name held less than
-// every listed one (or, on a complete list, nothing), where the kubelet,
-// which has stats for every running pod, ranks it by what it holds: it is
-// ranked by what the plan counts it at, its list's bound, and after a listed
-// pod with the same figure. (The kubelet ranks a pod it has no stats for
-// first; every pod the node agent's sample held had stats there.)
-func (n *nodeRelief) kubeletRanking(m *measured) []*v1.Pod {
-	if r := n.rankings[m.key]; r != nil {
-		return r
-	}
-	lowerFirst := *n.args.LowerPriorityFirst
-	keys := make(map[types.UID]rankKey, len(n.order.neutral))
-	for _, pod := range n.order.neutral {
-		k := rankKey{}
-		k.held, k.listed = m.pods.LookupPod(pod)
-		if !k.listed {
-			k.held, _ = m.gain(pod)
-		}
-		if m.requested != nil {
-			k.request = m.requested(pod)
-		}
-		if lowerFirst {
-			k.priority = corev1helpers.PodPriority(pod)
-		}
-		keys[pod.UID] = k
-	}
-	order := slices.Clone(n.order.neutral)
-	slices.SortStableFunc(order, func(a, b *v1.Pod) int { return m.rank(keys[a.UID], keys[b.UID]) })
-	if n.rankings == nil {
-		n.rankings = map[string][]*v1.Pod{}
-	}
-	n.rankings[m.key] = order
-	return order
-}
-
-// walk is the order in which the plan takes its next pod with the
-// projection st: the ranking of the pending trigger that reclaims first
-// (ranker; for PIDs and memory the kubelet's, memory first), or, where
-// none is (the OOM trigger alone), the neutral order. by is the ranker
-// whose ranking it is; nil for the neutral order.
-func (n *nodeRelief) walk(st *pressure) (order []*v1.Pod, by ranker) {
-	for _, p := range st.by {
-		if r, ok := p.(ranker); ok && p.level().pending() && (by == nil || r.reclaimOrder() < by.reclaimOrder()) {
-			by = r
-		}
-	}
-	if by == nil {
-		return n.order.neutral, nil
-	}
-	return by.ranking(n), by
 }

@@ -3,6 +3,7 @@ package relievenodepressure
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -46,6 +47,22 @@ type trigger struct {
 	// onto such a node), an error where the node's pods could not be
 	// listed (it takes nothing).
 	room roomCheck
+}
+
+// triggersOf returns the enabled pressure triggers, in the order their
+// figures are logged and their reasons given.
+func triggersOf(args *RelieveNodePressureArgs) []*trigger {
+	var ts []*trigger
+	if t := args.PIDs; t != nil {
+		ts = append(ts, pidsFigure(t).trigger())
+	}
+	if t := args.Memory; t != nil {
+		ts = append(ts, memoryFigure(t, memoryEstimate(args)).trigger())
+	}
+	if t := args.OOM; t != nil {
+		ts = append(ts, oomTrigger(t))
+	}
+	return ts
 }
 
 // projection is a node's figure by one trigger at the start of the cycle
@@ -120,17 +137,21 @@ func (g gauge) aboveThreshold() bool {
 	return !g.bestEffort && g.triggered() && exceeds(g.used, g.allocatable, g.threshold)
 }
 
-// ranker is a projection with its own ranking of the node's pods: the
-// plan walks the ranking of the pending one that reclaims first (lowest
-// reclaimOrder), or the neutral order where none is pending.
-type ranker interface {
-	ranking(n *nodeRelief) []*v1.Pod
-	reclaimOrder() int
-	// victimOrder: the ranking is the order in which the kubelet would
-	// evict the pods, so the pods after one that cannot move are not the
-	// pressure's cause and the walk ends there. Otherwise each pod of the
-	// ranking is a cause of its own (ipStarved's starved pods).
-	victimOrder() bool
+// exceeds reports whether part/whole > pct/100, exactly, without overflow,
+// for non-negative operands (negative ones count as 0).
+func exceeds(part, whole, pct int64) bool {
+	hi1, lo1 := bits.Mul64(uint64(max(part, 0)), 100)
+	hi2, lo2 := bits.Mul64(uint64(max(pct, 0)), uint64(max(whole, 0)))
+	return hi1 > hi2 || hi1 == hi2 && lo1 > lo2
+}
+
+// percentOf is ⌊whole × pct / 100⌋ for pct in [0, 100]; negative inputs
+// count as 0; it cannot overflow.
+func percentOf(whole, pct int64) int64 {
+	a, p := max(whole, 0), min(max(pct, 0), 100)
+	// a = 100q + r, so a·p/100 = q·p + r·p/100 with p ≤ 100: no
+	// intermediate exceeds a.
+	return a/100*p + a%100*p/100
 }
 
 // assessTrigger returns node's projection by t, or why it is unknown: the
