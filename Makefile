@@ -73,7 +73,7 @@ fuzz: ## every fuzz test under FUZZ_DIRS (annotation parsers, args decoders, mod
 	  done; \
 	done
 
-run: ## demo: local control plane, NODES kwok nodes, headroom-scheduler and -descheduler, a Deployment, one node relieved
+run: ## demo: local control plane, NODES kwok nodes and two real nodes, headroom-scheduler and -descheduler, a Deployment, one node relieved, a real node's storm moved to the other
 	NODES=$(NODES) hack/local-up.sh
 
 down: ## stop the demo cluster

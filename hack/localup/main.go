@@ -2,8 +2,10 @@
 // kube-apiserver, kube-controller-manager, kwok) with simulated nodes,
 // headroom-scheduler as the secondary scheduler "headroom-scheduler", a
 // demo Deployment that uses it, and headroom-descheduler relieving a node
-// the demo drives into PID pressure (relieve.go). The processes keep running
-// after it exits; `localup -down` stops them.
+// the demo drives into PID pressure (relieve.go); where the machine allows,
+// two real nodes, a PID storm on the first relieved and its replacement
+// started on the second (realnode.go). The processes keep running after it
+// exits; `localup -down` stops them.
 package main
 
 import (
