@@ -4,8 +4,10 @@
 # secondary scheduler "headroom-scheduler", applies the demo Deployment and
 # prints where its pods landed; then runs headroom-descheduler every 20s,
 # drives one node into PID pressure and prints what was evicted, in order
-# and why, and where the replacements landed. The cluster keeps running:
-# hack/local-down.sh (make down) stops it.
+# and why, and where the replacements landed; where the machine allows, a
+# PID storm on the first of two real nodes is relieved and its replacement
+# starts on the second. The cluster keeps running: hack/local-down.sh
+# (make down) stops it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"

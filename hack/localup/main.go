@@ -2,12 +2,15 @@
 // kube-apiserver, kube-controller-manager, kwok) with simulated nodes,
 // headroom-scheduler as the secondary scheduler "headroom-scheduler", a
 // demo Deployment that uses it, and headroom-descheduler relieving a node
-// the demo drives into PID pressure (relieve.go). The processes keep running
-// after it exits; `localup -down` stops them.
+// the demo drives into PID pressure (relieve.go); where the machine allows,
+// two real nodes, a PID storm on the first relieved and its replacement
+// started on the second (realnode.go). The processes keep running after it
+// exits; `localup -down` stops them.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -55,11 +58,9 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 		return err
 	}
 	if down {
-		// The real node first: its sandboxes go through containerd's CRI.
-		if err := realnode.Teardown(dir); err != nil {
-			return err
-		}
-		if err := controlplane.StopDetached(dir); err != nil {
+		// The real nodes first: their sandboxes go through containerd's CRI.
+		// The control plane goes even where a node's teardown failed.
+		if err := errors.Join(realnode.Teardown(dir), controlplane.StopDetached(dir)); err != nil {
 			return err
 		}
 		fmt.Println("stopped the cluster in", dir)
@@ -84,10 +85,18 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 	if err != nil {
 		return err
 	}
-	var node *realnode.Node
+	var realNodes []*realnode.Node
 	if real == nil {
-		if node, err = startRealNode(ctx, cp); err != nil {
+		if realNodes, err = startRealNodes(ctx, cp); err != nil {
 			return err
+		}
+		// The kwok part of the demo runs on the kwok nodes: the demo's
+		// image is not on the real nodes, and their figures are the
+		// machine's. realNodeStorm uncordons them.
+		for _, n := range realNodes {
+			if err := setUnschedulable(ctx, cp, n.Name, true); err != nil {
+				return err
+			}
 		}
 		// The storm's pods on the real node are seconds old.
 		relief.minPodAge = "0s"
@@ -121,8 +130,8 @@ func run(nodes int, dir, schedCfg, demo string, down bool) error {
 		if pressured, busy, err = relieveLoop(ctx, cp, dep, relief.policy, relief.deployment, relief.interval); err != nil {
 			return err
 		}
-		if node != nil {
-			if err := realNodeStorm(ctx, cp, node); err != nil {
+		if realNodes != nil {
+			if err := realNodeStorm(ctx, cp, realNodes[0], realNodes[1]); err != nil {
 				return err
 			}
 		}

@@ -1,14 +1,15 @@
 //go:build e2ebench
 
-// Package e2ebench runs the same PID storm and pod-IP exhaustion, the same
-// slow PID leak, and the same memory hog (memory_test.go) on a real node,
+// Package e2ebench runs the same PID storm, the same slow PID leak, the
+// same pod-IP exhaustion on two real nodes (podips_test.go) and the same
+// memory hog (memory_test.go) on a real node,
 // -runs times each with each stack: (A) kube-scheduler's default profile
 // and the kubelet's own eviction, (B) headroom-scheduler,
 // headroom-descheduler and the node agent (the kubelet set up the same),
 // and writes every run side by side with each stack's medians and ranges.
 // make e2e-bench runs it:
 //
-//	go test -tags e2ebench -count=1 -timeout 150m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
+//	go test -tags e2ebench -count=1 -timeout 200m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
 package e2ebench
 
 import (
@@ -35,7 +36,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 	"github.com/headroom-k8s/headroom/test/realnode"
 )
@@ -80,16 +80,15 @@ var modes = []mode{
 }
 
 // pidPart is a PID part of the bench: the hogs grow over ramp, the run
-// watches for watch; fill adds the pod-IP part after it.
+// watches for watch.
 type pidPart struct {
 	name, title string
 	ramp, watch time.Duration
-	fill        bool
 }
 
 func pidParts() []pidPart {
 	return []pidPart{
-		{name: "storm", title: "A PID storm, then pod IPs running out", ramp: hogRamp, watch: *duration, fill: true},
+		{name: "storm", title: "A PID storm", ramp: hogRamp, watch: *duration},
 		{name: "slowleak", title: "A slow PID leak", ramp: *slowRamp, watch: *slowRamp + 60*time.Second},
 	}
 }
@@ -98,13 +97,8 @@ func pidParts() []pidPart {
 type result struct {
 	failedForks      int64 // failed fork/clone attempts, summed over every stress pod
 	podsWithFailures int
-	stuckNoIP        int // pods bound to the node whose sandbox got no IP
-	pendingNoIP      int // pods kept Pending by NodeIPs
-	// pendingOther are pods kept Pending for another reason (NodePIDs':
-	// the node's PID figure counts every task of the machine), by reason.
-	pendingOther map[string]int
-	secondsAbove int // seconds the node's tasks were above 95 % of allocatable
-	secondsFull  int // seconds the pods' cgroup was at its pids.max
+	secondsAbove     int // seconds the node's tasks were above 95 % of allocatable
+	secondsFull      int // seconds the pods' cgroup was at its pids.max
 	// crossedAt is when the node's tasks first passed the descheduler's
 	// threshold (95 % of allocatable), from the hogs' start; -1: never.
 	crossedAt     time.Duration
@@ -139,6 +133,16 @@ func TestE2EBench(t *testing.T) {
 			}
 		})
 	}
+	var podIPs []stackRun[ipResult]
+	t.Run("podips", func(t *testing.T) {
+		for i := 1; i <= *runs; i++ {
+			for _, m := range modes {
+				t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
+					podIPs = append(podIPs, stackRun[ipResult]{m.stack(), i, runPodIPs(t, m)})
+				})
+			}
+		}
+	})
 	t.Run("memory", func(t *testing.T) {
 		for i := 1; i <= *runs; i++ {
 			for _, m := range memModes {
@@ -151,9 +155,9 @@ func TestE2EBench(t *testing.T) {
 	if t.Failed() {
 		t.Fatal("a run failed; no table written")
 	}
-	out := render(pid, memory)
+	out := render(pid, podIPs, memory)
 	fmt.Println(out)
-	complete := len(memory) == *runs*len(memModes)
+	complete := len(memory) == *runs*len(memModes) && len(podIPs) == *runs*len(modes)
 	for _, part := range pidParts() {
 		complete = complete && len(pid[part.name]) == *runs*len(modes)
 	}
@@ -165,6 +169,38 @@ func TestE2EBench(t *testing.T) {
 		if err := os.WriteFile(*table, []byte(out), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	checkReliefBound(t, pid["storm"])
+}
+
+// reliefMedianBound bounds Headroom's median reaction in the PID storm,
+// from the node's tasks passing 95 % of allocatable to the first eviction:
+// the storm takes the node from there to the kubelet's hard eviction line
+// in about 3 s. Timings are the bench's to hold, not a test's: the bench
+// runs on a machine of its own; the real-node test holds the order alone
+// (TestRealNodeReliefInSeconds).
+const reliefMedianBound = 5 * time.Second
+
+// checkReliefBound fails the bench (after its table is written) when
+// Headroom's median reaction over the storm's runs passes
+// reliefMedianBound, or no run of it reacted at all.
+func checkReliefBound(t *testing.T, runs []stackRun[result]) {
+	t.Helper()
+	var xs []float64
+	for _, r := range runs {
+		if r.stack != "B" {
+			continue
+		}
+		if d, ok := reactionTime(r.r.crossedAt, r.r.log); ok {
+			xs = append(xs, d.Seconds())
+		}
+	}
+	if len(xs) == 0 {
+		t.Errorf("no run of Headroom's stack crossed the line and evicted: no reaction to bound")
+		return
+	}
+	if m := median(xs); m > reliefMedianBound.Seconds() {
+		t.Errorf("Headroom's median reaction in the storm %.1f s (runs: %v), want at most %s", m, xs, reliefMedianBound)
 	}
 }
 
@@ -219,31 +255,6 @@ func run(t *testing.T, m mode, part pidPart) result {
 		r.agentWrites, r.agentWritesOver = writes()
 	}
 
-	if part.fill {
-		// Pod IPs: fill pods pinned to the real node, three more than it has.
-		fill(ctx, t, cp, m.scheduler, node.Name)
-		time.Sleep(30 * time.Second)
-		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=fill"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			switch {
-			case p.Spec.NodeName == node.Name && p.Status.PodIP == "":
-				r.stuckNoIP++
-			case p.Spec.NodeName == "":
-				why := pendingReason(&p)
-				if strings.Contains(why, nodeips.ErrReasonNoFreeIPs) {
-					r.pendingNoIP++
-					continue
-				}
-				if r.pendingOther == nil {
-					r.pendingOther = map[string]int{}
-				}
-				r.pendingOther[why]++
-			}
-		}
-	}
 	t.Logf("%s, %s: %+v; what happened: %s", part.name, m.name, r, strings.Join(r.log.timeline, "; "))
 	return r
 }
@@ -448,27 +459,11 @@ func deployWith(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane
 	}
 }
 
+// fill makes the Deployment of fillPods pause pods pinned to node by a
+// nodeSelector, placed by scheduler.
 func fill(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, scheduler, node string) {
 	t.Helper()
-	replicas := int32(fillPods)
-	labels := map[string]string{"app": "fill"}
-	grace := int64(1)
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "fill", Namespace: metav1.NamespaceDefault},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					SchedulerName:                 scheduler,
-					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
-					TerminationGracePeriodSeconds: &grace,
-					Containers:                    []corev1.Container{{Name: "pause", Image: realnode.PauseImage, ImagePullPolicy: corev1.PullNever}},
-				},
-			},
-		},
-	}
+	d := fillDeployment("fill", scheduler, fillPods, map[string]string{"app": "fill"}, map[string]string{corev1.LabelHostname: node})
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -645,22 +640,28 @@ func pluginArgs(policy map[string]any, name string) (map[string]any, error) {
 	return nil, fmt.Errorf("the policy has no pluginConfig for %s", name)
 }
 
-func render(pid map[string][]stackRun[result], memory []stackRun[memResult]) string {
+func render(pid map[string][]stackRun[result], podIPs []stackRun[ipResult], memory []stackRun[memResult]) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Side by side on a real node
 
 Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storms on a
 real node (kubelet v1.36.3, containerd, runc, CNI bridge + host-local;
-docs/real-node.md), with a kwok node beside it, %d times with each stack:
+docs/real-node.md), with a kwok node beside it (the pod-IP part: a second
+real node), %d times with each stack:
 (A) kube-scheduler's default profile and the kubelet's own eviction, (B)
 headroom-scheduler, headroom-descheduler and the node agent, the kubelet
-set up the same. Each run starts a node of its own; A and B alternate.
+set up the same. Each run starts its nodes afresh (the pod-IP part two
+real nodes), so no part or run inherits another's pods, pressure or
+figures; A and B alternate.
 Every table shows each run, then each stack's median and range.
 `, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel(), *runs)
 	for _, part := range pidParts() {
 		if rs := pid[part.name]; len(rs) > 0 {
 			b.WriteString(renderPID(part, rs))
 		}
+	}
+	if len(podIPs) > 0 {
+		b.WriteString(renderPodIPs(podIPs))
 	}
 	if len(memory) > 0 {
 		b.WriteString(renderMemory(memory))
@@ -679,28 +680,10 @@ node's tasks above %d), 13 pod IPs.
 
 %d "web" pods of %d threads, then %d "hog" pods growing to %d
 threads each over %s, watched for %s.`, part.title, podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, part.ramp, part.watch)
-	if part.fill {
-		fmt.Fprintf(&b, ` Then %d pause pods pinned to the node
-by a nodeSelector, three more than its pod IPs.`, fillPods)
-	}
 	b.WriteString(" *Victims* are the evicted pods in the order seen, by app and by whom.\n\n")
 	rows := []row[result]{
 		countRow("failed forks/clones (all stress pods)", func(r result) int { return int(r.failedForks) }),
 		countRow("pods that saw a failed fork", func(r result) int { return r.podsWithFailures }),
-	}
-	if part.fill {
-		rows = append(rows,
-			countRow("pods stuck without an IP (ContainerCreating)", func(r result) int { return r.stuckNoIP }),
-			countRow("pods kept Pending for want of a pod IP", func(r result) int { return r.pendingNoIP }),
-			row[result]{name: "pods kept Pending for another reason", text: func(r result) string {
-				return tally(r.pendingOther, "; ", func(k string, v int) string { return fmt.Sprintf("%d: %q", v, k) })
-			}, num: func(r result) (float64, bool) {
-				n := 0
-				for _, v := range r.pendingOther {
-					n += v
-				}
-				return float64(n), true
-			}})
 	}
 	rows = append(rows,
 		countRow("pods evicted", func(r result) int { return r.log.evictions("", "") }),

@@ -43,12 +43,7 @@ func textRow[R any](name string, f func(R) string) row[R] {
 // DisruptionTarget time, whole seconds): the reaction the victims row
 // names the author of. Runs that did not cross or evicted nothing have none.
 func reactionRow[R any](name string, crossed func(R) time.Duration, log func(R) *podLog) row[R] {
-	reaction := func(r R) (time.Duration, bool) {
-		c, l := crossed(r), log(r)
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.firstEviction - c, c >= 0 && l.firstEviction >= 0
-	}
+	reaction := func(r R) (time.Duration, bool) { return reactionTime(crossed(r), log(r)) }
 	return row[R]{name: name, text: func(r R) string {
 		d, ok := reaction(r)
 		if !ok {
@@ -59,6 +54,15 @@ func reactionRow[R any](name string, crossed func(R) time.Duration, log func(R) 
 		d, ok := reaction(r)
 		return math.Round(d.Seconds()*10) / 10, ok
 	}}
+}
+
+// reactionTime is the time from a run's crossing of the line (crossed;
+// < 0: never) to its first eviction; false where the run did not cross or
+// evicted nothing.
+func reactionTime(crossed time.Duration, l *podLog) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.firstEviction - crossed, crossed >= 0 && l.firstEviction >= 0
 }
 
 // writeRuns writes every run side by side (a column per run, in the order

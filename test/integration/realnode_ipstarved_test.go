@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,22 +29,22 @@ import (
 // headroom-descheduler with the shipped policy (ipStarved on; its grace
 // at its 10 s minimum and DefaultEvictor's minPodAge at 0, the pods being
 // seconds old) evicts them, and headroom-scheduler, whose NodeIPs sees the
-// real node full, places their replacements on the kwok node, where they
-// run. Two pods of another Deployment on the same node got the range's
+// real node full, places their replacements on a second real node, where
+// they get addresses of its own range and run. Two pods of another Deployment on the same node got the range's
 // last addresses and wait for their image from a registry that accepts
 // connections and never answers (each pull hangs until the runtime gives
 // up, then the kubelet backs off and pulls again): their sandboxes exist,
 // so they are not starved of a pod IP, and the run leaves them alone.
 func TestRealNodeIPStarved(t *testing.T) {
-	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true, ControllerManager: true}, realnode.Options{})
+	cp, nodes := realnode.StartNodesForTest(t, controlplane.Options{}, realnode.Options{}, realnode.Options{Name: "real-node-2"})
+	node, other := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c := cp.Client
 	ns := metav1.NamespaceDefault
-	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), nil); err != nil {
+	if _, err := realnode.DeployShippedNodeAgentOnNodes(ctx, nodes); err != nil {
 		t.Fatal(err)
 	}
-	deployShippedNodeAgent(ctx, t, node, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10))
 
 	// A registry that accepts connections and never answers: a pull from
 	// it hangs, as a slow one does, until the runtime gives up.
@@ -193,24 +192,31 @@ func TestRealNodeIPStarved(t *testing.T) {
 	if !strings.Contains(log, "has no free pod IP (") {
 		t.Errorf("no eviction reason names the pod IPs\n%s", rnpPluginLines(log))
 	}
-	// The replacements go to the kwok node and run there.
+	// The replacements go to the other real node and run there, with
+	// addresses of its range.
+	_, otherRange, err := net.ParseCIDR(other.PodSubnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=starved"})
 		if err != nil {
 			return false, err
 		}
-		running := 0
+		moved = moved[:0]
 		for _, p := range list.Items {
-			if p.DeletionTimestamp == nil && p.Spec.NodeName == "kwok-node" && p.Status.Phase == corev1.PodRunning {
-				running++
+			if p.DeletionTimestamp == nil && p.Spec.NodeName == other.Name && p.Status.Phase == corev1.PodRunning && otherRange.Contains(net.ParseIP(p.Status.PodIP)) {
+				moved = append(moved, p.Name+" "+p.Status.PodIP)
 			}
 		}
-		return running == len(evicted), nil
+		return len(moved) == len(evicted), nil
 	})
 	if err != nil {
 		list, _ := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		t.Fatalf("the replacements do not run on kwok-node: %v%s", err, realnode.PodSummaries(list.Items))
+		t.Fatalf("the replacements do not run on %s: %v%s", other.Name, err, realnode.PodSummaries(list.Items))
 	}
+	t.Logf("replacements running on %s: %v", other.Name, moved)
 }
 
 // ipStarvedPolicy is the shipped policy with the ipStarved grace at its

@@ -29,12 +29,8 @@ import (
 )
 
 // reliefCrossings is how many times TestRealNodeReliefInSeconds
-// takes the node over the threshold; reliefMedianBound bounds the median
-// time from a crossing to the eviction.
-const (
-	reliefCrossings   = 5
-	reliefMedianBound = 5 * time.Second
-)
+// takes the node over the threshold.
+const reliefCrossings = 5
 
 // TestRealNodeReliefInSeconds (a short name: the node's socket paths
 // under its temporary directory must fit a unix socket address) measures, on the real node with the
@@ -45,14 +41,30 @@ const (
 // from the node's tasks crossing the policy's PID threshold (95 % of
 // allocatable; /proc/loadavg's task count, the kubelet's figure, read every
 // 100 ms) to the eviction of one of the storm's pods (its deletionTimestamp,
-// seen through a watch), over several crossings, and holds the median to
-// reliefMedianBound: in the real node's PID storm the node passes from the
-// threshold to the kubelet's hard eviction threshold in about 3 s
-// (docs/e2e-bench.md), and the old chain (10 s + 10 s) let the kubelet act
-// first. It also prints what the shipped pace costs at rest: the
-// descheduler's CPU and API requests per run, the agent's CPU.
+// seen through a watch), over several crossings, and logs them. What it
+// holds is an order, not a time: the kubelet evicts too, at pid.available
+// below the PIDs reserved (its line: the node's tasks at allocatable, as in
+// make e2e-bench), and in every crossing headroom-descheduler's eviction
+// comes first, with no pod evicted by the kubelet before it. The old chain
+// (10 s + 10 s) let the kubelet act first. The seconds — a median of at
+// most 5 s from the crossing to the eviction — are make e2e-bench's to
+// measure and bound (its reaction row), on a machine it has to itself:
+// a test's timing must not depend on what else the machine runs. It also
+// prints what the shipped pace costs at rest: the descheduler's CPU and
+// API requests per run, the agent's CPU.
 func TestRealNodeReliefInSeconds(t *testing.T) {
-	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{})
+	pidMax, err := realnode.ReadInt("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := pidMax - 2000
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{
+		ReservedPIDs: reserved,
+		EvictionHard: map[string]string{
+			"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
+			"pid.available": strconv.FormatInt(reserved, 10),
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), roomBeside()); err != nil {
@@ -81,13 +93,7 @@ func TestRealNodeReliefInSeconds(t *testing.T) {
 		lat := reliefCrossing(ctx, t, cp, node, desched, name, allocatable, above)
 		latencies = append(latencies, lat)
 	}
-	sorted := slices.Clone(latencies)
-	slices.Sort(sorted)
-	median := sorted[len(sorted)/2]
-	t.Logf("threshold crossed → eviction requested, %d crossings: %v; median %s, max %s", len(latencies), latencies, median, sorted[len(sorted)-1])
-	if median > reliefMedianBound {
-		t.Errorf("median time from crossing the threshold to the eviction %s, want at most %s", median, reliefMedianBound)
-	}
+	t.Logf("threshold crossed → eviction requested, %d crossings: %v (timings under this machine's load; make e2e-bench bounds them)", len(latencies), latencies)
 }
 
 // roomBeside is a PID sample of the node beside the real one: room for
@@ -172,7 +178,8 @@ func reliefCrossing(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 	}
 	defer w.Stop()
 	evicted := make(chan evictionSeen, 1)
-	go watchFirstDeletion(w, evicted)
+	kubeletEvicted := make(chan evictionSeen, 1)
+	go watchFirstEvictions(w, evicted, kubeletEvicted)
 	crossed := make(chan time.Time, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -211,6 +218,11 @@ func reliefCrossing(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 		t.Fatalf("%s: no pod evicted within a minute of the crossing at %s; descheduler log:\n%s", name, crossedAt.Format(time.RFC3339Nano), desched.Log(16<<10))
 	}
 	lat := ev.at.Sub(crossedAt)
+	select {
+	case k := <-kubeletEvicted:
+		t.Fatalf("%s: the kubelet evicted %s (%s after the crossing) before headroom-descheduler's eviction of %s", name, k.pod, k.at.Sub(crossedAt).Round(10*time.Millisecond), ev.pod)
+	default:
+	}
 	// The descheduler asked for it, not the kubelet (whose eviction of a
 	// pod is a status, not a deletion) nor anyone else. It logs the
 	// eviction once the API server answered, which may be after the watch
@@ -249,12 +261,24 @@ type evictionSeen struct {
 	at  time.Time
 }
 
-// watchFirstDeletion sends the first pod the watch shows with a
-// deletionTimestamp, and when it was seen.
-func watchFirstDeletion(w watch.Interface, out chan<- evictionSeen) {
+// watchFirstEvictions sends the first pod the watch shows with a
+// deletionTimestamp (an eviction through the API) to deleted, and the
+// first the kubelet evicted (its eviction is a status: Failed, reason
+// Evicted) to byKubelet, each when it was seen, as long as the first
+// deletion has not been seen; after it, nothing more.
+func watchFirstEvictions(w watch.Interface, deleted, byKubelet chan<- evictionSeen) {
+	kubeletSeen := false
 	for e := range w.ResultChan() {
-		if p, ok := e.Object.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
-			out <- evictionSeen{pod: p.Name, at: time.Now()}
+		p, ok := e.Object.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		if !kubeletSeen && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+			kubeletSeen = true
+			byKubelet <- evictionSeen{pod: p.Name, at: time.Now()}
+		}
+		if p.DeletionTimestamp != nil {
+			deleted <- evictionSeen{pod: p.Name, at: time.Now()}
 			return
 		}
 	}

@@ -214,7 +214,7 @@ func checkFiguresAgree(ctx context.Context, t *testing.T, cp *controlplane.Contr
 	if err != nil {
 		return fmt.Errorf("IP annotations: %w", err)
 	}
-	alloc, err := realnode.HostLocalAllocations()
+	alloc, err := node.HostLocalAllocations()
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func TestRealNodeIPsRunOut(t *testing.T) {
 		fill = append(fill, p)
 	}
 	waitPodsRunning(ctx, t, cp, fill...)
-	alloc, err := realnode.HostLocalAllocations()
+	alloc, err := node.HostLocalAllocations()
 	if err != nil || len(alloc) != 13 {
 		t.Fatalf("host-local holds %d allocations (%v), want the 13 of the range", len(alloc), err)
 	}
@@ -460,25 +460,35 @@ func stressLast(ctx context.Context, node *realnode.Node, pod string) string {
 	return last
 }
 
-// TestRealNodePIDStormRelieved grows a Deployment's stress pods on the real
+// TestRealNodePIDStormRelieved grows a Deployment's stress pods on a real
 // node until the node's PIDs pass the shipped policy's threshold, then runs
 // headroom-descheduler once as its CronJob does. It plans from the shipped
 // agent's figures, evicts what brings the node under target, the kubelet
 // kills the evicted pod's tasks, the pods' cgroup counts fall, the next
-// sample shows the relief, the replacement goes to the node beside, and the
-// next run evicts nothing. No stress pod ever failed to fork.
+// sample shows the relief and the next run evicts nothing. The replacement
+// goes to the second real node, where it starts and its agent lists its
+// PIDs. No stress pod ever failed to fork.
+//
+// The two nodes count the machine's tasks (one kernel): the replacement's
+// threads, once they grow, count on the first node's figure too. So the
+// replacement is held (a scheduling gate of the Deployment's template)
+// until the relief and the second run have been seen, and only then let
+// go to the scheduler, which picks between both real nodes.
 func TestRealNodePIDStormRelieved(t *testing.T) {
-	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	// The node beside has room: a sample of 32768 PIDs, 500 used.
-	spare := pidstats.NodeStats{Capacity: 32768, Used: 500, SampledAt: time.Now()}.Annotations()
-	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), spare); err != nil {
+	pidMax, err := realnode.ReadInt("/proc/sys/kernel/pid_max")
+	if err != nil {
 		t.Fatal(err)
 	}
-	deployShippedNodeAgent(ctx, t, node,
-		"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
-		"--interval=2s", "--max-interval=10s", "--hysteresis-pids=0", "--hysteresis-percent=1")
+	// The second node has room: 8,000 PIDs for its pods, against the
+	// first's 2,000 (the default).
+	cp, nodes := realnode.StartNodesForTest(t, controlplane.Options{}, realnode.Options{}, realnode.Options{Name: "real-node-2", ReservedPIDs: pidMax - 8000})
+	node, roomy := nodes[0], nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := realnode.DeployShippedNodeAgentOnNodes(ctx, nodes,
+		"--interval=2s", "--max-interval=10s", "--hysteresis-pids=0", "--hysteresis-percent=1"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -497,11 +507,30 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// All three on the real node: the node beside is cordoned until they
-	// are (the scheduler would spread them, the node beside being empty).
-	setUnschedulable(ctx, t, cp, "kwok-node", true)
+	const gate = "headroom.dev/test-held"
+	deploy.Spec.Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: gate}}
+	// All three on the first node: the second is cordoned until they are
+	// (the scheduler would spread them, the second being empty).
+	setUnschedulable(ctx, t, cp, roomy.Name, true)
 	if _, err := cp.Client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	before := map[string]bool{}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=storm"})
+		if err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			if !before[pods.Items[i].Name] {
+				ungate(ctx, t, cp, &pods.Items[i])
+				before[pods.Items[i].Name] = true
+			}
+		}
+		return len(before) == 3, nil
+	})
+	if err != nil {
+		t.Fatalf("the storm's three pods: %v", err)
 	}
 	threshold := allocatable * 95 / 100
 	stormStart := time.Now()
@@ -513,14 +542,13 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := map[string]bool{}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != node.Name {
-			t.Fatalf("storm pod %s placed on %s, want all three on the real node", p.Name, p.Spec.NodeName)
+			t.Fatalf("storm pod %s placed on %s, want all three on %s", p.Name, p.Spec.NodeName, node.Name)
 		}
-		before[p.Name] = true
 	}
-	setUnschedulable(ctx, t, cp, "kwok-node", false)
+	// The evictor's nodeFit wants another node the pod fits.
+	setUnschedulable(ctx, t, cp, roomy.Name, false)
 	// Every replica holds all its threads before the run.
 	full := fmt.Sprintf("threads=%d ", perPod)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -572,29 +600,40 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		return s.Used <= allocatable*90/100
 	})
 	t.Logf("relieved: %d of %d PIDs used at %s", relieved.Used, allocatable, relieved.SampledAt.Format(time.RFC3339))
+	if log := rnpRunPolicy(t, cp, shippedPolicyForNewPods(t)); len(rnpEvicted(log)) != 0 {
+		t.Errorf("second run evicted %v, want nothing: the node is under target", rnpEvicted(log))
+	}
 
-	// The replacement goes where there is room.
+	// The replacement goes where there is room, starts, and the agent
+	// there counts it.
+	var replacement *corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=storm"})
 		if err != nil {
 			return false, err
 		}
-		for _, p := range pods.Items {
-			if !before[p.Name] && p.Spec.NodeName != "" {
-				if p.Spec.NodeName != "kwok-node" {
-					return false, fmt.Errorf("replacement %s placed on %s, want kwok-node", p.Name, p.Spec.NodeName)
-				}
+		for i := range pods.Items {
+			if !before[pods.Items[i].Name] {
+				replacement = &pods.Items[i]
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("no replacement of %s: %v", victim, err)
 	}
-	if log := rnpRunPolicy(t, cp, shippedPolicyForNewPods(t)); len(rnpEvicted(log)) != 0 {
-		t.Errorf("second run evicted %v, want nothing: the node is under target", rnpEvicted(log))
+	ungate(ctx, t, cp, replacement)
+	replacement = waitPodsRunning(ctx, t, cp, replacement)[0]
+	if replacement.Spec.NodeName != roomy.Name {
+		t.Fatalf("replacement %s placed on %s, want %s", replacement.Name, replacement.Spec.NodeName, roomy.Name)
 	}
+	counted := waitSample(ctx, t, cp, roomy, time.Now(), 2*time.Minute, "the replacement's PIDs in pid-pods", func(s pidstats.NodeStats) bool {
+		held, ok := s.Pods.Lookup(replacement.UID)
+		return ok && held >= perPod
+	})
+	held, _ := counted.Pods.Lookup(replacement.UID)
+	t.Logf("replacement %s runs on %s, which lists it with %d PIDs", replacement.Name, roomy.Name, held)
 	for name := range before {
 		if name == victim {
 			continue
@@ -602,6 +641,18 @@ func TestRealNodePIDStormRelieved(t *testing.T) {
 		if last := stressLast(ctx, node, name); !strings.Contains(last, " failed=0 ") {
 			t.Errorf("pod %s: %q, want no failed fork or clone", name, last)
 		}
+	}
+	if last := stressLast(ctx, roomy, replacement.Name); !strings.Contains(last, " failed=0 ") {
+		t.Errorf("replacement %s: %q, want no failed fork or clone", replacement.Name, last)
+	}
+}
+
+// ungate removes the pod's scheduling gates: the scheduler may place it.
+func ungate(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, p *corev1.Pod) {
+	t.Helper()
+	patch := []byte(`{"spec":{"schedulingGates":null}}`)
+	if _, err := cp.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -692,7 +743,7 @@ func TestRealNodeTimingRules(t *testing.T) {
 			started = cur.Status.ContainerStatuses[0].State.Running.StartedAt.Time
 		}
 		if addressed.IsZero() && cur.Status.PodIP != "" {
-			if fi, err := os.Stat(filepath.Join(realnode.HostLocalDataDir, realnode.NetworkName, cur.Status.PodIP)); err == nil {
+			if fi, err := os.Stat(filepath.Join(node.HostLocalDir(), cur.Status.PodIP)); err == nil {
 				addressed = fi.ModTime()
 			}
 		}
@@ -842,9 +893,9 @@ func TestRealNodeLeakedIPs(t *testing.T) {
 	}
 	pods = waitPodsRunning(ctx, t, cp, pods...)
 	keeper, leaky := pods[0], pods[1]
-	stateDir := filepath.Join(realnode.HostLocalDataDir, realnode.NetworkName)
+	stateDir := node.HostLocalDir()
 	leakedFile := filepath.Join(stateDir, leaky.Status.PodIP)
-	alloc, err := realnode.HostLocalAllocations()
+	alloc, err := node.HostLocalAllocations()
 	if err != nil || len(alloc) != 2 || alloc[leaky.Status.PodIP] == "" {
 		t.Fatalf("host-local holds %v (%v), want the two pods' addresses", alloc, err)
 	}
@@ -973,7 +1024,7 @@ func TestRealNodeLeakedIPs(t *testing.T) {
 	if _, err := os.Stat(leakedFile); !os.IsNotExist(err) {
 		t.Fatalf("%s after the release: %v", leakedFile, err)
 	}
-	if alloc, err := realnode.HostLocalAllocations(); err != nil || len(alloc) != 1 || alloc[keeper.Status.PodIP] == "" {
+	if alloc, err := node.HostLocalAllocations(); err != nil || len(alloc) != 1 || alloc[keeper.Status.PodIP] == "" {
 		t.Fatalf("host-local holds %v (%v), want only the live pod's address", alloc, err)
 	}
 	logs, err := cp.Client.CoreV1().Pods(agent.Namespace).GetLogs(agent.Name, &corev1.PodLogOptions{}).DoRaw(ctx)

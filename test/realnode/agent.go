@@ -80,36 +80,104 @@ const NodeCgroupRoot = "/host/node-cgroup"
 // machine (ReservedMemory) needs: there the machine's root cgroup holds the
 // other work on the machine, gigabytes that are not the node's.
 func (n *Node) DeployShippedNodeAgentOnNodeCgroup(ctx context.Context, args ...string) (*corev1.Pod, error) {
-	type mount struct{ host, container string }
-	var mounts []mount
-	if n.host.Cgroups.V2 {
-		mounts = []mount{{n.host.Cgroups.memoryDir(n.host.CgroupName), NodeCgroupRoot}}
-	} else {
+	return n.deployShippedNodeAgent(ctx, nil, func(ds *appsv1.DaemonSet) {
+		mountNodeCgroup(ds, n.host.Cgroups, func(m *corev1.VolumeMount) { m.SubPath = n.host.CgroupName })
+	}, append([]string{nodeCgroupRootArg}, args...)...)
+}
+
+const nodeCgroupRootArg = "--cgroup-root=" + NodeCgroupRoot
+
+// mountNodeCgroup gives the agent's container its node's own cgroup at
+// NodeCgroupRoot (v1: the memory and pids hierarchies' cgroup at
+// NodeCgroupRoot/memory and NodeCgroupRoot/pids; v2: the one cgroup) in
+// place of the host's cgroup mount: sub names the node's cgroup below each
+// hierarchy's root (SubPath, or SubPathExpr for a cgroup per node).
+func mountNodeCgroup(ds *appsv1.DaemonSet, cg cgroups, sub func(*corev1.VolumeMount)) {
+	type mount struct{ hierarchy, container string }
+	mounts := []mount{{cgroupMount, NodeCgroupRoot}}
+	if !cg.V2 {
 		mounts = []mount{
-			{n.host.Cgroups.memoryDir(n.host.CgroupName), NodeCgroupRoot + "/memory"},
-			{n.host.Cgroups.pidsDir(n.host.CgroupName), NodeCgroupRoot + "/pids"},
+			{filepath.Join(cgroupMount, "memory"), NodeCgroupRoot + "/memory"},
+			{filepath.Join(cgroupMount, "pids"), NodeCgroupRoot + "/pids"},
 		}
 	}
-	rootArg := "--cgroup-root=" + NodeCgroupRoot
-	return n.deployShippedNodeAgent(ctx, nil, func(ds *appsv1.DaemonSet) {
+	spec := &ds.Spec.Template.Spec
+	c := &spec.Containers[0]
+	kept := c.Args[:0]
+	for _, a := range c.Args {
+		if !strings.HasPrefix(a, "--cgroup-root=") {
+			kept = append(kept, a)
+		}
+	}
+	c.Args = append(kept, nodeCgroupRootArg)
+	dir := corev1.HostPathDirectory
+	for i, m := range mounts {
+		name := fmt.Sprintf("node-cgroup-%d", i)
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: m.hierarchy, Type: &dir},
+		}})
+		vm := corev1.VolumeMount{Name: name, MountPath: m.container, ReadOnly: true}
+		sub(&vm)
+		c.VolumeMounts = append(c.VolumeMounts, vm)
+	}
+}
+
+// cniConfDirArg points each agent pod at its node's network
+// configuration (Node.host.ConfDir) below the host's /etc/cni/net.d, which
+// the shipped DaemonSet mounts at the same path: Kubernetes expands
+// $(NODE_NAME), the pod's env, in its args.
+const cniConfDirArg = "--cni-conf-dir=" + CNIConfDir + "/$(NODE_NAME)"
+
+// DeployShippedNodeAgentOnNodes deploys the shipped node agent as
+// DeployShippedNodeAgent does, for several real nodes of one cluster: its
+// pod on each reads that node's kubelet configuration file (the shipped
+// --kubelet-config, mounted from the node's directory), so that each pod
+// takes its own node's systemReserved.pid — nodes with budgets of their
+// own; args must not give --reserved-pids. Each pod sees its node's own
+// cgroup, as DeployShippedNodeAgentOnNodeCgroup shows it, and serves no
+// metrics. It waits until a pod runs on
+// every node and every node carries its figures. CRI access is not offered
+// here: the components name one runtime socket, and each node has its own.
+func DeployShippedNodeAgentOnNodes(ctx context.Context, nodes []*Node, args ...string) ([]*corev1.Pod, error) {
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("no nodes")
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--reserved-pids") {
+			return nil, fmt.Errorf("%s: each node's pod reads its own node's reservation from the kubelet's configuration", a)
+		}
+	}
+	const kubeletConfig = "/host/kubelet/config.yaml"
+	// The nodes share the host's network: no two pods can serve at the
+	// shipped :9809, so none serves (and the probe of it goes).
+	args = append([]string{"--kubelet-config=" + kubeletConfig, nodeCgroupRootArg, "--metrics-bind-address=0"}, args...)
+	first, err := nodes[0].deployShippedNodeAgent(ctx, nil, func(ds *appsv1.DaemonSet) {
+		// Every node's kubepods is under the host's cgroup mount: each
+		// pod is shown its own node's cgroup (Options' cgroupRoot).
+		mountNodeCgroup(ds, nodes[0].host.Cgroups, func(m *corev1.VolumeMount) { m.SubPathExpr = cgroupPrefix + "$(NODE_NAME)" })
 		spec := &ds.Spec.Template.Spec
-		c := &spec.Containers[0]
-		kept := c.Args[:0]
-		for _, a := range c.Args {
-			if !strings.HasPrefix(a, "--cgroup-root=") {
-				kept = append(kept, a)
-			}
-		}
-		c.Args = append(kept, rootArg)
+		spec.Containers[0].LivenessProbe = nil
+		spec.Containers[0].Ports = nil
 		dir := corev1.HostPathDirectory
-		for i, m := range mounts {
-			name := fmt.Sprintf("node-cgroup-%d", i)
-			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: m.host, Type: &dir},
-			}})
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: m.container, ReadOnly: true})
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "kubelet-config", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: filepath.Dir(nodes[0].Dir), Type: &dir},
+		}})
+		c := &spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kubelet-config", MountPath: kubeletConfig, ReadOnly: true,
+			SubPathExpr: "node-$(NODE_NAME)/" + filepath.Base(nodes[0].KubeletConfig)})
+	}, args...)
+	if err != nil {
+		return nil, err
+	}
+	pods := []*corev1.Pod{first}
+	for _, n := range nodes[1:] {
+		p, err := n.waitShippedNodeAgent(ctx, append([]string{cniConfDirArg}, args...))
+		if err != nil {
+			return nil, err
 		}
-	}, append([]string{rootArg}, args...)...)
+		pods = append(pods, p)
+	}
+	return pods, nil
 }
 
 // shippedComponentsDefaultSocket is the runtime socket the CRIAccess
@@ -141,6 +209,8 @@ func (n *Node) deployShippedNodeAgent(ctx context.Context, components []string, 
 			kept = append(kept, doc)
 		}
 	}
+	// Each node's network configuration is in a directory of its own.
+	args = append([]string{cniConfDirArg}, args...)
 	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	apply.Stdin = strings.NewReader(strings.Join(kept, "\n---\n"))
 	if out, err := apply.CombinedOutput(); err != nil {
@@ -209,8 +279,15 @@ func (n *Node) UpdateShippedNodeAgent(ctx context.Context, mutate func(*appsv1.D
 	if err != nil {
 		return nil, fmt.Errorf("changing the node agent's DaemonSet: %w", err)
 	}
+	return n.waitShippedNodeAgent(ctx, args)
+}
+
+// waitShippedNodeAgent waits until a pod of the node agent's DaemonSet
+// runs on the node with args and the node carries the agent's figures.
+func (n *Node) waitShippedNodeAgent(ctx context.Context, args []string) (*corev1.Pod, error) {
+	cp := n.cp
 	var pod *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := cp.Client.CoreV1().Pods(controlplane.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		if err != nil {
 			return false, err

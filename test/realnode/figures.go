@@ -110,10 +110,13 @@ func (n *Node) PodProcesses(pod *corev1.Pod) []int {
 	return pids
 }
 
+// HostLocalDir is host-local's state directory of the node's network.
+func (n *Node) HostLocalDir() string { return filepath.Join(HostLocalDataDir, n.Network) }
+
 // HostLocalAllocations are the addresses host-local has handed out on the
 // node's network: the files named by an IP in its state directory.
-func HostLocalAllocations() (map[string]string, error) {
-	entries, err := os.ReadDir(filepath.Join(HostLocalDataDir, NetworkName))
+func (n *Node) HostLocalAllocations() (map[string]string, error) {
+	entries, err := os.ReadDir(n.HostLocalDir())
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +126,7 @@ func HostLocalAllocations() (map[string]string, error) {
 		if strings.Count(name, ".") != 3 && !strings.Contains(name, ":") {
 			continue // last_reserved_ip.0, lock
 		}
-		data, _ := os.ReadFile(filepath.Join(HostLocalDataDir, NetworkName, name))
+		data, _ := os.ReadFile(filepath.Join(n.HostLocalDir(), name))
 		ips[name] = strings.SplitN(string(data), "\n", 2)[0] // the container ID
 	}
 	return ips, nil

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,19 +23,37 @@ import (
 
 // hostState records what a real node changed on the host, in
 // <node dir>/host.json, so that Stop — or Teardown, from another process —
-// puts it all back.
+// puts it all back. What the nodes of one cluster change together (host
+// paths, sysctls) is the machine's part, in <cluster dir>/real-nodes.json,
+// put back when the last of them stops.
 type hostState struct {
 	Dir        string `json:"dir"`
 	CgroupName string `json:"cgroupName"`
 	Cgroups    cgroups
+	CNIBinDir  string `json:"cniBinDir"`
+	// Slot numbers the node among the cluster's real nodes: its bridge,
+	// network and default pod range.
+	Slot    int    `json:"slot"`
+	Network string `json:"network"`
+	Bridge  string `json:"bridge"`
+	// ConfDir is the node's CNI configuration directory, a directory of
+	// its own below /etc/cni/net.d.
+	ConfDir string `json:"confDir"`
+}
+
+// machineState is what a cluster's real nodes changed on the host
+// together, recorded by the first before any kubelet ran.
+type machineState struct {
 	// Created are paths that did not exist before, removed in reverse.
 	Created []string `json:"created"`
 	// Sysctls the kubelet rewrites (setupKernelTunables), as they were.
 	Sysctls map[string]string `json:"sysctls"`
 	// NetNSBefore are the named network namespaces that existed before:
-	// the others under /var/run/netns are the node's pods'.
+	// the others under /var/run/netns are the nodes' pods'.
 	NetNSBefore []string `json:"netnsBefore"`
-	CNIBinDir   string   `json:"cniBinDir"`
+	// Nodes are the directories of the real nodes running, by slot ("" for
+	// a free one).
+	Nodes []string `json:"nodes"`
 }
 
 // kubeletSysctls are the host settings the kubelet's container manager
@@ -45,52 +64,96 @@ var kubeletSysctls = []string{
 }
 
 const (
-	stateFile = "host.json"
-	netnsDir  = "/var/run/netns"
+	stateFile        = "host.json"
+	machineStateFile = "real-nodes.json"
+	netnsDir         = "/var/run/netns"
 )
 
 // hostPaths are host-global directories the kubelet, containerd and the
 // CNI plugins write outside the node's own directory.
 var hostPaths = []string{
-	"/var/lib/kubelet", // device-plugins, pod-resources
+	"/var/lib/kubelet", // device-plugins
 	"/var/log/containers",
 	"/var/lib/cni",
 	"/run/containerd", // shims' sockets
-	filepath.Dir(CNIConfFile),
+	CNIConfDir,
 	netnsDir,
 }
 
-// claimHost refuses to start where another real node runs (its network
-// configuration is in place), then records the host as it is.
+// machineMu serialises the claims of nodes started at once.
+var machineMu sync.Mutex
+
+// claimHost takes a slot among the real nodes of the cluster whose
+// directory holds dir — recording the host as it is for the first — and
+// refuses where another cluster's real node runs (its network
+// configuration is in place).
 func claimHost(dir, name string) (*hostState, error) {
-	if data, err := os.ReadFile(CNIConfFile); err == nil {
-		return nil, fmt.Errorf("%s exists: another real node runs on this machine (stop it with make down, or remove the file if none does):\n%s", CNIConfFile, data)
-	}
-	if entries, _ := os.ReadDir(filepath.Dir(CNIConfFile)); len(entries) > 0 {
-		return nil, fmt.Errorf("%s holds another network configuration: the node's network must be the first there, and this machine's is not Headroom's to move", filepath.Dir(CNIConfFile))
-	}
+	machineMu.Lock()
+	defer machineMu.Unlock()
 	cg, err := detectCgroups()
 	if err != nil {
 		return nil, err
 	}
-	h := &hostState{Dir: dir, CgroupName: "headroom-" + name, Cgroups: cg, Sysctls: map[string]string{}, CNIBinDir: filepath.Join(dir, "cni-bin")}
-	for _, s := range kubeletSysctls {
-		if data, err := os.ReadFile(filepath.Join("/proc/sys", s)); err == nil {
-			h.Sysctls[s] = strings.TrimSpace(string(data))
+	clusterDir := filepath.Dir(dir)
+	m, err := loadMachineState(clusterDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if entries, _ := os.ReadDir(CNIConfDir); len(entries) > 0 {
+			return nil, fmt.Errorf("%s is not empty: another real node runs on this machine (stop it with make down, or remove what is there if none does), or the machine has a network of its own, which is not Headroom's to move", CNIConfDir)
+		}
+		m = &machineState{Sysctls: map[string]string{}}
+		for _, s := range kubeletSysctls {
+			if data, err := os.ReadFile(filepath.Join("/proc/sys", s)); err == nil {
+				m.Sysctls[s] = strings.TrimSpace(string(data))
+			}
+		}
+		if entries, err := os.ReadDir(netnsDir); err == nil {
+			for _, e := range entries {
+				m.NetNSBefore = append(m.NetNSBefore, e.Name())
+			}
+		}
+		for _, p := range hostPaths {
+			if top := topMissing(p); top != "" {
+				m.Created = append(m.Created, top)
+			}
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	slot := len(m.Nodes)
+	for i, d := range m.Nodes {
+		if d == dir {
+			return nil, fmt.Errorf("real node %s already runs in %s", name, dir)
+		}
+		if d == "" && slot == len(m.Nodes) {
+			slot = i
 		}
 	}
-	if entries, err := os.ReadDir(netnsDir); err == nil {
-		for _, e := range entries {
-			h.NetNSBefore = append(h.NetNSBefore, e.Name())
-		}
+	if slot >= maxNodes {
+		return nil, fmt.Errorf("at most %d real nodes per cluster: their bridges and pod ranges are numbered", maxNodes)
 	}
-	for _, p := range hostPaths {
-		if top := topMissing(p); top != "" {
-			h.Created = append(h.Created, top)
-		}
+	if slot == len(m.Nodes) {
+		m.Nodes = append(m.Nodes, dir)
+	} else {
+		m.Nodes[slot] = dir
+	}
+	h := &hostState{
+		Dir: dir, CgroupName: cgroupPrefix + name, Cgroups: cg, CNIBinDir: filepath.Join(dir, "cni-bin"),
+		Slot: slot, Network: fmt.Sprintf("%s-%d", NetworkName, slot), Bridge: fmt.Sprintf("%s%d", bridgePrefix, slot),
+		ConfDir: filepath.Join(CNIConfDir, name),
+	}
+	if err := m.save(clusterDir); err != nil {
+		return nil, err
 	}
 	return h, h.save()
 }
+
+// cgroupPrefix begins the name of each node's cgroup (the kubelet's
+// cgroupRoot), <cgroupPrefix><node name>.
+const cgroupPrefix = "headroom-"
+
+// maxNodes bounds the real nodes of a cluster: slot i's default pod range
+// is 10.244.i.0/28.
+const maxNodes = 16
 
 // topMissing is the outermost directory of path (path itself included)
 // that does not exist, which making path creates; "" when path exists.
@@ -111,6 +174,26 @@ func (h *hostState) save() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(h.Dir, stateFile), data, 0o644)
+}
+
+func (m *machineState) save(clusterDir string) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(clusterDir, machineStateFile), data, 0o644)
+}
+
+func loadMachineState(clusterDir string) (*machineState, error) {
+	data, err := os.ReadFile(filepath.Join(clusterDir, machineStateFile))
+	if err != nil {
+		return nil, err
+	}
+	var m machineState
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(clusterDir, machineStateFile), err)
+	}
+	return &m, nil
 }
 
 func loadHostState(dir string) (*hostState, error) {
@@ -139,7 +222,7 @@ func (h *hostState) prepare(podSubnet, binDir string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(CNIConfFile), 0o755); err != nil {
+	if err := os.MkdirAll(h.ConfDir, 0o755); err != nil {
 		return err
 	}
 	// isGateway stays false: with it the bridge plugin turns on the host's
@@ -156,39 +239,73 @@ func (h *hostState) prepare(podSubnet, binDir string) error {
     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]]}
   }]
 }
-`, NetworkName, BridgeName, podSubnet)
-	return os.WriteFile(CNIConfFile, []byte(conf), 0o644)
+`, h.Network, h.Bridge, podSubnet)
+	return os.WriteFile(filepath.Join(h.ConfDir, cniConfName), []byte(conf), 0o644)
 }
 
 // release undoes what the node did to the host: processes left in its
-// cgroups and containerd's shims, mounts below its directory, its pods'
-// network namespaces, the bridge, the cgroups, the files and directories
-// it created, and the sysctls. It goes on past errors and reports them all.
+// cgroups and containerd's shims, mounts below its directory, the bridge,
+// the cgroups, its network's files; then, when it is the cluster's last
+// real node, what the nodes did together: their pods' network namespaces,
+// the files and directories they created, and the sysctls. It goes on past
+// errors and reports them all.
 func (h *hostState) release() error {
 	var errs []error
 	killLeftovers(h)
 	errs = append(errs, unmountBelow(h.Dir))
-	errs = append(errs, h.removeNetNS())
-	if out, err := exec.Command("ip", "link", "del", BridgeName).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
-		errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", BridgeName, err, out))
+	if out, err := exec.Command("ip", "link", "del", h.Bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+		errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", h.Bridge, err, out))
 	}
 	errs = append(errs, h.Cgroups.remove(h.CgroupName))
-	os.Remove(CNIConfFile)
-	os.RemoveAll(filepath.Join(HostLocalDataDir, NetworkName))
-	if results, _ := filepath.Glob("/var/lib/cni/results/" + NetworkName + "-*"); len(results) > 0 {
+	os.RemoveAll(h.ConfDir)
+	os.RemoveAll(filepath.Join(HostLocalDataDir, h.Network))
+	if results, _ := filepath.Glob("/var/lib/cni/results/" + h.Network + "-*"); len(results) > 0 {
 		for _, r := range results {
 			os.Remove(r)
 		}
 	}
-	for i := len(h.Created) - 1; i >= 0; i-- {
-		if err := unmountBelow(h.Created[i]); err != nil {
+	errs = append(errs, h.leave())
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(h.Dir, stateFile))
+}
+
+// leave frees the node's slot; the last node out puts back what the
+// cluster's real nodes changed together.
+func (h *hostState) leave() error {
+	machineMu.Lock()
+	defer machineMu.Unlock()
+	clusterDir := filepath.Dir(h.Dir)
+	m, err := loadMachineState(clusterDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	running := 0
+	for i, d := range m.Nodes {
+		if d == h.Dir {
+			m.Nodes[i] = ""
+		}
+		if m.Nodes[i] != "" {
+			running++
+		}
+	}
+	if running > 0 {
+		return m.save(clusterDir)
+	}
+	var errs []error
+	errs = append(errs, removeNetNS(m.NetNSBefore))
+	for i := len(m.Created) - 1; i >= 0; i-- {
+		if err := unmountBelow(m.Created[i]); err != nil {
 			errs = append(errs, err)
 		}
-		if err := os.RemoveAll(h.Created[i]); err != nil {
+		if err := os.RemoveAll(m.Created[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for s, v := range h.Sysctls {
+	for s, v := range m.Sysctls {
 		if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
 			errs = append(errs, fmt.Errorf("restoring %s: %w", s, err))
 		}
@@ -196,7 +313,7 @@ func (h *hostState) release() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return os.Remove(filepath.Join(h.Dir, stateFile))
+	return os.Remove(filepath.Join(clusterDir, machineStateFile))
 }
 
 // killLeftovers kills every process still in the node's cgroups (pods'
@@ -209,7 +326,9 @@ func killLeftovers(h *hostState) {
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, f := range procs {
 			data, err := os.ReadFile(f)
-			if err != nil || !strings.Contains(string(data), h.Dir) {
+			// The directory with its slash: another node's directory may
+			// begin with this one's name (node-a, node-a-2).
+			if err != nil || !strings.Contains(string(data), h.Dir+"/") {
 				continue
 			}
 			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && pid != os.Getpid() {
@@ -275,11 +394,11 @@ func unescapeMountPoint(s string) string {
 }
 
 // removeNetNS removes the named network namespaces that appeared under
-// /var/run/netns since the node started (its pods' sandboxes that the
-// runtime did not remove).
-func (h *hostState) removeNetNS() error {
+// /var/run/netns since the first real node started (pods' sandboxes that
+// the runtime did not remove).
+func removeNetNS(netNSBefore []string) error {
 	before := map[string]bool{}
-	for _, n := range h.NetNSBefore {
+	for _, n := range netNSBefore {
 		before[n] = true
 	}
 	entries, err := os.ReadDir(netnsDir)

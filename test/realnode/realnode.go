@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,21 +40,28 @@ import (
 
 // Names of the node's network on the host.
 const (
-	// NetworkName is the CNI network's name: host-local keeps its
-	// allocations in /var/lib/cni/networks/<NetworkName>.
+	// NetworkName begins each node's CNI network name,
+	// <NetworkName>-<slot>: host-local keeps its allocations in
+	// /var/lib/cni/networks/<network>.
 	NetworkName = "headroom"
-	// BridgeName is the bridge the bridge plugin makes for the pods.
-	BridgeName = "headroom0"
-	// CNIConfFile is the network configuration, in the directory where
-	// container runtimes and the shipped node agent look for it.
-	CNIConfFile = "/etc/cni/net.d/10-headroom.conflist"
+	// bridgePrefix begins the bridge the bridge plugin makes for each
+	// node's pods, <bridgePrefix><slot>.
+	bridgePrefix = "headroom"
+	// CNIConfDir is where container runtimes and the shipped node agent
+	// look for the network configuration. Nodes on one machine share it,
+	// so each node's configuration is in a directory of its own there,
+	// <CNIConfDir>/<node name>, which its containerd and its node agent
+	// (--cni-conf-dir) read.
+	CNIConfDir  = "/etc/cni/net.d"
+	cniConfName = "10-headroom.conflist"
 	// HostLocalDataDir is host-local's default state directory.
 	HostLocalDataDir = "/var/lib/cni/networks"
 	// PauseImage is the sandbox image hack/build-tools.sh builds from
 	// Kubernetes' own pause program (bin/images/pause.tar).
 	PauseImage = "registry.k8s.io/pause:3.10.2"
-	// DefaultPodSubnet gives 13 pod IPs: a /28 less network, broadcast and
-	// the gateway address host-local keeps free.
+	// DefaultPodSubnet is the first node's range: 13 pod IPs, a /28 less
+	// network, broadcast and the gateway address host-local keeps free.
+	// The node in slot i gets 10.244.i.0/28.
 	DefaultPodSubnet = "10.244.0.0/28"
 )
 
@@ -62,7 +70,8 @@ var Binaries = []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr
 
 // Options shape the node.
 type Options struct {
-	// Name of the Node; default "real-node".
+	// Name of the Node; default "real-node". Nodes of one cluster need
+	// names of their own.
 	Name string
 	// ReservedPIDs is the kubelet's systemReserved.pid. With
 	// enforceNodeAllocatable [pods], kubepods' pids.max is
@@ -76,7 +85,8 @@ type Options struct {
 	// when the pods together reach it. MemoryReservedFor gives the value
 	// for a budget.
 	ReservedMemory int64
-	// PodSubnet is host-local's range; default DefaultPodSubnet.
+	// PodSubnet is host-local's range; default 10.244.<slot>.0/28, where
+	// slot numbers the cluster's real nodes from 0 (DefaultPodSubnet).
 	PodSubnet string
 	// EvictionHard is the kubelet's evictionHard; default only what keeps
 	// the node from evicting for disk on a busy test machine.
@@ -108,6 +118,11 @@ type Node struct {
 	MemoryBudget int64
 	// ReservedMemory is systemReserved.memory in bytes.
 	ReservedMemory int64
+	// PodSubnet is host-local's range of the node's pods.
+	PodSubnet string
+	// Network is the node's CNI network: host-local's allocations are in
+	// HostLocalDataDir/Network.
+	Network string
 
 	cp         *controlplane.ControlPlane
 	kubelet    *controlplane.Process
@@ -142,15 +157,21 @@ func Supported(binDir string) error {
 // Start starts containerd and the kubelet as a Node of cp (started with
 // Options.RealNode and a controller manager), imports the images and waits
 // until the Node is Ready. On error everything started is undone.
-func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ *Node, err error) {
+func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (*Node, error) {
+	return start(ctx, cp, opts, func() {})
+}
+
+// start is Start, calling claimed once the node has its slot among the
+// cluster's real nodes (or has failed before), so that nodes started at
+// once take their slots in order.
+func start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, claimed func()) (_ *Node, err error) {
+	claimedOnce := sync.OnceFunc(claimed)
+	defer claimedOnce()
 	if err := Supported(cp.BinDir); err != nil {
 		return nil, err
 	}
 	if opts.Name == "" {
 		opts.Name = "real-node"
-	}
-	if opts.PodSubnet == "" {
-		opts.PodSubnet = DefaultPodSubnet
 	}
 	pidMax, err := ReadInt("/proc/sys/kernel/pid_max")
 	if err != nil {
@@ -194,9 +215,15 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if err := os.MkdirAll(filepath.Dir(n.Socket), 0o711); err != nil {
 		return nil, err
 	}
-	if n.host, err = claimHost(n.Dir, opts.Name); err != nil {
+	n.host, err = claimHost(n.Dir, opts.Name)
+	claimedOnce()
+	if err != nil {
 		return nil, err
 	}
+	if opts.PodSubnet == "" {
+		opts.PodSubnet = fmt.Sprintf("10.244.%d.0/28", n.host.Slot)
+	}
+	n.PodSubnet, n.Network = opts.PodSubnet, n.host.Network
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w%s", err, n.logTails())
@@ -222,6 +249,62 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 		return nil, fmt.Errorf("the pods' memory budget: %w", err)
 	}
 	return n, nil
+}
+
+// StartNodes starts a real node for each of opts in cp at once, as Start
+// does; on error it stops those that started.
+func StartNodes(ctx context.Context, cp *controlplane.ControlPlane, opts ...Options) ([]*Node, error) {
+	if len(opts) == 0 {
+		opts = []Options{{}}
+	}
+	names := map[string]bool{}
+	for i := range opts {
+		if opts[i].Name == "" && i == 0 {
+			opts[i].Name = "real-node"
+		}
+		if opts[i].Name == "" || names[opts[i].Name] {
+			return nil, fmt.Errorf("real node %d: every node of a cluster needs a name of its own (Options.Name %q)", i, opts[i].Name)
+		}
+		names[opts[i].Name] = true
+	}
+	nodes := make([]*Node, len(opts))
+	errs := make([]error, len(opts))
+	// Node i takes its slot after node i−1: slots, and so the default pod
+	// ranges, follow the order of opts.
+	claimed := make([]chan struct{}, len(opts))
+	for i := range claimed {
+		claimed[i] = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	for i := range opts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i > 0 {
+				<-claimed[i-1]
+			}
+			nodes[i], errs[i] = start(ctx, cp, opts[i], func() { close(claimed[i]) })
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		var started []*Node
+		for _, n := range nodes {
+			if n != nil {
+				started = append(started, n)
+			}
+		}
+		StopNodes(started)
+		return nil, err
+	}
+	return nodes, nil
+}
+
+// StopNodes stops nodes, the last started first.
+func StopNodes(nodes []*Node) {
+	for i := len(nodes) - 1; i >= 0; i-- {
+		nodes[i].Stop()
+	}
 }
 
 // Stop stops the kubelet, removes every pod sandbox through the CRI (as
@@ -261,12 +344,13 @@ func Teardown(cpDir string) error {
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, controlplane.StopDetachedProcess(cpDir, "kubelet"))
+		name := strings.TrimPrefix(filepath.Base(dir), "node-")
+		errs = append(errs, controlplane.StopDetachedProcess(cpDir, processName("kubelet", name)))
 		sock := socketPath(dir)
 		if _, err := os.Stat(sock); err == nil {
 			errs = append(errs, removeSandboxes(sock))
 		}
-		errs = append(errs, controlplane.StopDetachedProcess(cpDir, "containerd"), h.release())
+		errs = append(errs, controlplane.StopDetachedProcess(cpDir, processName("containerd", name)), h.release())
 	}
 	return errors.Join(errs...)
 }
@@ -280,6 +364,10 @@ func (n *Node) logTails() string {
 	}
 	return s
 }
+
+// processName names a node's kubelet or containerd among the cluster's
+// processes (their logs and, detached, pid files): <bin>-<node name>.
+func processName(bin, node string) string { return bin + "-" + node }
 
 // socketPath is containerd's socket of the node in dir, in a directory of
 // its own as /run/containerd/containerd.sock is.
@@ -307,7 +395,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	}
 	// containerd finds containerd-shim-runc-v2 on PATH.
 	env := []string{"PATH=" + n.cp.BinDir + ":" + os.Getenv("PATH")}
-	p, err := n.cp.StartProcessEnv("containerd", "containerd", env, "--config", cfg)
+	p, err := n.cp.StartProcessEnv(processName("containerd", n.Name), "containerd", env, "--config", cfg)
 	if err != nil {
 		return err
 	}
@@ -358,7 +446,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         BinaryName = %[7]q
         SystemdCgroup = false
 `, filepath.Join(base, "root"), filepath.Join(base, "state"), n.Socket, PauseImage,
-		n.host.CNIBinDir, filepath.Dir(CNIConfFile), filepath.Join(n.cp.BinDir, "runc"))
+		n.host.CNIBinDir, n.host.ConfDir, filepath.Join(n.cp.BinDir, "runc"))
 }
 
 // importImages imports the pause image and the given (default: every
@@ -452,7 +540,7 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 	if err := os.WriteFile(n.KubeletConfig, data, 0o644); err != nil {
 		return err
 	}
-	p, err := n.cp.StartProcess("kubelet",
+	p, err := n.cp.StartProcessAs(processName("kubelet", n.Name), "kubelet",
 		"--config="+n.KubeletConfig,
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
@@ -532,7 +620,7 @@ func hostIPv4() (string, error) {
 		return "", err
 	}
 	for _, iface := range ifaces {
-		if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 || strings.HasPrefix(iface.Name, BridgeName) || strings.HasPrefix(iface.Name, "veth") {
+		if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 || strings.HasPrefix(iface.Name, bridgePrefix) || strings.HasPrefix(iface.Name, "veth") {
 			continue
 		}
 		addrs, err := iface.Addrs()

@@ -50,6 +50,16 @@ func lock(ctx context.Context) (unlock func(), err error) {
 // skipped with the reason, except under CI=true, where that fails it.
 func StartForTest(t testing.TB, cpOpts controlplane.Options, opts Options) (*controlplane.ControlPlane, *Node) {
 	t.Helper()
+	cp, nodes := StartNodesForTest(t, cpOpts, opts)
+	return cp, nodes[0]
+}
+
+// StartNodesForTest is StartForTest with a real node for each of opts
+// (names of their own), started at once: each has its own containerd,
+// kubelet, cgroup, bridge and pod range, and they share the machine's
+// kernel, memory and host paths (docs/real-node.md).
+func StartNodesForTest(t testing.TB, cpOpts controlplane.Options, opts ...Options) (*controlplane.ControlPlane, []*Node) {
+	t.Helper()
 	if cpOpts.BinDir == "" {
 		cpOpts.BinDir = controlplane.DefaultBinDir()
 	}
@@ -73,15 +83,17 @@ func StartForTest(t testing.TB, cpOpts controlplane.Options, opts Options) (*con
 	if _, err := cp.StartDefaultScheduler(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n, err := Start(ctx, cp, opts)
+	nodes, err := StartNodes(ctx, cp, opts...)
 	if err != nil {
-		t.Fatalf("starting the real node: %v", err)
+		t.Fatalf("starting the real nodes: %v", err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(n.logTails())
+		for _, n := range nodes {
+			if t.Failed() {
+				t.Log(n.logTails())
+			}
 		}
-		n.Stop()
+		StopNodes(nodes)
 	})
-	return cp, n
+	return cp, nodes
 }
