@@ -10,7 +10,8 @@
 # 2. writes each minor's go.mod from that file: the default minor's are the
 #    root go.mod and hack/tools/go.mod; every other minor's are
 #    hack/minors/MINOR/headroom.mod (the root go.mod's direct requirements
-#    with that minor's pins, built through go's -modfile) and
+#    with that minor's pins, at Kubernetes' versions where it requires them
+#    too; built through go's -modfile) and
 #    hack/minors/MINOR/tools/go.mod (its kube-apiserver,
 #    kube-controller-manager, kubectl and kubelet). k8s.io/kubernetes is
 #    required at the minor's release and every staging module it replaces
@@ -95,6 +96,17 @@ while read -r minor version desched mark; do
     awk '/^require \($/ { blk++ } blk == 2 && /^\)$/ { blk = 3; next } blk == 2 || /^replace / || /^\/\// { next } { print }' go.mod |
       cat -s
   } >"$dir/headroom.mod"
+  # A direct requirement that Kubernetes requires too takes Kubernetes'
+  # version (tidy lifts it where another module needs more): a newer one
+  # can break the minor's own packages (opencontainers/cgroups v0.0.6
+  # breaks v1.35's kubelet, which the tests import).
+  kmod=$(gomod "k8s.io/kubernetes@$version")
+  args=()
+  for m in $(go mod edit -json go.mod | awk '/"Path":/ { p = $2 } /"Indirect": true/ { p = "" } /^		}/ && p { gsub(/[",]/, "", p); print p; p = "" }'); do
+    v=$(awk -v m="$m" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$kmod")
+    [[ -n $v && $m != k8s.io/* ]] && args+=(-require="$m@$v")
+  done
+  ((${#args[@]})) && go mod edit -modfile="$dir/headroom.mod" "${args[@]}"
   pin "$dir/headroom.mod" "$version" "$desched"
   # The control plane and kubelet of this minor, a module of their own.
   if [[ ! -f $dir/tools/go.mod ]]; then
