@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/headroom-k8s/headroom/pkg/memstats"
 )
 
 // TestWithPreviousBuildsTheSameModel: a model that takes its pods'
@@ -261,6 +263,9 @@ func TestWithPreviousRereadsAStatusThatChangesTheFigures(t *testing.T) {
 		// helpersReadInitStatusFirst: the case needs the helpers that let
 		// an init container's status of a name hide the containers' own.
 		helpersReadInitStatusFirst bool
+		// podLevelResize: the case needs pod-level in-place resize
+		// (InPlacePodLevelResourcesVerticalScaling, alpha and off in 1.35).
+		podLevelResize bool
 	}{{
 		// allocatedPod takes 2Gi, then 4Gi; the helpers the second
 		// status of each, without resources (the spec's request).
@@ -285,13 +290,17 @@ func TestWithPreviousRereadsAStatusThatChangesTheFigures(t *testing.T) {
 	}, {
 		// The container's worst case, 2Gi, is held to the pod's limit:
 		// the spec's 1.5Gi before, 1.75Gi actuated after.
-		name:     "a pod-level limit actuated by a resize",
-		podLimit: 3 * Gi / 2,
-		after:    corev1.PodStatus{Resources: &corev1.ResourceRequirements{Limits: memory(7 * Gi / 4)}},
+		name:           "a pod-level limit actuated by a resize",
+		podLimit:       3 * Gi / 2,
+		after:          corev1.PodStatus{Resources: &corev1.ResourceRequirements{Limits: memory(7 * Gi / 4)}},
+		podLevelResize: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.helpersReadInitStatusFirst && !helpersReadInitStatusFirst() {
 				t.Skip("this minor's component-helpers read a container's own status before an init container's of its name (v0.37 and later)")
+			}
+			if tc.podLevelResize && !memstats.ResourceOptions().InPlacePodLevelResourcesVerticalScalingEnabled {
+				t.Skip("pod-level in-place resize is off in this minor (InPlacePodLevelResourcesVerticalScaling)")
 			}
 			node := testNode("n", 16*Gi, 15*Gi)
 			before := burstable("p", Gi, 0)
