@@ -34,7 +34,6 @@ import (
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	benchmark "k8s.io/kubernetes/test/integration/scheduler_perf"
-	"k8s.io/kubernetes/test/utils/ktesting"
 	"sigs.k8s.io/yaml"
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
@@ -480,7 +479,7 @@ func TestSmoke(t *testing.T) {
 	var mu sync.Mutex
 	placed := map[string]int{} // node name → pods bound there
 	short := map[string]bool{} // nodes short of PIDs
-	prepare := func(tCtx ktesting.TContext) error {
+	prepare := func(tCtx tContext) error {
 		factory := informers.NewSharedInformerFactory(tCtx.Client(), 0)
 		_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(oldObj, newObj any) {

@@ -1,0 +1,12 @@
+//go:build k8s1.37 || k8s1.38
+
+// k8s1.MINOR is the build tag of the Kubernetes minor being built
+// (hack/k8s-minors.txt, docs/compatibility.md).
+
+package perf
+
+import "k8s.io/kubernetes/test/utils/client-go/ktesting"
+
+// tContext is the harness's test context with its clients: from 1.37 the
+// clients live in test/utils/client-go/ktesting's context.
+type tContext = ktesting.TContext
