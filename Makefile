@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools release push test unit integration compat bench perf bench-agent e2e-bench fuzz run down verify generate clean
+.PHONY: all build images tools release push test unit integration test-minor bench perf bench-agent e2e-bench fuzz run down verify generate clean
 
 all: build
 
@@ -19,8 +19,8 @@ release: ## a release in bin/release/: multi-arch OCI images with SBOMs for ever
 push: ## make push REGISTRY=HOST[:PORT]/PATH: the images of bin/release/ (by digest and tag, with their SBOMs, signatures and provenance) and the chart (OCI) to REGISTRY
 	REGISTRY=$(REGISTRY) hack/push.sh
 
-tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators, helm, promtool; a real node's kubelet, containerd, runc, CNI plugins and pause image into bin/
-	hack/build-tools.sh
+tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, code generators, helm, promtool; a real node's kubelet, containerd, runc, CNI plugins and pause image into bin/ (the default minor's; make test-minor builds another's)
+	MINOR= hack/build-tools.sh
 
 # The models and plugins run concurrently in the scheduler (Score runs in
 # parallel over nodes), so their tests run under the race detector.
@@ -43,8 +43,8 @@ integration: tools build ## integration tests against a real control plane (test
 	cd test/cilium && go test $(GO_TEST_FLAGS) -v ./...
 	cd test/awsipamd && go test $(GO_TEST_FLAGS) -v ./...
 
-compat: tools build ## a smoke subset of the integration tests against kube-apiserver of the next minor (v1.37), built in hack/tools/compat; not in make test: docs/compatibility.md
-	hack/compat.sh
+test-minor: tools ## make test-minor MINOR=1.35 [TESTS=regexp] [PKGS=packages]: make test's tests built for that Kubernetes minor of hack/k8s-minors.txt, against its control plane and kubelet (bin/minors/MINOR/); not in make test: docs/compatibility.md
+	MINOR="$(MINOR)" hack/test-minor.sh
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh

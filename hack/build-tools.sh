@@ -10,24 +10,68 @@
 #   bin/images/pause.tar, compiled from Kubernetes' own pause.c.
 # A tool already built from the same go.mod, go.sum and build flags is
 # skipped, so a warm run costs nothing.
+#
+# MINOR=1.35 builds that Kubernetes minor's kube-apiserver,
+# kube-controller-manager, kubectl and kubelet (hack/k8s-minors.txt; the
+# module hack/minors/1.35/tools, or hack/tools for the default minor) into
+# bin/minors/1.35/, and links every minor-independent binary of bin/ (etcd,
+# kwok, containerd, runc, CNI plugins, helm, promtool, ..., the pause image)
+# beside them: run it after hack/build-tools.sh without MINOR.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$BIN_DIR"
 
 # build NAME PACKAGE [GO BUILD FLAGS...]: builds PACKAGE of the current
-# directory's module into bin/NAME. Its stamp is $stamp (the module's files)
-# with CGO_ENABLED and the flags, so a change of either rebuilds it.
+# directory's module into $out/NAME (bin/ unless MINOR). Its stamp is $stamp
+# (the module's files) with CGO_ENABLED and the flags, so a change of either
+# rebuilds it.
+out=$BIN_DIR
 build() {
   local name=$1 pkg=$2 s
   shift 2
   s=$(printf '%s\n' "$stamp" "${CGO_ENABLED-}" "$pkg" "$@" | sha256sum | cut -c1-16)
-  if [[ -x $BIN_DIR/$name && "$(cat "$BIN_DIR/.$name.stamp" 2>/dev/null)" == "$s" ]]; then
+  if [[ -x $out/$name && "$(cat "$out/.$name.stamp" 2>/dev/null)" == "$s" ]]; then
     return
   fi
   echo ">> building $name ($pkg)"
-  go build -trimpath "$@" -o "$BIN_DIR/$name" "$pkg"
-  echo "$s" >"$BIN_DIR/.$name.stamp"
+  rm -f "$out/$name"
+  go build -trimpath "$@" -o "$out/$name" "$pkg"
+  echo "$s" >"$out/.$name.stamp"
 }
+
+# The binaries of one Kubernetes minor; all else is shared by every minor.
+minor_binaries=(kube-apiserver kube-controller-manager kubectl kubelet)
+if [[ -n $MINOR ]]; then
+  out=$MINOR_BIN_DIR
+  mkdir -p "$out/images"
+  if [[ $MINOR == "$K8S_DEFAULT_MINOR" ]]; then
+    # The default minor's are bin/'s own (hack/build-tools.sh without MINOR).
+    for name in "${minor_binaries[@]}"; do
+      rm -f "$out/.$name.stamp"
+      ln -sfn "../../$name" "$out/$name"
+    done
+  else
+    cd "$HEADROOM_ROOT/$(minor_tools_dir "$MINOR")"
+    stamp=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+    ldflags=$(k8s_ldflags "$K8S_VERSION")
+    for name in kube-apiserver kube-controller-manager kubectl; do
+      build "$name" "k8s.io/kubernetes/cmd/$name" -ldflags "$ldflags"
+    done
+    CGO_ENABLED=0 build kubelet k8s.io/kubernetes/cmd/kubelet -ldflags "$ldflags"
+  fi
+  # Everything else from bin/, linked (relative, so bin/ can move). Never
+  # a minor's own binary or Headroom's (hack/build.sh with MINOR builds
+  # those here), so that a missing one fails instead of running another
+  # minor's.
+  for f in "$BIN_DIR"/* "$BIN_DIR"/images/pause.tar; do
+    name=$(basename "$f")
+    [[ -f $f ]] || continue
+    case " ${minor_binaries[*]} " in *" $name "*) continue ;; esac
+    case $name in headroom-* | kubectl-headroom | kubectl_complete-headroom) continue ;; esac
+    if [[ $f == */images/* ]]; then ln -sfn "../../../images/$name" "$out/images/$name"; else ln -sfn "../../$name" "$out/$name"; fi
+  done
+  exit 0
+fi
 
 # apt_ensure PACKAGE...: installs the Debian packages that are missing. Only
 # runc and pause need any (a C compiler, glibc's and libseccomp's static

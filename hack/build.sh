@@ -5,6 +5,10 @@
 #   hack/build.sh          the binaries, for this machine
 #   hack/build.sh images   the binaries, then the OCI image tarballs of the
 #                          in-cluster ones (built for linux) in bin/images/
+# MINOR=1.35 builds for that Kubernetes minor of hack/k8s-minors.txt (its
+# go.mod and build tag, hack/lib.sh) into bin/minors/1.35/ (images in
+# bin/minors/1.35/images/, tagged with its release, e.g.
+# v1.35.4-headroom.0.1.0); without MINOR, the default minor into bin/.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -29,7 +33,7 @@ build() {
     # grpcnotrace: the node agent's CRI client (gRPC) would otherwise link
     # golang.org/x/net/trace, whose html/template keeps every method of
     # every type alive: 49.9 MB instead of 30.9 MB (stripped).
-    go build -trimpath -tags grpcnotrace -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
+    go build "${MINOR_GOFLAGS[@]}" -trimpath -tags "grpcnotrace,$MINOR_TAG" -ldflags "$ldflags" -o "$dir/$out" "./cmd/$cmd"
   done
   # kubectl's completion of the plugin: a script beside it on PATH.
   install -m 0755 cmd/kubectl-headroom/kubectl_complete-headroom "$dir/"
@@ -49,16 +53,16 @@ build_stress() {
     echo "hack/build.sh: skipping headroom-stress: cgo for linux/$(go env GOARCH) needs a C compiler for it in CC" >&2
     return 0
   fi
-  CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
+  CGO_ENABLED=1 go build "${MINOR_GOFLAGS[@]}" -trimpath -tags "netgo,osusergo,$MINOR_TAG" \
     -ldflags "$ldflags -linkmode external -extldflags -static" -o "$out" ./cmd/stress
 }
-build "$BIN_DIR"
+build "$MINOR_BIN_DIR"
 
 if [[ ${1:-} == images ]]; then
   # The images' binaries are linux ones: this machine's when it runs linux.
-  linux_bin=$BIN_DIR
+  linux_bin=$MINOR_BIN_DIR
   if [[ $(go env GOOS) != linux ]]; then
-    linux_bin=$BIN_DIR/linux
+    linux_bin=$MINOR_BIN_DIR/linux
     GOOS=linux build "$linux_bin"
   fi
   binaries=()
@@ -67,6 +71,6 @@ if [[ ${1:-} == images ]]; then
   done
   revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
   created=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
-  go run ./hack/images -out "$BIN_DIR/images" -version "$HEADROOM_VERSION" \
+  go run ./hack/images -out "$MINOR_BIN_DIR/images" -version "$HEADROOM_VERSION" \
     -arch "$(GOOS=linux go env GOARCH)" -revision "$revision" -created "$created" "${binaries[@]}"
 fi

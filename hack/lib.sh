@@ -1,25 +1,56 @@
 # Sourced by hack/*.sh: paths and version helpers shared by the scripts.
 HEADROOM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN_DIR=${BIN_DIR:-$HEADROOM_ROOT/bin}
-# The Kubernetes release Headroom is built on, read from go.mod so there is one source.
-K8S_VERSION=$(cd "$HEADROOM_ROOT" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
-# The version every Headroom binary reports and every image is tagged with:
-# the Kubernetes release it embeds, then Headroom's own release from VERSION,
-# e.g. v1.36.3-headroom.0.1.0. An image tag cannot hold semver's "+", so
-# Headroom's part is a pre-release field; the kube-scheduler still reads its
-# own version as 1.36 (compatibility and feature gates key on major.minor).
-HEADROOM_VERSION=$K8S_VERSION-headroom.$(tr -d '[:space:]' <"$HEADROOM_ROOT/VERSION")
+# The Kubernetes minors Headroom is built for, one line each (minor,
+# k8s.io/kubernetes, sigs.k8s.io/descheduler, default|preview): the one
+# source of every script's list.
+K8S_MINORS_FILE=$HEADROOM_ROOT/hack/k8s-minors.txt
+k8s_minors() { awk '!/^#/ && NF { print $1 }' "$K8S_MINORS_FILE"; }
+# k8s_minor_field MINOR N: field N of MINOR's line (2: k8s.io/kubernetes,
+# 3: sigs.k8s.io/descheduler, 4: default or preview); empty if absent.
+k8s_minor_field() { awk -v m="$1" -v n="$2" '!/^#/ && $1 == m { print $n }' "$K8S_MINORS_FILE"; }
+K8S_DEFAULT_MINOR=$(awk '!/^#/ && $4 == "default" { print $1 }' "$K8S_MINORS_FILE")
+# minor_modfile MINOR: the go.mod Headroom's packages are built with for
+# MINOR, relative to the root: the root's own for the default minor,
+# hack/minors/MINOR/headroom.mod (used through go's -modfile) for the
+# others. minor_tools_dir MINOR: the module its kube-apiserver,
+# kube-controller-manager, kubectl and kubelet are built from.
+minor_modfile() { if [[ $1 == "$K8S_DEFAULT_MINOR" ]]; then echo go.mod; else echo "hack/minors/$1/headroom.mod"; fi; }
+minor_tools_dir() { if [[ $1 == "$K8S_DEFAULT_MINOR" ]]; then echo hack/tools; else echo "hack/minors/$1/tools"; fi; }
+# MINOR (environment, e.g. MINOR=1.35 hack/build.sh) picks the minor that
+# hack/build.sh, hack/build-tools.sh and hack/test-minor.sh build for, into
+# MINOR_BIN_DIR, bin/minors/MINOR/; without it, the default minor into bin/.
+# Every build passes its minor's build tag, MINOR_TAG (k8s1.MINOR), which
+# selects the few files that differ between minors (docs/compatibility.md),
+# and MINOR_GOFLAGS, its go.mod.
+MINOR=${MINOR:-}
+if [[ -n $MINOR && -z $(k8s_minor_field "$MINOR" 2) ]]; then
+  echo "MINOR=$MINOR: not a minor of hack/k8s-minors.txt ($(k8s_minors | paste -sd ' '))" >&2
+  exit 2
+fi
+MINOR_BIN_DIR=$BIN_DIR${MINOR:+/minors/$MINOR}
+BUILD_MINOR=${MINOR:-$K8S_DEFAULT_MINOR}
+MINOR_TAG=k8s$BUILD_MINOR
+MINOR_GOFLAGS=()
+[[ $(minor_modfile "$BUILD_MINOR") == go.mod ]] || MINOR_GOFLAGS=(-modfile="$HEADROOM_ROOT/$(minor_modfile "$BUILD_MINOR")")
+# The Kubernetes release Headroom is built on, read from that go.mod so
+# there is one source.
+K8S_VERSION=$(cd "$HEADROOM_ROOT" && go list "${MINOR_GOFLAGS[@]}" -m -f '{{.Version}}' k8s.io/kubernetes)
 # shipped_minors: the Kubernetes minors Headroom ships images for, one
 # "<minor> <Kubernetes release> [default]" line each, from
 # hack/k8s-minors.txt (a preview line is built and tested, never shipped).
-shipped_minors() {
-  awk '/^[[:space:]]*(#|$)/ { next } $4 == "preview" { next } { print $1, $2, $4 }' "$HEADROOM_ROOT/hack/k8s-minors.txt"
-}
+shipped_minors() { awk '!/^#/ && NF && $4 != "preview" { print $1, $2, $4 }' "$K8S_MINORS_FILE"; }
 # minor_tag RELEASE: the image tag of the minor whose build embeds that
 # Kubernetes release, e.g. v1.35.4-headroom.0.1.0 (docs/release.md, "Image tags").
 minor_tag() {
   echo "$1-headroom.$(tr -d '[:space:]' <"$HEADROOM_ROOT/VERSION")"
 }
+# The version every Headroom binary reports and every image is tagged with:
+# the Kubernetes release it embeds, then Headroom's own release from VERSION,
+# e.g. v1.36.3-headroom.0.1.0. An image tag cannot hold semver's "+", so
+# Headroom's part is a pre-release field; the kube-scheduler still reads its
+# own version as 1.36 (compatibility and feature gates key on major.minor).
+HEADROOM_VERSION=$(minor_tag "$K8S_VERSION")
 k8s_ldflags() {
   local v=$1 major minor
   major=${v#v}; major=${major%%.*}

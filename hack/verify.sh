@@ -34,9 +34,14 @@ go vet ./... || fail=1
 go vet -tags e2ebench ./test/e2ebench || fail=1
 go vet -tags agentload ./test/agentload || fail=1
 
-for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/mdcheck hack/tools/actionlint hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/tools/compat test/cilium test/awsipamd; do
+for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/mdcheck hack/tools/actionlint hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/minors/*/tools test/cilium test/awsipamd; do
   (cd "$dir" && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
+done
+# Headroom's go.mod of each other Kubernetes minor (hack/update-k8s.sh).
+for mod in hack/minors/*/headroom.mod; do
+  go mod tidy -modfile="$mod" || fail=1
+  if ! git diff --quiet -- "$mod" "${mod%.mod}.sum"; then echo "go mod tidy changes $mod: run hack/update-k8s.sh -pinned"; fail=1; fi
 done
 
 # Docs are code: every Markdown file as a CommonMark parser reads it, with

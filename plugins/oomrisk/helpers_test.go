@@ -89,7 +89,7 @@ func newPlugin(t testing.TB, args *config.OOMRiskArgs, snapshot *cache.Snapshot)
 	}
 	t.Cleanup(func() {
 		cancel()
-		runtime.WaitForShutdown(fh)
+		waitForShutdown(fh)
 	})
 	pl, err := New(ctx, args, fh)
 	if err != nil {

@@ -189,7 +189,7 @@ func TestFramework(t *testing.T) {
 	}
 	defer func() {
 		cancel()
-		frameworkruntime.WaitForShutdown(fh)
+		waitForShutdown(fh)
 	}()
 	infos, err := snapshot.NodeInfos().List()
 	if err != nil {

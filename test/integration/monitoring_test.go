@@ -61,8 +61,9 @@ func registeredMetricNames(t *testing.T) map[string]bool {
 	relievenodepressure.RegisterMetrics()
 
 	// The scheduler's queue gauges are unexported vectors: their exported
-	// recorders give them a sample (0), so that they are gathered.
-	schedmetrics.NewActivePodsRecorder().Clear()
+	// accessors give them a sample (0), so that they are gathered
+	// (ActivePods, which every minor has; its recorder was renamed in 1.37).
+	schedmetrics.ActivePods().Set(0)
 	schedmetrics.UnschedulableReason("NodePIDs", "headroom-scheduler").Set(0)
 
 	names := map[string]bool{}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -269,7 +269,9 @@ func TestChartNamespaceOptIn(t *testing.T) {
 	}
 
 	other := renderChart(t, "--set", "namespaceOptIn.enabled=true", "--namespace", "headroom-elsewhere")
-	policy := decodeTyped[*admissionregistrationv1.MutatingAdmissionPolicy](t, other, policyKey)
+	// Read through the v1beta1 type, whose fields v1 kept: k8s.io/api has
+	// no v1 type before 1.36, and this test builds for every minor.
+	policy := decodeTyped[*admissionregistrationv1beta1.MutatingAdmissionPolicy](t, other, policyKey)
 	excluded := policy.Spec.MatchConstraints.NamespaceSelector.MatchExpressions[0].Values
 	if len(excluded) != 2 || excluded[0] != metav1.NamespaceSystem || excluded[1] != "headroom-elsewhere" {
 		t.Errorf("policy of a release in headroom-elsewhere excludes namespaces %v, want [kube-system headroom-elsewhere]", excluded)

@@ -20,6 +20,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -30,11 +31,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	benchmark "k8s.io/kubernetes/test/integration/scheduler_perf"
-	"k8s.io/kubernetes/test/utils/ktesting"
 	"sigs.k8s.io/yaml"
 
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
@@ -480,7 +481,7 @@ func TestSmoke(t *testing.T) {
 	var mu sync.Mutex
 	placed := map[string]int{} // node name → pods bound there
 	short := map[string]bool{} // nodes short of PIDs
-	prepare := func(tCtx ktesting.TContext) error {
+	prepare := func(tCtx clientContext) error {
 		factory := informers.NewSharedInformerFactory(tCtx.Client(), 0)
 		_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(oldObj, newObj any) {
@@ -512,7 +513,7 @@ func TestSmoke(t *testing.T) {
 		return nil
 	}
 
-	runSmoke(t, config, "smoke", benchmark.WithPrepareFn(prepare))
+	runSmoke(t, config, "smoke", withPrepare(prepare))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -586,4 +587,28 @@ func TestKeepSamplesFresh(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// clientContext is what a prepare hook uses of the harness's test context.
+type clientContext interface {
+	Client() clientset.Interface
+	Done() <-chan struct{}
+}
+
+// withPrepare is benchmark.WithPrepareFn(prepare). The hook's type names
+// the harness's test context, whose package and name moved between minors
+// (PrepareFn of test/utils/ktesting's context in 1.35, HookFn in 1.36,
+// test/utils/client-go/ktesting's in 1.37), so the hook is made for the
+// type WithPrepareFn takes, and this test builds for every minor.
+func withPrepare(prepare func(clientContext) error) benchmark.SchedulerPerfOption {
+	with := reflect.ValueOf(benchmark.WithPrepareFn)
+	hookType := with.Type().In(0)
+	hook := reflect.MakeFunc(hookType, func(args []reflect.Value) []reflect.Value {
+		out := reflect.New(hookType.Out(0)).Elem()
+		if err := prepare(args[0].Interface().(clientContext)); err != nil {
+			out.Set(reflect.ValueOf(err))
+		}
+		return []reflect.Value{out}
+	})
+	return with.Call([]reflect.Value{hook})[0].Interface().(benchmark.SchedulerPerfOption)
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
 )
 
 // hostState records what a real node changed on the host, in
@@ -428,7 +427,7 @@ func removeNetNS(netNSBefore []string) error {
 func removeSandboxes(socket string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rs, err := remote.NewRemoteRuntimeService(ctx, "unix://"+socket, 10*time.Second, nil, false)
+	rs, err := runtimeService(ctx, socket)
 	if err != nil {
 		return err
 	}
@@ -452,7 +451,7 @@ func removeSandboxes(socket string) error {
 // SandboxIDs lists the IDs of the node's pod sandboxes, in every state,
 // through the CRI as `crictl pods -q` does.
 func (n *Node) SandboxIDs(ctx context.Context) (map[string]bool, error) {
-	rs, err := remote.NewRemoteRuntimeService(ctx, "unix://"+n.Socket, 10*time.Second, nil, false)
+	rs, err := runtimeService(ctx, n.Socket)
 	if err != nil {
 		return nil, err
 	}

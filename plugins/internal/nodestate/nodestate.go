@@ -310,7 +310,7 @@ func Start(ctx context.Context, h fwk.Handle, cfg Config) *Tracker {
 	}
 	go func() {
 		defer func() { _ = informer.RemoveEventHandler(reg) }()
-		t.Run(ctx, clock.RealClock{}, nodes.Lister(), reg.HasSyncedChecker().Done(), poke)
+		t.Run(ctx, clock.RealClock{}, nodes.Lister(), registrationSynced(ctx, reg), poke)
 	}()
 	return t
 }
