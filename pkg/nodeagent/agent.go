@@ -669,8 +669,8 @@ func (a *Agent) ipProbe() *IPProbe {
 		if a.cfg.CiliumAgentSocket != "" {
 			p.CiliumAgent = ciliumipam.NewAgentClient(a.cfg.CiliumAgentSocket, a.cfg.RequestTimeout)
 		}
-		a.calico = calicoipam.NewWatch(a.dynamic, a.cfg.NodeName)
-		p.Calico = a.calico
+		a.calico = calicoipam.NewWatch(a.dynamic)
+		p.Calico = nodeCalico{a.calico, a.cfg.NodeName}
 	}
 	a.nodePods = NewNodePodWatch(a.client, a.cfg.NodeName)
 	if a.cfg.IPCrossCheck {

@@ -27,6 +27,17 @@ type CalicoSource interface {
 	Stop()
 }
 
+// nodeCalico is the node's CalicoSource: the cluster's figures, the node's
+// part.
+type nodeCalico struct {
+	*calicoipam.Watch
+	node string
+}
+
+func (c nodeCalico) Usage(ctx context.Context, fams calicoipam.Families) (calicoipam.Usage, error) {
+	return c.Watch.Usage(ctx, c.node, fams)
+}
+
 // sampleCalico reads the figures of a network whose IPAM is calico-ipam
 // from Calico's objects in the API server. Without the rights to read them
 // (manifests/node-agent/calico-ipam not applied), or without Calico's CRDs,
