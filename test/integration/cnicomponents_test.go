@@ -13,6 +13,8 @@ import (
 // that give the same, to each other and to their rights:
 //   - calico-ipam (nodeAgent.calicoIPAM): list and watch of Calico's three
 //     IPAM resources, nothing else, and the DaemonSet unchanged;
+//   - scheduler/calico-ipam (scheduler.calicoIPAM): the same reads for
+//     headroom-scheduler (NodeIPs' ipSource: CalicoIPAM);
 //   - cilium-agent (nodeAgent.ciliumAgent): the Cilium agent's socket
 //     directory, read-only, type Directory, group 0, the flag naming the
 //     socket, and still non-root.
@@ -40,6 +42,37 @@ func TestNodeAgentCNIComponents(t *testing.T) {
 		if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
 			!equalStrings(r["verbs"], "list", "watch") {
 			t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
+		}
+	})
+
+	// The scheduler's reads for NodeIPs' ipSource: CalicoIPAM
+	// (scheduler.calicoIPAM): the same rule, the scheduler's
+	// ServiceAccount, its Deployment unchanged.
+	t.Run("scheduler calico-ipam", func(t *testing.T) {
+		const deploy = "Deployment " + chartNS + "/headroom-scheduler"
+		const role, binding = "ClusterRole headroom-scheduler-calico-ipam", "ClusterRoleBinding headroom-scheduler-calico-ipam"
+		if _, ok := shipped[role]; ok {
+			t.Fatalf("%s is shipped by default; it is opt-in", role)
+		}
+		kustomize := renderKustomizeWith(t, "scheduler/calico-ipam")
+		chart := renderChart(t, "-f", valuesFile(t, "scheduler: {calicoIPAM: {enabled: true}}"))
+		pick := func(objs map[string]object) map[string]object {
+			return map[string]object{deploy: objs[deploy], role: objs[role], binding: objs[binding]}
+		}
+		compareObjects(t, pick(kustomize), pick(chart))
+		compareObjects(t, map[string]object{deploy: shipped[deploy]}, map[string]object{deploy: kustomize[deploy]})
+		rules, _ := kustomize[role]["rules"].([]any)
+		if len(rules) != 1 {
+			t.Fatalf("%s rules %v, want one", role, rules)
+		}
+		r := rules[0].(map[string]any)
+		if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
+			!equalStrings(r["verbs"], "list", "watch") {
+			t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
+		}
+		subjects, _ := kustomize[binding]["subjects"].([]any)
+		if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "headroom-scheduler" {
+			t.Errorf("%s subjects %v, want the headroom-scheduler ServiceAccount", binding, subjects)
 		}
 	})
 
