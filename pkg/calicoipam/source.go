@@ -2,10 +2,13 @@ package calicoipam
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -33,16 +36,65 @@ func NewSource(ctx context.Context, w *Watch) *Source {
 // Read tells node's figures; before the first lists, without the rights or
 // Calico's CRDs, or where the figures cannot be told, an
 // *ipstats.UnknownError.
-func (s *Source) Read(node *corev1.Node, now time.Time, _ time.Duration) (ipstats.NodeStats, error) {
+func (s *Source) Read(node *corev1.Node, now time.Time, maxAge time.Duration) (ipstats.NodeStats, error) {
 	c, err := s.watch.Cluster(s.ctx)
 	if err != nil {
 		return ipstats.NodeStats{}, &ipstats.UnknownError{Reason: err}
 	}
+	return c.Read(node, now, maxAge)
+}
+
+// Read makes a Cluster the ipStats.Source of its figures as they were
+// listed (kubectl-headroom's one-shot LIST): node's figures at now, with
+// the families the cluster has pools of.
+func (c *Cluster) Read(node *corev1.Node, now time.Time, _ time.Duration) (ipstats.NodeStats, error) {
 	u, err := c.Usage(node.Name, c.Families())
 	if err != nil {
 		return ipstats.NodeStats{}, &ipstats.UnknownError{Reason: err}
 	}
 	return ipstats.NewNodeStats(u.Capacity, u.Used, now), nil
+}
+
+// List reads Calico's three resources once (no watch) and sums them.
+func List(ctx context.Context, client dynamic.Interface) (*Cluster, error) {
+	var blocks []Block
+	var pools []Pool
+	cfg := DefaultConfig
+	for _, r := range []schema.GroupVersionResource{IPAMBlocks, IPPools, IPAMConfigs} {
+		list, err := client.Resource(r).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", r.Resource, err)
+		}
+		for i := range list.Items {
+			b, err := list.Items[i].MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			switch r {
+			case IPAMBlocks:
+				blk, err := ParseBlock(b)
+				if err != nil {
+					return nil, err
+				}
+				blocks = append(blocks, blk)
+			case IPPools:
+				p, err := ParsePool(b)
+				if err != nil {
+					return nil, err
+				}
+				pools = append(pools, p)
+			default:
+				if list.Items[i].GetName() != IPAMConfigName {
+					continue
+				}
+				if cfg, err = ParseConfig(b); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	sortPools(pools)
+	return Summarize(blocks, pools, cfg), nil
 }
 
 // WaitSynced starts the watch and waits up to timeout for its first lists;

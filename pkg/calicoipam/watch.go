@@ -128,6 +128,12 @@ func (w *Watch) Usage(ctx context.Context, node string, fams Families) (Usage, e
 	return c.Usage(node, fams)
 }
 
+// sortPools: Calico picks pools in no set order; a fixed one keeps the
+// figures stable when maxBlocksPerHost splits the claimable blocks.
+func sortPools(pools []Pool) {
+	slices.SortFunc(pools, func(a, b Pool) int { return a.CIDR.Addr().Compare(b.CIDR.Addr()) })
+}
+
 func read(informers []cache.SharedIndexInformer) (*Cluster, error) {
 	blockStore, poolStore, configStore := informers[0].GetStore(), informers[1].GetStore(), informers[2].GetStore()
 	var blocks []Block
@@ -153,9 +159,7 @@ func read(informers []cache.SharedIndexInformer) (*Cluster, error) {
 		}
 		pools = append(pools, p)
 	}
-	// Calico picks pools in no set order; a fixed one keeps the figures
-	// stable when maxBlocksPerHost splits the claimable blocks.
-	slices.SortFunc(pools, func(a, b Pool) int { return a.CIDR.Addr().Compare(b.CIDR.Addr()) })
+	sortPools(pools)
 	cfg := DefaultConfig
 	if o, ok, err := configStore.GetByKey(IPAMConfigName); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@
 package nodeips
 
 import (
+	"context"
 	"fmt"
 	"iter"
 	"time"
@@ -57,16 +58,34 @@ var Definition = &figure.Definition[config.NodeIPsArgs, ipstats.NodeStats]{
 	NewV1Args: func() runtime.Object { return &configv1.NodeIPsArgs{} },
 	Validate:  validation.ValidateNodeIPsArgs,
 	Configure: func(a *config.NodeIPsArgs, h fwk.Handle) (figure.Settings, figure.Figure[ipstats.NodeStats], error) {
-		settings := figure.Settings{MaxSampleAge: a.MaxSampleAge.Duration, UnknownScore: a.UnknownNodeScore, Ample: a.AmpleFreeIPs}
 		src, err := SourceOf(a.IPSource, h)
 		if err != nil {
 			return figure.Settings{}, nil, err
 		}
-		if _, live := src.(*calicoipam.Source); live {
-			settings.MaxSampleAge = 0 // live figures do not age
-		}
-		return settings, ips{minFreeIPs: a.MinFreeIPs, source: src}, nil
+		s, f := configure(a, src)
+		return s, f, nil
 	},
+}
+
+// configure is the plugin's settings and figure with the pod-IP source.
+func configure(a *config.NodeIPsArgs, src ipstats.Source) (figure.Settings, figure.Figure[ipstats.NodeStats]) {
+	settings := figure.Settings{MaxSampleAge: a.MaxSampleAge.Duration, UnknownScore: a.UnknownNodeScore, Ample: a.AmpleFreeIPs}
+	if a.IPSource == config.IPSourceCalicoIPAM {
+		settings.MaxSampleAge = 0 // live figures do not age
+	}
+	return settings, ips{minFreeIPs: a.MinFreeIPs, source: src, live: a.IPSource == config.IPSourceCalicoIPAM}
+}
+
+// WithSource is NodeIPs' factory reading the pod-IP figures from src
+// whatever ipSource says: kubectl-headroom's, with its one-shot list of
+// Calico's objects.
+func WithSource(src ipstats.Source) func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	d := *Definition
+	d.Configure = func(a *config.NodeIPsArgs, _ fwk.Handle) (figure.Settings, figure.Figure[ipstats.NodeStats], error) {
+		s, f := configure(a, src)
+		return s, f, nil
+	}
+	return d.New
 }
 
 // calicoSyncWait is how long building the plugin waits for the first lists
@@ -107,6 +126,7 @@ var New = Definition.New
 type ips struct {
 	minFreeIPs int64
 	source     ipstats.Source
+	live       bool
 }
 
 func (f ips) Read(node *corev1.Node, now time.Time) (ipstats.NodeStats, error) {
@@ -115,10 +135,7 @@ func (f ips) Read(node *corev1.Node, now time.Time) (ipstats.NodeStats, error) {
 
 // Live: Calico's figures change without the node changing; they are read
 // again whenever the node or its pods change.
-func (f ips) Live() bool {
-	_, live := f.source.(*calicoipam.Source)
-	return live
-}
+func (f ips) Live() bool { return f.live }
 
 // Estimate adds to the reported use the node's pods placed after the
 // sample that take an IP (ipstats.EstimateUsed).
