@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,185 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/calicoipam/calicotest"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
-	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
-
-// calicoConflist is the network configuration Calico's install-cni writes
-// (10-calico.conflist) with its defaults: calico-ipam, IPv4 only.
-const calicoConflist = `{
-  "name": "k8s-pod-network",
-  "cniVersion": "0.3.1",
-  "plugins": [
-    {"type": "calico", "log_level": "info", "datastore_type": "kubernetes", "mtu": 0,
-     "ipam": {"type": "calico-ipam"}, "policy": {"type": "k8s"},
-     "kubernetes": {"kubeconfig": "/etc/cni/net.d/calico-kubeconfig"}},
-    {"type": "portmap", "snat": true, "capabilities": {"portMappings": true}},
-    {"type": "bandwidth", "capabilities": {"bandwidth": true}}
-  ]
-}`
-
-// TestNodeIPsWithCalicoIPAM: Calico's CRDs in a real API server, one IPPool
-// 10.200.0.0/27 of /28 blocks, and an IPAMConfig with strictAffinity and
-// maxBlocksPerHost 1, as Calico's IPAM would hold them after node-a used up
-// its block (its 15 pods and its tunnel address) and node-b took 14 of its
-// 16. The node agent, run as the shipped DaemonSet's identity, publishes
-// nothing until manifests/node-agent/calico-ipam grants it the reads; then
-// node-a's figures are 16 used of 16 (it can claim no second block, nor
-// borrow), node-b's 14 of 16. headroom-scheduler keeps pods that prefer
-// node-a off it; two go to node-b, the third fits nowhere. Calico then
-// releases three of node-a's addresses; the agent reports it, and the
-// pending pod goes to node-a. Turning strictAffinity off lets node-a borrow
-// node-b's free addresses: its capacity grows by them.
-func TestNodeIPsWithCalicoIPAM(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	kubectl, apply := calicoObjects(ctx, t, cp)
-	blockA, blockB := "10.200.0.0/28", "10.200.0.16/28"
-	fullA := calicotest.Pods("node-a", 1, 15)
-	fullA[0] = calicotest.Holder{Node: "node-a"} // the tunnel address
-	apply(calicoipam.IPPools, calicotest.IPPool("default-ipv4-ippool", "10.200.0.0/27", 28))
-	apply(calicoipam.IPAMConfigs, calicotest.IPAMConfig(true, 1))
-	apply(calicoipam.IPAMBlocks, calicotest.Block(blockA, "host:node-a", fullA))
-	apply(calicoipam.IPAMBlocks, calicotest.Block(blockB, "host:node-b", calicotest.Pods("node-b", 0, 14)))
-
-	applyManifests(ctx, t, cp, "namespace", "node-agent")
-	confDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "10-calico.conflist"), []byte(calicoConflist), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cgroupRoot := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(cgroupRoot, "kubepods"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	clients := map[string]*agentClients{}
-	for _, n := range []string{"node-a", "node-b"} {
-		if _, err := cp.CreateNode(ctx, n, resources("16", "64Gi", "110"), nil); err != nil {
-			t.Fatal(err)
-		}
-		// The agent's own identity: a token bound to the shipped
-		// DaemonSet's pod, with the shipped RBAC and admission policy.
-		kc := serviceAccountKubeconfig(ctx, t, cp, "headroom-system", "headroom-node-agent", agentPod(ctx, t, cp.Client, n))
-		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[n] = &agentClients{kube: kubernetes.NewForConfigOrDie(cfg), dynamic: dynamic.NewForConfigOrDie(cfg)}
-	}
-	report := func(node string) (ipstats.NodeStats, bool) {
-		t.Helper()
-		cfg := nodeagent.DefaultConfig()
-		cfg.NodeName, cfg.CNIConfDir, cfg.CgroupRoot, cfg.ContainerRuntimeEndpoint = node, confDir, cgroupRoot, ""
-		cfg.RequestTimeout = 20 * time.Second
-		agent, err := nodeagent.New(clients[node].kube, cfg, nodeagent.WithDynamicClient(clients[node].dynamic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := agent.Once(ctx); err != nil {
-			t.Fatalf("node agent --once on %s: %v", node, err)
-		}
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := n.Annotations[ipstats.AnnotationCapacity]; !ok {
-			return ipstats.NodeStats{}, false
-		}
-		s, err := ipstats.ParseNode(n.Annotations, time.Now(), 0)
-		if err != nil {
-			t.Fatalf("%s's pod-IP annotations: %v (%v)", node, err, n.Annotations)
-		}
-		return s, true
-	}
-	want := func(node string, capacity, used int64) {
-		t.Helper()
-		s, ok := report(node)
-		if !ok || s.Capacity != capacity || s.Used != used {
-			t.Fatalf("%s: published %v capacity %d, used %d; want %d and %d", node, ok, s.Capacity, s.Used, capacity, used)
-		}
-		if s.LeakedKnown {
-			t.Fatalf("%s: a leak count from Calico's IPAM", node)
-		}
-	}
-
-	// Without the component's rights the reads are refused: unknown.
-	if s, ok := report("node-a"); ok {
-		t.Fatalf("node-a without the rights to Calico's objects: published %+v, want nothing", s)
-	}
-	kubectl("apply", "-f", repoPath(t, "manifests/node-agent/calico-ipam/rbac.yaml"))
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := clients["node-a"].dynamic.Resource(calicoipam.IPAMBlocks).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the component's rights never took effect: %v", err)
-	}
-	want("node-a", 16, 16)
-	want("node-b", 16, 14)
-
-	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	pods := cp.Client.CoreV1().Pods(metav1.NamespaceDefault)
-	create := func(name string) {
-		t.Helper()
-		p := newPod(name, "headroom-scheduler", nil, nil, nil)
-		p.Spec.Affinity = preferNode("node-a")
-		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 2 {
-		name := fmt.Sprintf("p%d", i)
-		create(name)
-		if node := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, name); node != "node-b" {
-			t.Fatalf("%s bound to %s, whose Calico blocks are full; want node-b", name, node)
-		}
-	}
-	create("stuck")
-	cond := waitUnschedulable(ctx, t, cp.Client, metav1.NamespaceDefault, "stuck", "but no node has a free pod IP")
-	if want := "2 " + nodeips.ErrReasonNoFreeIPs; !strings.Contains(cond.Message, want) {
-		t.Errorf("PodScheduled condition %q, want it to contain %q", cond.Message, want)
-	}
-
-	// Calico releases three of node-a's addresses (pods deleted there).
-	for _, o := range []int{3, 7, 9} {
-		delete(fullA, o)
-	}
-	apply(calicoipam.IPAMBlocks, calicotest.Block(blockA, "host:node-a", fullA))
-	want("node-a", 16, 13)
-	if node := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, "stuck"); node != "node-a" {
-		t.Fatalf("stuck bound to %s, want node-a", node)
-	}
-
-	// Borrowing: without strictAffinity, Calico lends node-a the two free
-	// addresses of node-b's block as its sample shows them.
-	apply(calicoipam.IPAMConfigs, calicotest.IPAMConfig(false, 1))
-	want("node-a", 16+2, 13)
-	// A block claimed elsewhere, partly borrowed by node-a: its borrowed
-	// addresses are node-a's use.
-	lent := calicotest.Pods("node-b", 0, 10)
-	lent[12] = calicotest.Holder{Node: "node-a", Pod: "borrowed"}
-	apply(calicoipam.IPPools, calicotest.IPPool("default-ipv4-ippool", "10.200.0.0/26", 28))
-	apply(calicoipam.IPAMBlocks, calicotest.Block("10.200.0.32/28", "host:node-c", lent))
-	// node-a's own 3 free, node-b's 2, node-c's 5 lendable, 1 borrowed; no
-	// block to claim (maxBlocksPerHost 1).
-	want("node-a", 16+1+2+5, 13+1)
-}
-
-// agentClients is one identity's clients.
-type agentClients struct {
-	kube    kubernetes.Interface
-	dynamic dynamic.Interface
-}
 
 // preferNode is a node affinity that prefers the node of that name.
 func preferNode(name string) *corev1.Affinity {
