@@ -2,6 +2,7 @@ package calicoipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -106,6 +107,37 @@ func (s *Source) WaitSynced(timeout time.Duration) error {
 		return last == nil, nil
 	})
 	return last
+}
+
+// defaultConfig is the API server of DefaultSource, set by the process's
+// main (SetDefaultConfig).
+var defaultConfig struct {
+	mu  sync.Mutex
+	get func() (*rest.Config, error)
+}
+
+// SetDefaultConfig names how DefaultSource connects: the descheduler's
+// main sets it from its own client flags, which its plugins' handle does
+// not expose.
+func SetDefaultConfig(get func() (*rest.Config, error)) {
+	defaultConfig.mu.Lock()
+	defaultConfig.get = get
+	defaultConfig.mu.Unlock()
+}
+
+// DefaultSource is SharedSource of SetDefaultConfig's API server.
+func DefaultSource() (*Source, error) {
+	defaultConfig.mu.Lock()
+	get := defaultConfig.get
+	defaultConfig.mu.Unlock()
+	if get == nil {
+		return nil, errors.New("no client to read Calico's objects with")
+	}
+	cfg, err := get()
+	if err != nil {
+		return nil, err
+	}
+	return SharedSource(cfg)
 }
 
 // shared holds the one Source of each API server in this process, so that

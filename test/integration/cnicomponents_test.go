@@ -12,9 +12,11 @@ import (
 // TestNodeAgentCNIComponents holds the opt-in components for the CNIs whose
 // pod-IP state the agent reads through another party, and the chart values
 // that give the same, to each other and to their rights:
-//   - scheduler/calico-ipam (scheduler.calicoIPAM): list and watch of
-//     Calico's three IPAM resources for headroom-scheduler (NodeIPs'
-//     ipSource: CalicoIPAM), nothing else, its Deployment unchanged; the
+//   - scheduler/calico-ipam and descheduler/calico-ipam
+//     ({scheduler,descheduler}.calicoIPAM): list and watch of Calico's
+//     three IPAM resources for headroom-scheduler (NodeIPs' ipSource:
+//     CalicoIPAM) and headroom-descheduler (RelieveNodePressure's), nothing
+//     else; the
 //     agent's own Calico reads (nodeAgent.calicoIPAM) are refused;
 //   - cilium-agent (nodeAgent.ciliumAgent): the Cilium agent's socket
 //     directory, read-only, type Directory, group 0, the flag naming the
@@ -29,36 +31,40 @@ func TestNodeAgentCNIComponents(t *testing.T) {
 		t.Errorf("nodeAgent.calicoIPAM rendered (%v), want it refused naming scheduler.calicoIPAM", err)
 	}
 
-	// The scheduler's reads for NodeIPs' ipSource: CalicoIPAM
-	// (scheduler.calicoIPAM): the same rule, the scheduler's
-	// ServiceAccount, its Deployment unchanged.
-	t.Run("scheduler calico-ipam", func(t *testing.T) {
-		const deploy = "Deployment " + chartNS + "/headroom-scheduler"
-		const role, binding = "ClusterRole headroom-scheduler-calico-ipam", "ClusterRoleBinding headroom-scheduler-calico-ipam"
-		if _, ok := shipped[role]; ok {
-			t.Fatalf("%s is shipped by default; it is opt-in", role)
-		}
-		kustomize := renderKustomizeWith(t, "scheduler/calico-ipam")
-		chart := renderChart(t, "-f", valuesFile(t, "scheduler: {calicoIPAM: {enabled: true}}"))
-		pick := func(objs map[string]object) map[string]object {
-			return map[string]object{deploy: objs[deploy], role: objs[role], binding: objs[binding]}
-		}
-		compareObjects(t, pick(kustomize), pick(chart))
-		compareObjects(t, map[string]object{deploy: shipped[deploy]}, map[string]object{deploy: kustomize[deploy]})
-		rules, _ := kustomize[role]["rules"].([]any)
-		if len(rules) != 1 {
-			t.Fatalf("%s rules %v, want one", role, rules)
-		}
-		r := rules[0].(map[string]any)
-		if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
-			!equalStrings(r["verbs"], "list", "watch") {
-			t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
-		}
-		subjects, _ := kustomize[binding]["subjects"].([]any)
-		if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "headroom-scheduler" {
-			t.Errorf("%s subjects %v, want the headroom-scheduler ServiceAccount", binding, subjects)
-		}
-	})
+	// The scheduler's and the descheduler's reads for their ipSource
+	// CalicoIPAM ({scheduler,descheduler}.calicoIPAM): the same rule, the
+	// component's ServiceAccount, its Deployment unchanged.
+	for _, c := range []struct{ component, values string }{
+		{"scheduler", "scheduler: {calicoIPAM: {enabled: true}}"},
+		{"descheduler", "descheduler: {mode: deployment, calicoIPAM: {enabled: true}}"},
+	} {
+		t.Run(c.component+" calico-ipam", func(t *testing.T) {
+			sa := "headroom-" + c.component
+			role, binding := "ClusterRole "+sa+"-calico-ipam", "ClusterRoleBinding "+sa+"-calico-ipam"
+			if _, ok := shipped[role]; ok {
+				t.Fatalf("%s is shipped by default; it is opt-in", role)
+			}
+			kustomize := renderKustomizeWith(t, c.component+"/calico-ipam")
+			chart := renderChart(t, "-f", valuesFile(t, c.values))
+			pick := func(objs map[string]object) map[string]object {
+				return map[string]object{role: objs[role], binding: objs[binding]}
+			}
+			compareObjects(t, pick(kustomize), pick(chart))
+			rules, _ := kustomize[role]["rules"].([]any)
+			if len(rules) != 1 {
+				t.Fatalf("%s rules %v, want one", role, rules)
+			}
+			r := rules[0].(map[string]any)
+			if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
+				!equalStrings(r["verbs"], "list", "watch") {
+				t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
+			}
+			subjects, _ := kustomize[binding]["subjects"].([]any)
+			if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != sa {
+				t.Errorf("%s subjects %v, want the %s ServiceAccount", binding, subjects, sa)
+			}
+		})
+	}
 
 	t.Run("cilium-agent", func(t *testing.T) {
 		kustomize := renderKustomizeWith(t, "node-agent/cilium-agent")
