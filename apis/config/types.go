@@ -91,4 +91,19 @@ type NodeIPsArgs struct {
 	// scores as well as any: Score counts free pod IPs up to it. Zero means
 	// no limit.
 	AmpleFreeIPs int64
+	// IPSource is where the nodes' pod-IP figures come from: IPSourceAnnotations
+	// or IPSourceCalicoIPAM.
+	IPSource string
 }
+
+// The sources of NodeIPsArgs.IPSource (and RelieveNodePressureArgs'
+// ipSource).
+const (
+	// IPSourceAnnotations: the headroom.dev/ip-* annotations that
+	// headroom-node-agent writes on each Node.
+	IPSourceAnnotations = "Annotations"
+	// IPSourceCalicoIPAM: Calico's IPAM objects (calico-ipam), which the
+	// plugin's process watches once for the whole cluster
+	// (pkg/calicoipam); the node agent publishes no pod-IP figures there.
+	IPSourceCalicoIPAM = "CalicoIPAM"
+)

@@ -77,7 +77,7 @@ func (e *UnsupportedError) Error() string { return "Calico IPAM: " + e.Reason }
 // Is makes errors.Is(err, ErrUnsupported) true.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
-// Block is what counts of one IPAMBlock, for one node.
+// Block is what counts of one IPAMBlock, for every node.
 type Block struct {
 	Name     string
 	CIDR     netip.Prefix
@@ -86,14 +86,27 @@ type Block struct {
 	// Allocated and Unallocated are the block's allocated addresses and
 	// the length of spec.unallocated.
 	Allocated, Unallocated int64
-	// BorrowedBy is, of Allocated, the addresses whose allocation
-	// attributes name the node the block was read for
-	// (spec.attributes[].secondary.node) in a block not affine to it.
-	BorrowedBy int64
-	// Pods is, of the addresses the node holds here (Allocated in its own
-	// block, BorrowedBy in another), those allocated to a pod (attributes
-	// naming a pod; the node's tunnel address names none).
+	// Pods is, of Allocated, the addresses allocated to a pod (attributes
+	// naming a pod; a node's tunnel address names none).
 	Pods int64
+	// Lent is, of Allocated, the addresses held by nodes the block is not
+	// affine to (spec.attributes[].secondary.node), by node; nil when none.
+	Lent map[string]Held
+}
+
+// Held is what one node holds of a block it borrowed from.
+type Held struct {
+	// Addresses allocated to the node; Pods, of them, those of its pods.
+	Addresses, Pods int64
+}
+
+// Owner is the node the block is affine to ("host:<node>"), "" for none.
+func (b Block) Owner() string {
+	node, _ := strings.CutPrefix(b.Affinity, "host:")
+	if node == b.Affinity {
+		return ""
+	}
+	return node
 }
 
 // AffineTo reports whether the block is the node's.
@@ -115,9 +128,9 @@ type ipamBlock struct {
 	} `json:"spec"`
 }
 
-// ParseBlock reads an IPAMBlock's JSON for node: an error names the field
-// that is malformed.
-func ParseBlock(b []byte, node string) (Block, error) {
+// ParseBlock reads an IPAMBlock's JSON: an error names the field that is
+// malformed.
+func ParseBlock(b []byte) (Block, error) {
 	var o ipamBlock
 	if err := json.Unmarshal(b, &o); err != nil {
 		return Block{}, fmt.Errorf("IPAMBlock: %w", err)
@@ -151,13 +164,20 @@ func ParseBlock(b []byte, node string) (Block, error) {
 			return Block{}, fmt.Errorf("IPAMBlock %s: spec.allocations[%d] = %d, not an index of spec.attributes (%d entries)", name, i, *a, len(o.Spec.Attributes))
 		}
 		attrs := o.Spec.Attributes[*a].Secondary
-		mine := blk.AffineTo(node)
-		if !mine && attrs["node"] == node {
-			blk.BorrowedBy++
-			mine = true
-		}
-		if mine && attrs["pod"] != "" {
+		pod := attrs["pod"] != ""
+		if pod {
 			blk.Pods++
+		}
+		if node := attrs["node"]; node != "" && !blk.AffineTo(node) {
+			if blk.Lent == nil {
+				blk.Lent = map[string]Held{}
+			}
+			h := blk.Lent[node]
+			h.Addresses++
+			if pod {
+				h.Pods++
+			}
+			blk.Lent[node] = h
 		}
 	}
 	if blk.Allocated+blk.Unallocated > int64(size) {
@@ -306,15 +326,113 @@ type Usage struct {
 // false).
 type Families struct{ IPv4, IPv6 bool }
 
-// Count computes node's figures from every IPAMBlock (read for node), every
-// IPPool and the IPAMConfig.
-func Count(node string, fams Families, blocks []Block, pools []Pool, cfg Config) (Usage, error) {
+// Cluster is every node's figures at once, from every IPAMBlock, every
+// IPPool and the IPAMConfig: what one watch of the cluster's objects
+// serves to every node (Summarize once per change, Usage per node).
+type Cluster struct {
+	cfg   Config
+	pools []Pool
+	fams  [2]clusterFamily // IPv4, IPv6
+}
+
+// clusterFamily is one address family's part of a Cluster. Its sums are
+// plain int64: each term is at most a block's 4,096 addresses, so no sum
+// over blocks held in memory comes near overflow; Usage saturates them at
+// MaxCount.
+type clusterFamily struct {
+	// nodes holds each node's own figures: Used, Borrowed, Pods,
+	// FreeInBlocks and Blocks.
+	nodes map[string]*FamilyUsage
+	// lendable is the unallocated addresses of every usable block;
+	// ownLendable, of them, those in each node's own blocks.
+	lendable    int64
+	ownLendable map[string]int64
+	inPool      []int64 // existing blocks per pool
+	seen        bool    // a block or a usable pool of the family
+}
+
+func famIndex(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+// Summarize sums the blocks by node and family, for Usage. Pools are taken
+// in the order given (Calico picks them in no set order: sort them for
+// stable figures when maxBlocksPerHost splits the claimable blocks).
+func Summarize(blocks []Block, pools []Pool, cfg Config) *Cluster {
+	c := &Cluster{cfg: cfg, pools: pools}
+	for i := range c.fams {
+		c.fams[i] = clusterFamily{nodes: map[string]*FamilyUsage{}, ownLendable: map[string]int64{}, inPool: make([]int64, len(pools))}
+	}
+	for _, p := range pools {
+		if p.Usable {
+			c.fams[famIndex(p.CIDR.Addr().Is6())].seen = true
+		}
+	}
+	nodeOf := func(f *clusterFamily, node string) *FamilyUsage {
+		u := f.nodes[node]
+		if u == nil {
+			u = &FamilyUsage{}
+			f.nodes[node] = u
+		}
+		return u
+	}
+	for _, b := range blocks {
+		f := &c.fams[famIndex(b.CIDR.Addr().Is6())]
+		pool := poolOf(pools, b.CIDR)
+		if pool >= 0 {
+			f.inPool[pool]++
+		}
+		if pool >= 0 && !pools[pool].Workload {
+			continue // tunnel or load-balancer addresses: not pods'
+		}
+		f.seen = true
+		usable := pool >= 0 && pools[pool].Usable && !b.Deleted
+		if owner := b.Owner(); owner != "" {
+			u := nodeOf(f, owner)
+			u.Blocks++
+			u.Used += b.Allocated
+			u.Pods += b.Pods
+			if usable {
+				u.FreeInBlocks += b.Unallocated
+				f.ownLendable[owner] += b.Unallocated
+			}
+		}
+		for node, h := range b.Lent {
+			u := nodeOf(f, node)
+			u.Used += h.Addresses
+			u.Borrowed += h.Addresses
+			u.Pods += h.Pods
+		}
+		if usable {
+			f.lendable += b.Unallocated
+		}
+	}
+	return c
+}
+
+// poolOf is the index of the pool holding p, or -1.
+func poolOf(pools []Pool, p netip.Prefix) int {
+	for i := range pools {
+		if pools[i].CIDR.Contains(p.Addr()) && pools[i].CIDR.Bits() <= p.Bits() {
+			return i
+		}
+	}
+	return -1
+}
+
+// Usage is node's figures with the families its pods take an address of.
+// A node the cluster's objects do not name counts what it could still
+// claim and borrow.
+func (c *Cluster) Usage(node string, fams Families) (Usage, error) {
 	var u Usage
 	for _, v6 := range []bool{false, true} {
 		if (v6 && !fams.IPv6) || (!v6 && !fams.IPv4) {
 			continue
 		}
-		f := countFamily(node, v6, blocks, pools, cfg)
+		f := c.family(node, v6)
 		if f.Used == 0 && f.Free() == 0 {
 			// Neither a block nor a usable pool of this family.
 			continue
@@ -332,57 +450,37 @@ func Count(node string, fams Families, blocks []Block, pools []Pool, cfg Config)
 	return u, nil
 }
 
-func countFamily(node string, v6 bool, blocks []Block, pools []Pool, cfg Config) FamilyUsage {
-	f := FamilyUsage{IPv6: v6}
-	poolOf := func(p netip.Prefix) *Pool {
-		for i := range pools {
-			if pools[i].CIDR.Contains(p.Addr()) && pools[i].CIDR.Bits() <= p.Bits() {
-				return &pools[i]
-			}
-		}
-		return nil
+// Families is the families of which the cluster has a block for pods or a
+// usable pool: those its pods take an address of, where no network
+// configuration tells (Calico's operator assigns a family exactly when it
+// has a pool of it).
+func (c *Cluster) Families() Families {
+	return Families{IPv4: c.fams[0].seen, IPv6: c.fams[1].seen}
+}
+
+func (c *Cluster) family(node string, v6 bool) FamilyUsage {
+	cf := &c.fams[famIndex(v6)]
+	var f FamilyUsage
+	if own := cf.nodes[node]; own != nil {
+		f = *own
 	}
-	inPool := make([]int64, len(pools)) // existing blocks per pool
-	for _, b := range blocks {
-		if b.CIDR.Addr().Is6() != v6 {
-			continue
-		}
-		pool := poolOf(b.CIDR)
-		if pool != nil {
-			inPool[poolIndex(pools, pool)]++
-		}
-		if pool != nil && !pool.Workload {
-			continue // tunnel or load-balancer addresses: not pods'
-		}
-		usable := pool != nil && pool.Usable && !b.Deleted
-		if b.AffineTo(node) {
-			f.Blocks++
-			f.Used = sat(f.Used + b.Allocated)
-			f.Pods = sat(f.Pods + b.Pods)
-			if usable {
-				f.FreeInBlocks = sat(f.FreeInBlocks + b.Unallocated)
-			}
-			continue
-		}
-		f.Used = sat(f.Used + b.BorrowedBy)
-		f.Borrowed = sat(f.Borrowed + b.BorrowedBy)
-		f.Pods = sat(f.Pods + b.Pods)
-		if usable && !cfg.StrictAffinity {
-			f.Borrowable = sat(f.Borrowable + b.Unallocated)
-		}
+	f.IPv6 = v6
+	f.Used, f.Borrowed, f.Pods, f.FreeInBlocks = sat(f.Used), sat(f.Borrowed), sat(f.Pods), sat(f.FreeInBlocks)
+	if !c.cfg.StrictAffinity {
+		f.Borrowable = sat(cf.lendable - cf.ownLendable[node])
 	}
-	if !cfg.AutoAllocateBlocks {
+	if !c.cfg.AutoAllocateBlocks {
 		return f
 	}
 	quota := int64(MaxCount)
-	if cfg.MaxBlocksPerHost > 0 {
-		quota = max(0, cfg.MaxBlocksPerHost-f.Blocks)
+	if c.cfg.MaxBlocksPerHost > 0 {
+		quota = max(0, c.cfg.MaxBlocksPerHost-f.Blocks)
 	}
-	for i, p := range pools {
+	for i, p := range c.pools {
 		if !p.Usable || p.CIDR.Addr().Is6() != v6 || quota == 0 {
 			continue
 		}
-		free := max(0, pow2(p.BlockBits-p.CIDR.Bits())-inPool[i])
+		free := max(0, pow2(p.BlockBits-p.CIDR.Bits())-cf.inPool[i])
 		take := min(free, quota)
 		quota -= take
 		f.Claimable = sat(f.Claimable + sat(take*pow2(p.CIDR.Addr().BitLen()-p.BlockBits)))
@@ -390,13 +488,10 @@ func countFamily(node string, v6 bool, blocks []Block, pools []Pool, cfg Config)
 	return f
 }
 
-func poolIndex(pools []Pool, p *Pool) int {
-	for i := range pools {
-		if &pools[i] == p {
-			return i
-		}
-	}
-	return -1
+// Count computes node's figures from every IPAMBlock, every IPPool and the
+// IPAMConfig: Summarize and Usage for one node.
+func Count(node string, fams Families, blocks []Block, pools []Pool, cfg Config) (Usage, error) {
+	return Summarize(blocks, pools, cfg).Usage(node, fams)
 }
 
 // pow2 is 2^n, saturated at MaxCount.
@@ -407,7 +502,8 @@ func pow2(n int) int64 {
 	return 1 << max(n, 0)
 }
 
-// sat clamps a sum of values each at most MaxCount (so below 2^63).
+// sat clamps a figure at MaxCount; its terms are bounded (see clusterFamily)
+// so that the sum is below 2^63.
 func sat(v int64) int64 { return min(v, MaxCount) }
 
 // ParseFamilies reads the families a calico-ipam section assigns:

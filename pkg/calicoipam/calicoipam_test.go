@@ -37,9 +37,9 @@ func upTo(n int) []int {
 	return s
 }
 
-func mustBlock(t *testing.T, b []byte, node string) Block {
+func mustBlock(t *testing.T, b []byte) Block {
 	t.Helper()
-	blk, err := ParseBlock(b, node)
+	blk, err := ParseBlock(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,9 @@ func mustPool(t *testing.T, js string) Pool {
 func TestParseBlock(t *testing.T) {
 	m := alloc("a", 0, 1, 2)
 	m[5] = "b" // borrowed by b
-	blk := mustBlock(t, blockJSON("10.0.0.0/28", "host:a", m), "b")
-	if blk.Allocated != 4 || blk.Unallocated != 12 || blk.BorrowedBy != 1 || blk.Pods != 1 || blk.AffineTo("b") || !blk.AffineTo("a") {
+	blk := mustBlock(t, blockJSON("10.0.0.0/28", "host:a", m))
+	if blk.Allocated != 4 || blk.Unallocated != 12 || blk.Pods != 4 || len(blk.Lent) != 1 || blk.Lent["b"] != (Held{Addresses: 1, Pods: 1}) ||
+		blk.AffineTo("b") || !blk.AffineTo("a") || blk.Owner() != "a" {
 		t.Fatalf("%+v", blk)
 	}
 	for name, js := range map[string]string{
@@ -71,7 +72,7 @@ func TestParseBlock(t *testing.T) {
 		"huge block":        `{"spec": {"cidr": "10.0.0.0/8", "allocations": []}}`,
 		"allocations type":  `{"spec": {"cidr": "10.0.0.0/31", "allocations": "x"}}`,
 	} {
-		if _, err := ParseBlock([]byte(js), "a"); err == nil {
+		if _, err := ParseBlock([]byte(js)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -146,7 +147,7 @@ func TestCount(t *testing.T) {
 		{"no auto allocation", Config{StrictAffinity: true}, 12, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			blocks := []Block{mustBlock(t, aBlock, "a"), mustBlock(t, bBlock, "a")}
+			blocks := []Block{mustBlock(t, aBlock), mustBlock(t, bBlock)}
 			u, err := Count("a", v4, blocks, []Pool{mustPool(t, pool)}, tc.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -161,25 +162,25 @@ func TestCount(t *testing.T) {
 	holders := calicotest.Pods("a", 1, 3)
 	holders[0] = calicotest.Holder{Node: "a"}
 	b, _ := json.Marshal(calicotest.Block("10.0.0.0/28", "host:a", holders))
-	u, err := Count("a", v4, []Block{mustBlock(t, b, "a"), mustBlock(t, bBlock, "a")}, []Pool{mustPool(t, pool)}, DefaultConfig)
+	u, err := Count("a", v4, []Block{mustBlock(t, b), mustBlock(t, bBlock)}, []Pool{mustPool(t, pool)}, DefaultConfig)
 	if err != nil || u.Used != 4+2 || u.Pods != 3+2 {
 		t.Fatalf("pods: %+v %v, want 6 used of which 5 pods'", u, err)
 	}
 	// A disabled pool: what is allocated counts, nothing more is reachable.
 	disabled := mustPool(t, `{"spec": {"cidr": "10.0.0.0/26", "blockSize": 28, "disabled": true}}`)
-	u, err = Count("a", v4, []Block{mustBlock(t, aBlock, "a")}, []Pool{disabled}, DefaultConfig)
+	u, err = Count("a", v4, []Block{mustBlock(t, aBlock)}, []Pool{disabled}, DefaultConfig)
 	if err != nil || u.Capacity != 10 || u.Used != 10 {
 		t.Fatalf("disabled pool: %+v %v", u, err)
 	}
 	// Blocks of a tunnel-only pool are not pods'.
 	tunnel := mustPool(t, `{"spec": {"cidr": "10.0.0.0/26", "blockSize": 28, "allowedUses": ["Tunnel"]}}`)
-	if _, err := Count("a", v4, []Block{mustBlock(t, aBlock, "a")}, []Pool{tunnel}, DefaultConfig); !errors.Is(err, ErrUnsupported) {
+	if _, err := Count("a", v4, []Block{mustBlock(t, aBlock)}, []Pool{tunnel}, DefaultConfig); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("tunnel pool only: %v", err)
 	}
 	// Dual stack: the family with the fewest free.
 	v6pool := mustPool(t, `{"spec": {"cidr": "fd00::/124", "blockSize": 124}}`)
-	v6Block := mustBlock(t, blockJSON("fd00::/124", "host:a", alloc("a", upTo(15)...)), "a")
-	u, err = Count("a", Families{IPv4: true, IPv6: true}, []Block{mustBlock(t, aBlock, "a"), v6Block}, []Pool{mustPool(t, pool), v6pool}, DefaultConfig)
+	v6Block := mustBlock(t, blockJSON("fd00::/124", "host:a", alloc("a", upTo(15)...)))
+	u, err = Count("a", Families{IPv4: true, IPv6: true}, []Block{mustBlock(t, aBlock), v6Block}, []Pool{mustPool(t, pool), v6pool}, DefaultConfig)
 	if err != nil || u.Capacity != 16 || u.Used != 15 || len(u.Families) != 2 {
 		t.Fatalf("dual stack: %+v %v", u, err)
 	}
@@ -191,14 +192,45 @@ func TestCount(t *testing.T) {
 	}
 }
 
-// FuzzParse feeds arbitrary objects to the parsers and the count: an error
-// or figures with 0 ≤ used ≤ capacity ≤ MaxCount, never a panic.
+// TestSummarizeEveryNode: one summary of the cluster tells every node's
+// figures, the node that holds no block included. The setup is TestCount's:
+// a holds one block with 10 used and borrows 2 of b's 14.
+func TestSummarizeEveryNode(t *testing.T) {
+	pool := mustPool(t, `{"metadata": {"name": "p"}, "spec": {"cidr": "10.0.0.0/26", "blockSize": 28}}`)
+	bAlloc := alloc("b", upTo(12)...)
+	bAlloc[12], bAlloc[13] = "a", "a"
+	blocks := []Block{mustBlock(t, blockJSON("10.0.0.0/28", "host:a", alloc("a", upTo(10)...))), mustBlock(t, blockJSON("10.0.0.16/28", "host:b", bAlloc))}
+	c := Summarize(blocks, []Pool{pool}, DefaultConfig)
+	if f := c.Families(); f != (Families{IPv4: true}) {
+		t.Fatalf("families %+v", f)
+	}
+	for _, tc := range []struct {
+		node       string
+		used, free int64
+	}{
+		{"a", 12, 6 + 32 + 2}, // own 6 free, 2 unclaimed blocks, b's 2 free
+		{"b", 14, 2 + 32 + 6}, // its block's 14 (2 lent to a), a's 6 free
+		{"c", 0, 32 + 6 + 2},  // no block: what it may claim and borrow
+	} {
+		u, err := c.Usage(tc.node, c.Families())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Used != tc.used || u.Capacity-u.Used != tc.free {
+			t.Errorf("%s: used %d free %d, want %d and %d (%+v)", tc.node, u.Used, u.Capacity-u.Used, tc.used, tc.free, u.Families)
+		}
+	}
+}
+
+// FuzzParse feeds arbitrary objects to the parsers and the cluster's
+// summary: for every node they name, an error or figures with
+// 0 ≤ used ≤ capacity ≤ MaxCount and no negative part, never a panic.
 func FuzzParse(f *testing.F) {
 	f.Add(blockJSON("10.0.0.0/28", "host:a", alloc("a", 0, 1)), []byte(`{"spec": {"cidr": "10.0.0.0/26", "blockSize": 28}}`), []byte(`{"spec": {"maxBlocksPerHost": 1}}`))
 	f.Add(blockJSON("fd00::/124", "host:b", alloc("a", 3)), []byte(`{"spec": {"cidr": "fd00::/48"}}`), []byte(`{"spec": {"strictAffinity": true}}`))
 	f.Add([]byte(`{"spec": {"cidr": "10.0.0.0/31", "allocations": [0, null], "attributes": [{"secondary": {"node": "a"}}], "unallocated": [1]}}`), []byte(`{"spec": {"cidr": "0.0.0.0/0", "blockSize": 20}}`), []byte(`{}`))
 	f.Fuzz(func(t *testing.T, block, pool, cfg []byte) {
-		blk, err := ParseBlock(block, "a")
+		blk, err := ParseBlock(block)
 		if err != nil {
 			return
 		}
@@ -210,12 +242,24 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		u, err := Count("a", Families{IPv4: true, IPv6: true}, []Block{blk, blk}, []Pool{p, p}, c)
-		if err != nil {
-			return
+		cluster := Summarize([]Block{blk, blk}, []Pool{p, p}, c)
+		nodes := []string{"a", blk.Owner()}
+		for n := range blk.Lent {
+			nodes = append(nodes, n)
 		}
-		if u.Used < 0 || u.Used > u.Capacity || u.Capacity > MaxCount {
-			t.Fatalf("used %d, capacity %d", u.Used, u.Capacity)
+		for _, node := range nodes {
+			u, err := cluster.Usage(node, Families{IPv4: true, IPv6: true})
+			if err != nil {
+				continue
+			}
+			if u.Used < 0 || u.Used > u.Capacity || u.Capacity > MaxCount {
+				t.Fatalf("%s: used %d, capacity %d", node, u.Used, u.Capacity)
+			}
+			for _, f := range u.Families {
+				if f.Borrowable < 0 || f.Claimable < 0 || f.FreeInBlocks < 0 {
+					t.Fatalf("%s: negative free %+v", node, f)
+				}
+			}
 		}
 	})
 }
@@ -227,7 +271,7 @@ func BenchmarkParseBlock(b *testing.B) {
 	blk := blockJSON("10.244.0.0/26", "host:other", alloc("other", upTo(64)...))
 	b.SetBytes(int64(len(blk)))
 	for b.Loop() {
-		if _, err := ParseBlock(blk, "a"); err != nil {
+		if _, err := ParseBlock(blk); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,40 +17,61 @@ import (
 	"github.com/headroom-k8s/headroom/pkg/watchcache"
 )
 
-// ErrNotSynced is what Watch.Usage returns until every watch has completed
-// its first list.
+// ErrNotSynced is what Watch.Cluster returns until every watch has
+// completed its first list.
 var ErrNotSynced = watchcache.ErrNotSynced
 
 // Watch keeps Calico's IPAM objects in a cache, filled by a list and watch
-// of each resource (watchcache), so that counting a node's figures costs the
-// API server nothing per tick.
+// of each resource (watchcache), and every node's figures summed from them
+// (Cluster), recomputed after a change: reading a node's figures costs the
+// API server nothing and the reader a map lookup.
 //
 // IPAMBlocks are cluster-scoped, named after their CIDR, and carry the node
 // only in spec.affinity, which the API server cannot select on (a CRD
 // selects on metadata.name and its declared selectableFields; Calico's
-// declare none). So every agent lists and watches every block: one block
-// write (each pod start or stop on any node) is one watch event to every
-// agent. What each agent keeps is bounded: a transform replaces every
-// block, as it arrives, by its Block summary (some 400 bytes), never the
-// object with its allocation attributes. The watch runs only while it is
-// used: Usage starts it, Stop ends it.
+// declare none). So a watcher sees every block write (each pod start or
+// stop on any node): one Watch serves every node, and a process should
+// hold one (the scheduler, the descheduler), never one per node. What it
+// keeps is bounded: a transform replaces every block, as it arrives, by its
+// Block summary, never the object with its allocation attributes. The
+// watch runs only while it is used: Cluster starts it, Stop ends it.
 //
 // Safe for concurrent use.
 type Watch struct {
 	*watchcache.Watch
-	node string
+	// changes counts the events the informers delivered; a Cluster
+	// computed at another count is recomputed.
+	changes atomic.Uint64
+
+	mu   sync.Mutex
+	last *summary
 }
 
-// NewWatch returns a Watch counting for the node of that name. Nothing is
-// requested before the first Usage.
-func NewWatch(client dynamic.Interface, node string) *Watch {
-	w := &Watch{node: node}
+type summary struct {
+	changes uint64
+	cluster *Cluster
+	err     error
+}
+
+// NewWatch returns a Watch of Calico's IPAM objects. Nothing is requested
+// before the first Cluster.
+func NewWatch(client dynamic.Interface) *Watch {
+	w := &Watch{}
+	changed := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.changes.Add(1) },
+		UpdateFunc: func(any, any) { w.changes.Add(1) },
+		DeleteFunc: func(any) { w.changes.Add(1) },
+	}
 	w.Watch = watchcache.New("Calico's IPAM objects", func() []cache.SharedIndexInformer {
 		inf := func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-			return dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+			i := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+			_, _ = i.AddEventHandler(changed)
+			return i
 		}
 		blocks := inf(IPAMBlocks)
-		_ = blocks.SetTransform(w.summarize)
+		_ = blocks.SetTransform(summarize)
+		// New informers list everything again: count it as a change.
+		w.changes.Add(1)
 		return []cache.SharedIndexInformer{blocks, inf(IPPools), inf(IPAMConfigs)}
 	})
 	return w
@@ -61,7 +84,7 @@ type blockSummary struct {
 	Err error
 }
 
-func (w *Watch) summarize(obj any) (any, error) {
+func summarize(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil // a DeletedFinalStateUnknown tombstone
@@ -69,28 +92,58 @@ func (w *Watch) summarize(obj any) (any, error) {
 	s := &blockSummary{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}}
 	b, err := u.MarshalJSON()
 	if err == nil {
-		s.Block, err = ParseBlock(b, w.node)
+		s.Block, err = ParseBlock(b)
 	}
 	s.Err = err
 	return s, nil
 }
 
-// Usage counts the node's figures from the cache, with the network's
-// families. It starts the watches if they are not running, bound to ctx.
-func (w *Watch) Usage(ctx context.Context, fams Families) (Usage, error) {
+// Cluster returns every node's figures as the caches hold them, summed
+// again only when an object changed since the last call. It starts the
+// watches if they are not running, bound to ctx (unless Detached).
+func (w *Watch) Cluster(ctx context.Context) (*Cluster, error) {
 	informers, err := w.Synced(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Read the count before the stores: a change after it is seen next
+	// time.
+	changes := w.changes.Load()
+	if w.last != nil && w.last.changes == changes {
+		return w.last.cluster, w.last.err
+	}
+	c, err := read(informers)
+	w.last = &summary{changes: changes, cluster: c, err: err}
+	return c, err
+}
+
+// Usage counts node's figures with the network's families.
+func (w *Watch) Usage(ctx context.Context, node string, fams Families) (Usage, error) {
+	c, err := w.Cluster(ctx)
 	if err != nil {
 		return Usage{}, err
 	}
+	return c.Usage(node, fams)
+}
+
+// sortPools: Calico picks pools in no set order; a fixed one keeps the
+// figures stable when maxBlocksPerHost splits the claimable blocks.
+func sortPools(pools []Pool) {
+	slices.SortFunc(pools, func(a, b Pool) int { return a.CIDR.Addr().Compare(b.CIDR.Addr()) })
+}
+
+func read(informers []cache.SharedIndexInformer) (*Cluster, error) {
 	blockStore, poolStore, configStore := informers[0].GetStore(), informers[1].GetStore(), informers[2].GetStore()
 	var blocks []Block
 	for _, o := range blockStore.List() {
 		s, ok := o.(*blockSummary)
 		if !ok {
-			return Usage{}, fmt.Errorf("an IPAMBlock is cached as %T", o)
+			return nil, fmt.Errorf("an IPAMBlock is cached as %T", o)
 		}
 		if s.Err != nil {
-			return Usage{}, s.Err
+			return nil, s.Err
 		}
 		blocks = append(blocks, s.Block)
 	}
@@ -98,28 +151,26 @@ func (w *Watch) Usage(ctx context.Context, fams Families) (Usage, error) {
 	for _, o := range poolStore.List() {
 		b, err := o.(*unstructured.Unstructured).MarshalJSON()
 		if err != nil {
-			return Usage{}, err
+			return nil, err
 		}
 		p, err := ParsePool(b)
 		if err != nil {
-			return Usage{}, err
+			return nil, err
 		}
 		pools = append(pools, p)
 	}
-	// Calico picks pools in no set order; a fixed one keeps the figures
-	// stable when maxBlocksPerHost splits the claimable blocks.
-	slices.SortFunc(pools, func(a, b Pool) int { return a.CIDR.Addr().Compare(b.CIDR.Addr()) })
+	sortPools(pools)
 	cfg := DefaultConfig
 	if o, ok, err := configStore.GetByKey(IPAMConfigName); err != nil {
-		return Usage{}, err
+		return nil, err
 	} else if ok {
 		b, err := o.(*unstructured.Unstructured).MarshalJSON()
 		if err != nil {
-			return Usage{}, err
+			return nil, err
 		}
 		if cfg, err = ParseConfig(b); err != nil {
-			return Usage{}, err
+			return nil, err
 		}
 	}
-	return Count(w.node, fams, blocks, pools, cfg)
+	return Summarize(blocks, pools, cfg), nil
 }

@@ -255,3 +255,32 @@ func EstimateUsed(stats NodeStats, pods iter.Seq[*corev1.Pod]) int64 {
 	}
 	return used
 }
+
+// Source tells a node's pod-IP sample: the node agent's annotations
+// (Annotations), or an IPAM's objects that a consumer watches itself
+// (calicoipam.Source). Its errors all mean the node's headroom is unknown
+// (IsUnknown); maxAge is ParseNode's, and a live source, whose figures are
+// current, ignores it.
+type Source interface {
+	Read(node *corev1.Node, now time.Time, maxAge time.Duration) (NodeStats, error)
+}
+
+// Annotations is the Source of the headroom.dev/ip-* annotations.
+type Annotations struct{}
+
+// Read is ParseNode of the node's annotations.
+func (Annotations) Read(node *corev1.Node, now time.Time, maxAge time.Duration) (NodeStats, error) {
+	return ParseNode(node.Annotations, now, maxAge)
+}
+
+// UnknownError is a live Source's reason for not telling a node's figures;
+// it matches ErrNoStats.
+type UnknownError struct{ Reason error }
+
+func (e *UnknownError) Error() string { return "pod-IP figures unknown: " + e.Reason.Error() }
+
+// Unwrap gives the reason.
+func (e *UnknownError) Unwrap() error { return e.Reason }
+
+// Is makes errors.Is(err, ErrNoStats) true.
+func (e *UnknownError) Is(target error) bool { return target == ErrNoStats }

@@ -22,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ciliumipam"
 	"github.com/headroom-k8s/headroom/pkg/cniipam"
 	"github.com/headroom-k8s/headroom/pkg/watchcache"
@@ -229,9 +228,6 @@ type Agent struct {
 	// azureNNC watches the node's NodeNetworkConfig; nil without a dynamic
 	// client.
 	azureNNC *watchcache.Object
-	// calico watches Calico's IPAM objects for the pod-IP probe; nil
-	// without a dynamic client.
-	calico *calicoipam.Watch
 	// sandboxes replaces the CRI client in tests.
 	sandboxes SandboxLister
 
@@ -385,9 +381,6 @@ func (a *Agent) Once(ctx context.Context) error {
 	if a.azureNNC != nil {
 		a.azureNNC.SyncWait = a.cfg.RequestTimeout
 	}
-	if a.calico != nil {
-		a.calico.SyncWait = a.cfg.RequestTimeout
-	}
 	if a.nodePods != nil {
 		a.nodePods.SyncWait = a.cfg.RequestTimeout
 	}
@@ -410,9 +403,6 @@ func (a *Agent) stopWatches() {
 	}
 	if a.azureNNC != nil {
 		a.azureNNC.Stop()
-	}
-	if a.calico != nil {
-		a.calico.Stop()
 	}
 	if a.nodePods != nil {
 		a.nodePods.Stop()
@@ -669,8 +659,6 @@ func (a *Agent) ipProbe() *IPProbe {
 		if a.cfg.CiliumAgentSocket != "" {
 			p.CiliumAgent = ciliumipam.NewAgentClient(a.cfg.CiliumAgentSocket, a.cfg.RequestTimeout)
 		}
-		a.calico = calicoipam.NewWatch(a.dynamic, a.cfg.NodeName)
-		p.Calico = a.calico
 	}
 	a.nodePods = NewNodePodWatch(a.client, a.cfg.NodeName)
 	if a.cfg.IPCrossCheck {

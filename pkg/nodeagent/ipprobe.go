@@ -54,9 +54,6 @@ type IPProbe struct {
 	// CiliumAgent is the Cilium agent's API, asked where the CiliumNode
 	// does not list the addresses in use; nil not to ask.
 	CiliumAgent CiliumAgentSource
-	// Calico counts the node's Calico IPAM figures; nil when the agent
-	// cannot read them (calicosource.go).
-	Calico CalicoSource
 	// Event records an Event on the Node; may be nil.
 	Event func(ctx context.Context, eventType, reason, message string)
 	// Metrics records the leak count and releases; may be nil.
@@ -93,6 +90,15 @@ const IPProbeName = "ips"
 // Name implements Probe.
 func (p *IPProbe) Name() string { return IPProbeName }
 
+// calicoCountedElsewhere is why the agent publishes no pod-IP figures on a
+// calico-ipam network: a node's Calico figures are the cluster's (the
+// pools' unclaimed blocks, other nodes' lendable addresses), and the only
+// way to read them is a watch of every IPAMBlock, which one watch for the
+// cluster serves instead of one per node (docs/performance.md).
+const calicoCountedElsewhere = "the network's IPAM is " + calicoipam.IPAMType +
+	": its pod-IP figures are counted for every node from one watch of Calico's objects by headroom-scheduler " +
+	"(NodeIPs ipSource: CalicoIPAM, docs/cnis.md), not by each node's agent"
+
 // maxLeaksInEvent bounds the addresses an Event names.
 const maxLeaksInEvent = 5
 
@@ -104,9 +110,9 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 	if errors.As(err, &unsupported) && unsupported.Plugin == ciliumipam.CNIType && p.CiliumNode != nil {
 		return p.sampleCilium(ctx, now)
 	}
-	isCalico := errors.As(err, &unsupported) && unsupported.IPAMType == calicoipam.IPAMType
-	if isCalico && p.Calico != nil {
-		return p.sampleCalico(ctx, now, unsupported)
+	if errors.As(err, &unsupported) && unsupported.IPAMType == calicoipam.IPAMType {
+		p.unknown(ctx, calicoCountedElsewhere)
+		return nil, nil
 	}
 	if s, ok, err := p.sampleCloud(ctx, unsupported, now); ok {
 		return s, err
@@ -116,9 +122,6 @@ func (p *IPProbe) Sample(ctx context.Context, now time.Time) (Sample, error) {
 		// (one being rewritten) leaves it running.
 		if p.CiliumNode != nil {
 			p.CiliumNode.Stop()
-		}
-		if p.Calico != nil {
-			p.Calico.Stop()
 		}
 	}
 	if cniipam.IsUnsupported(err) || cniipam.IsNoNetwork(err) {

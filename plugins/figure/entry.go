@@ -59,7 +59,7 @@ func (e *entry[S]) unknownReason(kind string, now time.Time, maxAge time.Duratio
 func (pl *Plugin[S]) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *entry[S]) entry[S] {
 	node := ni.Node()
 	e := entry[S]{node: node}
-	if prev != nil && prev.node == node {
+	if prev != nil && prev.node == node && !isLive(pl.figure) {
 		e.sample, e.err, e.staleAfter = prev.sample, prev.err, prev.staleAfter
 	} else {
 		e.sample, e.err = pl.figure.Read(node, pl.Clock.Now())
@@ -74,6 +74,16 @@ func (pl *Plugin[S]) computeEntry(ctx context.Context, ni fwk.NodeInfo, prev *en
 		e.room = max(e.free, 0) - e.floor
 	}
 	return e
+}
+
+// live is a Figure whose samples change without the Node object changing
+// (NodeIPs with Calico's figures): it is read at every change of the
+// NodeInfo, not only of the Node.
+type live interface{ Live() bool }
+
+func isLive(f any) bool {
+	l, ok := f.(live)
+	return ok && l.Live()
 }
 
 // pods yields the pods of a NodeInfo without copying them.

@@ -115,8 +115,10 @@ type Definition[A any, S Sample] struct {
 	NewV1Args func() runtime.Object
 	// Validate validates the args; path is their field path.
 	Validate func(path *field.Path, args *A) error
-	// Configure returns the settings and the Figure of validated args.
-	Configure func(args *A) (Settings, Figure[S])
+	// Configure returns the settings and the Figure of validated args; h
+	// is the scheduler's handle (nil in tests), for a figure that reads
+	// more than the nodes' annotations.
+	Configure func(args *A, h fwk.Handle) (Settings, Figure[S], error)
 }
 
 // Args returns the plugin's args from obj, as the scheduler decoded them
@@ -138,7 +140,10 @@ func (d *Definition[A, S]) New(ctx context.Context, obj runtime.Object, h fwk.Ha
 	if err != nil {
 		return nil, err
 	}
-	s, f := d.Configure(args)
+	s, f, err := d.Configure(args, h)
+	if err != nil {
+		return nil, errorf(d.Plugin, err)
+	}
 	return newPlugin[S](ctx, h, d.Names, s, f), nil
 }
 

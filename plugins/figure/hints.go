@@ -95,6 +95,12 @@ func (pl *Plugin[S]) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev
 			"free", cur.free)
 		return fwk.QueueSkip, nil
 	}
+	if isLive(pl.figure) {
+		// Live figures are read now for both objects: the old one's are
+		// not known, and the node has room.
+		logger.V(5).Info("Node has "+kind+" headroom for the pod now", "pod", klog.KObj(pod), "node", klog.KObj(node))
+		return fwk.Queue, nil
+	}
 	switch {
 	case old == nil:
 		logger.V(5).Info("Node added with "+kind+" headroom for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node))

@@ -178,7 +178,7 @@ func TestNew(t *testing.T) {
 	if _, err := New(ctx, typed, nil); err != nil {
 		t.Errorf("typed nil args: %v", err)
 	}
-	args := &config.NodeIPsArgs{MinFreeIPs: 3, MaxSampleAge: metav1.Duration{Duration: time.Minute}, UnknownNodeScore: 10}
+	args := &config.NodeIPsArgs{MinFreeIPs: 3, MaxSampleAge: metav1.Duration{Duration: time.Minute}, UnknownNodeScore: 10, IPSource: config.IPSourceAnnotations}
 	p, err = New(ctx, args, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -291,5 +291,15 @@ func TestPreScoreSkipsWhenEveryNodeHasAmpleIPs(t *testing.T) {
 	infos := []fwk.NodeInfo{tp.Handle.SnapshotNodeInfo(t, "a"), tp.Handle.SnapshotNodeInfo(t, "b")}
 	if s := tp.PreScore(context.Background(), framework.NewCycleState(), pod("x"), infos); s.IsSkip() {
 		t.Error("b keeps 109 IPs after the pod, yet PreScore skipped")
+	}
+}
+
+// ipSource CalicoIPAM needs the scheduler's client: without one the plugin
+// is not built, and the error names the source.
+func TestCalicoIPAMSourceNeedsAClient(t *testing.T) {
+	args := defaultArgs()
+	args.IPSource = config.IPSourceCalicoIPAM
+	if _, err := New(context.Background(), args, nil); err == nil || !strings.Contains(err.Error(), "ipSource CalicoIPAM") {
+		t.Fatalf("New without a client: %v, want an error naming ipSource CalicoIPAM", err)
 	}
 }

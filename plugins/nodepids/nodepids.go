@@ -99,8 +99,8 @@ var Definition = &figure.Definition[config.NodePIDsArgs, pidstats.NodeStats]{
 	},
 	NewV1Args: func() runtime.Object { return &configv1.NodePIDsArgs{} },
 	Validate:  validation.ValidateNodePIDsArgs,
-	Configure: func(a *config.NodePIDsArgs) (figure.Settings, figure.Figure[pidstats.NodeStats]) {
+	Configure: func(a *config.NodePIDsArgs, _ fwk.Handle) (figure.Settings, figure.Figure[pidstats.NodeStats], error) {
 		return figure.Settings{MaxSampleAge: a.MaxSampleAge.Duration, UnknownScore: a.UnknownNodeScore, Ample: a.AmpleFreePIDs},
-			pids{defaultPodPIDs: a.DefaultPodPIDs, floor: pidstats.Floor{MinFreePIDs: a.MinFreePIDs, MinFreePercent: a.MinFreePercent}}
+			pids{defaultPodPIDs: a.DefaultPodPIDs, floor: pidstats.Floor{MinFreePIDs: a.MinFreePIDs, MinFreePercent: a.MinFreePercent}}, nil
 	},
 }

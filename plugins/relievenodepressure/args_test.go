@@ -28,6 +28,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+			IPSource:                 "Annotations",
 		},
 	}, {
 		name: "an empty oom given: the OOM trigger alone, with defaults",
@@ -40,6 +41,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+			IPSource:                 "Annotations",
 		},
 	}, {
 		name: "an empty memory given: the memory trigger alone, with defaults",
@@ -51,6 +53,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+			IPSource:                 "Annotations",
 		},
 	}, {
 		name: "memory and OOM given: both on, the PID trigger off; set values stay",
@@ -66,6 +69,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+			IPSource:                 "Annotations",
 		},
 	}, {
 		name: "one trigger given: the other stays off; an unset target is 5 below the threshold",
@@ -78,6 +82,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "example.com/p",
+			IPSource:                 "Annotations",
 		},
 	}, {
 		name: "an eviction budget without a window gets 5m; its counts stay unset",
@@ -91,6 +96,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+			IPSource:                 "Annotations",
 		},
 	}, {
 		name: "set values stay, zeros included; the target never goes below 0",
@@ -105,6 +111,7 @@ func TestDefaults(t *testing.T) {
 			PressureSamples: ptr.To[int32](2), StateConfigMap: "headroom-system/headroom-descheduler-state",
 			SchedulerConfigFile:      "/etc/headroom/scheduler/scheduler-config.yaml",
 			DeletePriorityAnnotation: "controller.alpha.kubernetes.io/delete-priority",
+			IPSource:                 "Annotations",
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +155,7 @@ func TestValidation(t *testing.T) {
 		{"memory floor negative", RelieveNodePressureArgs{Memory: &MemoryTrigger{MinPodBytesPercent: ptr.To[int64](-1)}}, "memory.minPodBytesPercent"},
 		{"negative memory trigger sample age", RelieveNodePressureArgs{Memory: &MemoryTrigger{MaxSampleAge: &metav1.Duration{Duration: -time.Second}}}, "memory.maxSampleAge"},
 		{"annotation key", RelieveNodePressureArgs{DeletePriorityAnnotation: "not a key!"}, "deletePriorityAnnotation"},
+		{"ip source", RelieveNodePressureArgs{IPSource: "Calico"}, "ipSource"},
 		{"include and exclude", RelieveNodePressureArgs{Namespaces: &api.Namespaces{Include: []string{"a"}, Exclude: []string{"b"}}}, "namespaces"},
 		{"floor above 100 %", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinPodPIDsPercent: ptr.To[int64](101)}}, "pids.minPodPIDsPercent"},
 		{"negative NodePIDs floor", RelieveNodePressureArgs{PIDs: &PIDsTrigger{MinFreePIDs: ptr.To[int64](-1)}}, "pids.minFreePIDs"},

@@ -84,6 +84,9 @@ const (
 // signature.
 func SetDefaults_RelieveNodePressureArgs(obj runtime.Object) {
 	args := obj.(*RelieveNodePressureArgs)
+	if args.IPSource == "" {
+		args.IPSource = config.IPSourceAnnotations
+	}
 	// Only the PID trigger is on unless another is given: the OOM figure
 	// counts every container without a memory limit at an estimate, so on a
 	// cluster of unlimited pods it can sit above any fixed threshold on most

@@ -248,6 +248,9 @@ type setup struct {
 	// unanswered makes the API server evict these pods but the client see
 	// the error instead of the answer (a timeout, a dropped connection).
 	unanswered map[string]error
+	// ips replaces the pod-IP source the args name (a live source that
+	// ipSource CalicoIPAM would watch).
+	ips ipstats.Source
 }
 
 func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
@@ -293,6 +296,9 @@ func newEnv(t *testing.T, s setup, objs ...runtime.Object) *env {
 		t.Fatalf("newPlugin: %v", err)
 	}
 	p.now = func() time.Time { return now }
+	if s.ips != nil {
+		p.ips = s.ips
+	}
 	e.plugin = p
 	// The informers the plugin requested in New, as the descheduler starts
 	// them after building its plugins.

@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 
+	"github.com/headroom-k8s/headroom/apis/config"
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/ipstarved"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
 )
@@ -41,14 +43,14 @@ type podIPs struct {
 
 // podIPsOf is node's pod-IP figure for the room check and the trigger:
 // its headroom.dev/ip-* sample, estimated over its pods as NodeIPs
-// estimates it (ipstats.EstimateUsed). The error is ipstats.ParseNode's
-// (ipstats.IsUnknown) or the pod lister's.
+// estimates it (ipstats.EstimateUsed), from the args' ipSource. The error
+// is the source's// (ipstats.IsUnknown) or the pod lister's.
 func (c *cycle) podIPsOf(node *v1.Node) (podIPs, error) {
 	maxAge := DefaultMaxSampleAge
 	if t := c.args.IPStarved; t != nil {
 		maxAge = t.MaxSampleAge.Duration
 	}
-	stats, err := ipstats.ParseNode(node.Annotations, c.now, maxAge)
+	stats, err := c.ips.Read(node, c.now, maxAge)
 	if err != nil {
 		return podIPs{}, err
 	}
@@ -380,4 +382,25 @@ func (sp *starvedPlan) podPlans() []PodPlan {
 		}
 	}
 	return out
+}
+
+// calicoSyncWait is how long building the plugin waits for the first lists
+// of Calico's objects; until then every node's pod-IP figures are unknown.
+const calicoSyncWait = 30 * time.Second
+
+// ipSourceOf returns the pod-IP source that ipSource names (validated):
+// with config.IPSourceCalicoIPAM the process's one watch of Calico's
+// objects (calicoipam.DefaultSource, through the descheduler's client).
+func ipSourceOf(ipSource string) (ipstats.Source, error) {
+	if ipSource != config.IPSourceCalicoIPAM {
+		return ipstats.Annotations{}, nil
+	}
+	src, err := calicoipam.DefaultSource()
+	if err != nil {
+		return nil, err
+	}
+	if err := src.WaitSynced(calicoSyncWait); err != nil {
+		klog.Background().Info("Calico's IPAM objects are not listed yet: pod-IP headroom unknown", "plugin", PluginName, "err", err)
+	}
+	return src, nil
 }

@@ -2,6 +2,7 @@ package relievenodepressure
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,8 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/test"
 
 	"github.com/headroom-k8s/headroom/pkg/ipstarved"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 )
 
 // starvedArgs turns the ipStarved trigger on with its defaults.
@@ -381,5 +384,44 @@ func TestIPStarvedArgs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: error %v, want one naming %s", tc.trigger, err, tc.field)
 		}
+	}
+}
+
+// liveIPs is a pod-IP source of fixed figures by node, as the Calico
+// source tells them: nothing on the Node objects.
+type liveIPs map[string][2]int64
+
+func (l liveIPs) Read(node *v1.Node, now time.Time, _ time.Duration) (ipstats.NodeStats, error) {
+	f, ok := l[node.Name]
+	if !ok {
+		return ipstats.NodeStats{}, &ipstats.UnknownError{Reason: errors.New("no figures")}
+	}
+	return ipstats.NewNodeStats(f[0], f[1], now), nil
+}
+
+// TestIPStarvedReadsTheIPSource: with the pod-IP figures of another source
+// than the annotations (ipSource CalicoIPAM's), ipStarved and the room for
+// the replacement read them: the starved pod on the full node is evicted
+// towards the node with room, though neither Node carries an annotation;
+// with the annotations' source both nodes are unknown and nothing moves.
+func TestIPStarvedReadsTheIPSource(t *testing.T) {
+	plain := func(name string) *v1.Node { return test.BuildTestNode(name, 64000, 64<<30, 110, nil) }
+	starved, starvedEvent := starvedFor("starved", "full", 5*time.Minute)
+	for _, tc := range []struct {
+		name string
+		ips  ipstats.Source
+		want []string
+	}{
+		{"the source's figures", liveIPs{"full": {13, 13}, "spare": {13, 0}}, []string{"starved"}},
+		{"the source says the other node is full too", liveIPs{"full": {13, 13}, "spare": {13, 13}}, nil},
+		{"the annotations (none)", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			full, spare := plain("full"), plain("spare")
+			e := starvedEnv(t, setup{args: starvedArgs(), ips: tc.ips}, []*v1.Node{full, spare}, []*v1.Pod{starved}, starvedEvent)
+			if got := e.run(t, full, spare); !equal(got, tc.want) {
+				t.Errorf("evicted %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

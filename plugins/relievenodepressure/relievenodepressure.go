@@ -19,6 +19,7 @@ import (
 
 	"github.com/headroom-k8s/headroom/pkg/deleteorder"
 	"github.com/headroom-k8s/headroom/pkg/ipstarved"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	headroommetrics "github.com/headroom-k8s/headroom/pkg/metrics"
 	"github.com/headroom-k8s/headroom/plugins/relievenodepressure/eventrecorder"
 )
@@ -53,7 +54,9 @@ const (
 // delete order, but only when a plan of evictions within the limits brings
 // the node to or below its threshold (ideally its target).
 type RelieveNodePressure struct {
-	logger   klog.Logger
+	logger klog.Logger
+	// ips is where the nodes' pod-IP figures come from (args' ipSource).
+	ips      ipstats.Source
 	handle   frameworktypes.Handle
 	args     *RelieveNodePressureArgs
 	order    deleteorder.Order
@@ -163,6 +166,11 @@ func newPlugin(ctx context.Context, obj runtime.Object, handle frameworktypes.Ha
 		}
 		p.selector = sel
 	}
+	ips, err := ipSourceOf(args.IPSource)
+	if err != nil {
+		return nil, fmt.Errorf("%s args: ipSource %s: %w", PluginName, args.IPSource, err)
+	}
+	p.ips = ips
 	found, err := checkFloorAgrees(args.SchedulerConfigFile, args)
 	if err != nil {
 		return nil, fmt.Errorf("%s args: %w", PluginName, err)

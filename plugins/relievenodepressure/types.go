@@ -22,6 +22,12 @@ type RelieveNodePressureArgs struct {
 	Memory *MemoryTrigger `json:"memory,omitempty"`
 	// IPStarved is the pod-IP starvation trigger; nil disables it.
 	IPStarved *IPStarvedTrigger `json:"ipStarved,omitempty"`
+	// IPSource is where the nodes' pod-IP figures (ipStarved's, and the
+	// room for a replacement) come from, as NodeIPsArgs' ipSource:
+	// "Annotations" (default), the node agent's headroom.dev/ip-*; or
+	// "CalicoIPAM", Calico's IPAM objects, which the descheduler then
+	// watches once for the cluster (rights: manifests/descheduler/calico-ipam).
+	IPSource string `json:"ipSource,omitempty"`
 	// DeletePriorityAnnotation is the pod annotation whose int32 value ranks
 	// a pod before every ReplicaSet rule, higher first. Default
 	// controller.alpha.kubernetes.io/delete-priority.

@@ -2,6 +2,7 @@ package relievenodepressure
 
 import (
 	"fmt"
+	configvalidation "github.com/headroom-k8s/headroom/apis/config/validation"
 	"path/filepath"
 	"strings"
 	"time"
@@ -121,6 +122,7 @@ func ValidateRelieveNodePressureArgs(obj runtime.Object) error {
 	if b := args.EvictionBudget; b != nil {
 		errs = append(errs, validateEvictionBudget(field.NewPath("evictionBudget"), b)...)
 	}
+	errs = append(errs, configvalidation.ValidateIPSource(field.NewPath("ipSource"), args.IPSource)...)
 	if len(errs) == 0 {
 		return nil
 	}

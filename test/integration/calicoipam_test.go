@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,48 +15,31 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 	"github.com/headroom-k8s/headroom/pkg/calicoipam/calicotest"
 	"github.com/headroom-k8s/headroom/pkg/ipstats"
-	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
-// calicoConflist is the network configuration Calico's install-cni writes
-// (10-calico.conflist) with its defaults: calico-ipam, IPv4 only.
-const calicoConflist = `{
-  "name": "k8s-pod-network",
-  "cniVersion": "0.3.1",
-  "plugins": [
-    {"type": "calico", "log_level": "info", "datastore_type": "kubernetes", "mtu": 0,
-     "ipam": {"type": "calico-ipam"}, "policy": {"type": "k8s"},
-     "kubernetes": {"kubeconfig": "/etc/cni/net.d/calico-kubeconfig"}},
-    {"type": "portmap", "snat": true, "capabilities": {"portMappings": true}},
-    {"type": "bandwidth", "capabilities": {"bandwidth": true}}
-  ]
-}`
+// preferNode is a node affinity that prefers the node of that name.
+func preferNode(name string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100,
+			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{name},
+			}}},
+		}},
+	}}
+}
 
-// TestNodeIPsWithCalicoIPAM: Calico's CRDs in a real API server, one IPPool
-// 10.200.0.0/27 of /28 blocks, and an IPAMConfig with strictAffinity and
-// maxBlocksPerHost 1, as Calico's IPAM would hold them after node-a used up
-// its block (its 15 pods and its tunnel address) and node-b took 14 of its
-// 16. The node agent, run as the shipped DaemonSet's identity, publishes
-// nothing until manifests/node-agent/calico-ipam grants it the reads; then
-// node-a's figures are 16 used of 16 (it can claim no second block, nor
-// borrow), node-b's 14 of 16. headroom-scheduler keeps pods that prefer
-// node-a off it; two go to node-b, the third fits nowhere. Calico then
-// releases three of node-a's addresses; the agent reports it, and the
-// pending pod goes to node-a. Turning strictAffinity off lets node-a borrow
-// node-b's free addresses: its capacity grows by them.
-func TestNodeIPsWithCalicoIPAM(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	kubectl := func(args ...string) {
+// calicoObjects installs Calico's CRDs (pkg/calicoipam/testdata) and
+// returns kubectl against cp and a function that creates or replaces a
+// Calico object as Calico's IPAM writes it.
+func calicoObjects(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) (kubectl func(args ...string), apply func(gvr schema.GroupVersionResource, obj map[string]any)) {
+	kubectl = func(args ...string) {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), append([]string{"--kubeconfig", cp.KubeconfigPath}, args...)...).CombinedOutput()
 		if err != nil {
@@ -68,8 +50,7 @@ func TestNodeIPsWithCalicoIPAM(t *testing.T) {
 	kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/ipamblocks.crd.projectcalico.org",
 		"crd/ippools.crd.projectcalico.org", "crd/ipamconfigs.crd.projectcalico.org")
 	admin := dynamic.NewForConfigOrDie(cp.Config)
-	// apply creates or replaces a Calico object as Calico's IPAM writes it.
-	apply := func(gvr schema.GroupVersionResource, obj map[string]any) {
+	apply = func(gvr schema.GroupVersionResource, obj map[string]any) {
 		t.Helper()
 		u := &unstructured.Unstructured{Object: obj}
 		r := admin.Resource(gvr)
@@ -84,89 +65,45 @@ func TestNodeIPsWithCalicoIPAM(t *testing.T) {
 			t.Fatalf("writing %s %s: %v", gvr.Resource, u.GetName(), err)
 		}
 	}
-	blockA, blockB := "10.200.0.0/28", "10.200.0.16/28"
+	return kubectl, apply
+}
+
+// TestNodeIPsCalicoIPAMSource: NodeIPs with ipSource CalicoIPAM counts the
+// nodes' pod IPs from Calico's objects itself, with no node agent and no
+// annotation: the shipped scheduler, its rights from
+// manifests/scheduler/calico-ipam, keeps pods that prefer node-a (its block
+// full, strictAffinity, no second block to claim) off it; two go to node-b
+// (14 of 16 used), the third fits nowhere. Calico then releases three of
+// node-a's addresses and the pending pod goes there once node-a changes.
+func TestNodeIPsCalicoIPAMSource(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kubectl, apply := calicoObjects(ctx, t, cp)
+	blockA := "10.200.0.0/28"
 	fullA := calicotest.Pods("node-a", 1, 15)
 	fullA[0] = calicotest.Holder{Node: "node-a"} // the tunnel address
 	apply(calicoipam.IPPools, calicotest.IPPool("default-ipv4-ippool", "10.200.0.0/27", 28))
 	apply(calicoipam.IPAMConfigs, calicotest.IPAMConfig(true, 1))
 	apply(calicoipam.IPAMBlocks, calicotest.Block(blockA, "host:node-a", fullA))
-	apply(calicoipam.IPAMBlocks, calicotest.Block(blockB, "host:node-b", calicotest.Pods("node-b", 0, 14)))
-
-	applyManifests(ctx, t, cp, "namespace", "node-agent")
-	confDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "10-calico.conflist"), []byte(calicoConflist), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cgroupRoot := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(cgroupRoot, "kubepods"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	clients := map[string]*agentClients{}
+	apply(calicoipam.IPAMBlocks, calicotest.Block("10.200.0.16/28", "host:node-b", calicotest.Pods("node-b", 0, 14)))
 	for _, n := range []string{"node-a", "node-b"} {
 		if _, err := cp.CreateNode(ctx, n, resources("16", "64Gi", "110"), nil); err != nil {
 			t.Fatal(err)
 		}
-		// The agent's own identity: a token bound to the shipped
-		// DaemonSet's pod, with the shipped RBAC and admission policy.
-		kc := serviceAccountKubeconfig(ctx, t, cp, "headroom-system", "headroom-node-agent", agentPod(ctx, t, cp.Client, n))
-		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[n] = &agentClients{kube: kubernetes.NewForConfigOrDie(cfg), dynamic: dynamic.NewForConfigOrDie(cfg)}
 	}
-	report := func(node string) (ipstats.NodeStats, bool) {
-		t.Helper()
-		cfg := nodeagent.DefaultConfig()
-		cfg.NodeName, cfg.CNIConfDir, cfg.CgroupRoot, cfg.ContainerRuntimeEndpoint = node, confDir, cgroupRoot, ""
-		cfg.RequestTimeout = 20 * time.Second
-		agent, err := nodeagent.New(clients[node].kube, cfg, nodeagent.WithDynamicClient(clients[node].dynamic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := agent.Once(ctx); err != nil {
-			t.Fatalf("node agent --once on %s: %v", node, err)
-		}
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := n.Annotations[ipstats.AnnotationCapacity]; !ok {
-			return ipstats.NodeStats{}, false
-		}
-		s, err := ipstats.ParseNode(n.Annotations, time.Now(), 0)
-		if err != nil {
-			t.Fatalf("%s's pod-IP annotations: %v (%v)", node, err, n.Annotations)
-		}
-		return s, true
+	applyManifests(ctx, t, cp, "namespace")
+	if err := cp.ApplyShippedIdentities(ctx); err != nil {
+		t.Fatal(err)
 	}
-	want := func(node string, capacity, used int64) {
-		t.Helper()
-		s, ok := report(node)
-		if !ok || s.Capacity != capacity || s.Used != used {
-			t.Fatalf("%s: published %v capacity %d, used %d; want %d and %d", node, ok, s.Capacity, s.Used, capacity, used)
-		}
-		if s.LeakedKnown {
-			t.Fatalf("%s: a leak count from Calico's IPAM", node)
-		}
-	}
+	kubectl("apply", "-f", repoPath(t, "manifests/scheduler/calico-ipam/rbac.yaml"))
 
-	// Without the component's rights the reads are refused: unknown.
-	if s, ok := report("node-a"); ok {
-		t.Fatalf("node-a without the rights to Calico's objects: published %+v, want nothing", s)
+	config := strings.Replace(string(repoFile(t, "manifests/scheduler/scheduler-config.yaml")),
+		"      ampleFreeIPs: 110\n", "      ampleFreeIPs: 110\n      ipSource: CalicoIPAM\n", 1)
+	if !strings.Contains(config, "ipSource: CalicoIPAM") {
+		t.Fatal("the shipped scheduler configuration has no NodeIPs ampleFreeIPs line to follow")
 	}
-	kubectl("apply", "-f", repoPath(t, "manifests/node-agent/calico-ipam/rbac.yaml"))
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := clients["node-a"].dynamic.Resource(calicoipam.IPAMBlocks).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the component's rights never took effect: %v", err)
-	}
-	want("node-a", 16, 16)
-	want("node-b", 16, 14)
-
-	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
+	if _, err := cp.StartScheduler(ctx, []byte(config)); err != nil {
 		t.Fatal(err)
 	}
 	pods := cp.Client.CoreV1().Pods(metav1.NamespaceDefault)
@@ -190,46 +127,33 @@ func TestNodeIPsWithCalicoIPAM(t *testing.T) {
 	if want := "2 " + nodeips.ErrReasonNoFreeIPs; !strings.Contains(cond.Message, want) {
 		t.Errorf("PodScheduled condition %q, want it to contain %q", cond.Message, want)
 	}
+	for _, n := range []string{"node-a", "node-b"} {
+		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := node.Annotations[ipstats.AnnotationCapacity]; ok {
+			t.Fatalf("%s carries pod-IP annotations; the figures were to come from Calico's objects alone", n)
+		}
+	}
 
 	// Calico releases three of node-a's addresses (pods deleted there).
+	// The scheduler reads them when node-a next changes (here an
+	// annotation, which also requeues the pod; without a change, the
+	// scheduler's periodic retry of unschedulable pods).
 	for _, o := range []int{3, 7, 9} {
 		delete(fullA, o)
 	}
 	apply(calicoipam.IPAMBlocks, calicotest.Block(blockA, "host:node-a", fullA))
-	want("node-a", 16, 13)
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		kubectl("annotate", "--overwrite", "node", "node-a", "headroom.dev/test="+time.Now().Format("150405.000"))
+		p, err := pods.Get(ctx, "stuck", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "", nil
+	})
+	if err != nil {
+		t.Fatalf("stuck never bound after node-a's release: %v", err)
+	}
 	if node := waitBound(ctx, t, cp.Client, metav1.NamespaceDefault, "stuck"); node != "node-a" {
 		t.Fatalf("stuck bound to %s, want node-a", node)
 	}
-
-	// Borrowing: without strictAffinity, Calico lends node-a the two free
-	// addresses of node-b's block as its sample shows them.
-	apply(calicoipam.IPAMConfigs, calicotest.IPAMConfig(false, 1))
-	want("node-a", 16+2, 13)
-	// A block claimed elsewhere, partly borrowed by node-a: its borrowed
-	// addresses are node-a's use.
-	lent := calicotest.Pods("node-b", 0, 10)
-	lent[12] = calicotest.Holder{Node: "node-a", Pod: "borrowed"}
-	apply(calicoipam.IPPools, calicotest.IPPool("default-ipv4-ippool", "10.200.0.0/26", 28))
-	apply(calicoipam.IPAMBlocks, calicotest.Block("10.200.0.32/28", "host:node-c", lent))
-	// node-a's own 3 free, node-b's 2, node-c's 5 lendable, 1 borrowed; no
-	// block to claim (maxBlocksPerHost 1).
-	want("node-a", 16+1+2+5, 13+1)
-}
-
-// agentClients is one identity's clients.
-type agentClients struct {
-	kube    kubernetes.Interface
-	dynamic dynamic.Interface
-}
-
-// preferNode is a node affinity that prefers the node of that name.
-func preferNode(name string) *corev1.Affinity {
-	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight: 100,
-			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{name},
-			}}},
-		}},
-	}}
 }

@@ -2515,7 +2515,8 @@ var rbacKinds = []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBindi
 func TestChartRBACCreate(t *testing.T) {
 	values := `
 descheduler: {mode: deployment}
-nodeAgent: {azureCNI: {enabled: true}, calicoIPAM: {enabled: true}}
+nodeAgent: {azureCNI: {enabled: true}}
+scheduler: {calicoIPAM: {enabled: true}}
 metrics: {serviceMonitor: {enabled: true}}
 `
 	count := func(objs map[string]object) int {

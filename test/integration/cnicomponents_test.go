@@ -2,6 +2,7 @@ package integration
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,37 +12,59 @@ import (
 // TestNodeAgentCNIComponents holds the opt-in components for the CNIs whose
 // pod-IP state the agent reads through another party, and the chart values
 // that give the same, to each other and to their rights:
-//   - calico-ipam (nodeAgent.calicoIPAM): list and watch of Calico's three
-//     IPAM resources, nothing else, and the DaemonSet unchanged;
+//   - scheduler/calico-ipam and descheduler/calico-ipam
+//     ({scheduler,descheduler}.calicoIPAM): list and watch of Calico's
+//     three IPAM resources for headroom-scheduler (NodeIPs' ipSource:
+//     CalicoIPAM) and headroom-descheduler (RelieveNodePressure's), nothing
+//     else; the
+//     agent's own Calico reads (nodeAgent.calicoIPAM) are refused;
 //   - cilium-agent (nodeAgent.ciliumAgent): the Cilium agent's socket
 //     directory, read-only, type Directory, group 0, the flag naming the
 //     socket, and still non-root.
 func TestNodeAgentCNIComponents(t *testing.T) {
 	const ds = "DaemonSet " + chartNS + "/headroom-node-agent"
-	const role, binding = "ClusterRole headroom-node-agent-calico-ipam", "ClusterRoleBinding headroom-node-agent-calico-ipam"
 	shipped := renderKustomize(t)
-	if _, ok := shipped[role]; ok {
-		t.Fatalf("%s is shipped by default; it is opt-in", role)
+	// The agent's own Calico reads are gone: the chart refuses their key,
+	// saying what replaces it.
+	if _, err := renderChartText(t, "-f", valuesFile(t, "nodeAgent: {calicoIPAM: {enabled: true}}")); err == nil ||
+		!strings.Contains(err.Error(), "scheduler.calicoIPAM") {
+		t.Errorf("nodeAgent.calicoIPAM rendered (%v), want it refused naming scheduler.calicoIPAM", err)
 	}
 
-	t.Run("calico-ipam", func(t *testing.T) {
-		kustomize := renderKustomizeWith(t, "node-agent/calico-ipam")
-		chart := renderChart(t, "-f", valuesFile(t, "nodeAgent: {calicoIPAM: {enabled: true}}"))
-		pick := func(objs map[string]object) map[string]object {
-			return map[string]object{ds: objs[ds], role: objs[role], binding: objs[binding]}
-		}
-		compareObjects(t, pick(kustomize), pick(chart))
-		compareObjects(t, map[string]object{ds: shipped[ds]}, map[string]object{ds: kustomize[ds]})
-		rules, _ := kustomize[role]["rules"].([]any)
-		if len(rules) != 1 {
-			t.Fatalf("%s rules %v, want one", role, rules)
-		}
-		r := rules[0].(map[string]any)
-		if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
-			!equalStrings(r["verbs"], "list", "watch") {
-			t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
-		}
-	})
+	// The scheduler's and the descheduler's reads for their ipSource
+	// CalicoIPAM ({scheduler,descheduler}.calicoIPAM): the same rule, the
+	// component's ServiceAccount, its Deployment unchanged.
+	for _, c := range []struct{ component, values string }{
+		{"scheduler", "scheduler: {calicoIPAM: {enabled: true}}"},
+		{"descheduler", "descheduler: {mode: deployment, calicoIPAM: {enabled: true}}"},
+	} {
+		t.Run(c.component+" calico-ipam", func(t *testing.T) {
+			sa := "headroom-" + c.component
+			role, binding := "ClusterRole "+sa+"-calico-ipam", "ClusterRoleBinding "+sa+"-calico-ipam"
+			if _, ok := shipped[role]; ok {
+				t.Fatalf("%s is shipped by default; it is opt-in", role)
+			}
+			kustomize := renderKustomizeWith(t, c.component+"/calico-ipam")
+			chart := renderChart(t, "-f", valuesFile(t, c.values))
+			pick := func(objs map[string]object) map[string]object {
+				return map[string]object{role: objs[role], binding: objs[binding]}
+			}
+			compareObjects(t, pick(kustomize), pick(chart))
+			rules, _ := kustomize[role]["rules"].([]any)
+			if len(rules) != 1 {
+				t.Fatalf("%s rules %v, want one", role, rules)
+			}
+			r := rules[0].(map[string]any)
+			if !equalStrings(r["apiGroups"], "crd.projectcalico.org") || !equalStrings(r["resources"], "ipamblocks", "ippools", "ipamconfigs") ||
+				!equalStrings(r["verbs"], "list", "watch") {
+				t.Errorf("%s rule %v, want list and watch of ipamblocks, ippools, ipamconfigs in crd.projectcalico.org", role, r)
+			}
+			subjects, _ := kustomize[binding]["subjects"].([]any)
+			if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != sa {
+				t.Errorf("%s subjects %v, want the %s ServiceAccount", binding, subjects, sa)
+			}
+		})
+	}
 
 	t.Run("cilium-agent", func(t *testing.T) {
 		kustomize := renderKustomizeWith(t, "node-agent/cilium-agent")

@@ -78,7 +78,8 @@ profiles:
 	if !ok {
 		t.Fatalf("NodeIPs args decoded as %T", args(cfg, "NodeIPs"))
 	}
-	wantIPs := config.NodeIPsArgs{TypeMeta: ips.TypeMeta, MinFreeIPs: 2, UnknownNodeScore: configv1.DefaultUnknownNodeScore, AmpleFreeIPs: configv1.DefaultAmpleFreeIPs}
+	wantIPs := config.NodeIPsArgs{TypeMeta: ips.TypeMeta, MinFreeIPs: 2, UnknownNodeScore: configv1.DefaultUnknownNodeScore, AmpleFreeIPs: configv1.DefaultAmpleFreeIPs,
+		IPSource: config.IPSourceAnnotations}
 	wantIPs.MaxSampleAge.Duration = configv1.DefaultMaxSampleAge
 	if *ips != wantIPs {
 		t.Errorf("NodeIPs args = %+v, want %+v", *ips, wantIPs)
@@ -122,6 +123,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"minFreeIPs above any pool", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MinFreeIPs: 1 << 25}), "args.minFreeIPs"},
 		{"IP unknown score under -1", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -2}), "args.unknownNodeScore"},
 		{"negative IP sample age", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{MaxSampleAge: metav1Duration(-time.Minute)}), "args.maxSampleAge"},
+		{"unknown ipSource", validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{IPSource: "Calico"}), "args.ipSource"},
 		{"both weights 0", validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{NoLimitRequestPercent: 200}), "args.ownRiskWeight"},
 		{"multiplier under 100", validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{OwnRiskWeight: 1, NoLimitRequestPercent: 50}), "args.noLimitRequestPercent"},
 	}
@@ -134,8 +136,10 @@ func TestValidationNamesTheField(t *testing.T) {
 	if err := validation.ValidateNodePIDsArgs(path, valid); err != nil {
 		t.Errorf("defaults rejected: %v", err)
 	}
-	if err := validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -1}); err != nil {
-		t.Errorf("NodeIPs defaults rejected: %v", err)
+	for _, src := range []string{config.IPSourceAnnotations, config.IPSourceCalicoIPAM} {
+		if err := validation.ValidateNodeIPsArgs(path, &config.NodeIPsArgs{UnknownNodeScore: -1, IPSource: src}); err != nil {
+			t.Errorf("NodeIPs defaults with ipSource %s rejected: %v", src, err)
+		}
 	}
 	if err := validation.ValidateOOMRiskArgs(path, &config.OOMRiskArgs{OwnRiskWeight: 3, CollateralWeight: 1, NoLimitRequestPercent: 200, NoLimitAllocatablePermille: 100}); err != nil {
 		t.Errorf("defaults rejected: %v", err)

@@ -75,6 +75,9 @@ func SetDefaults_NodeIPsArgs(obj *NodeIPsArgs) {
 	if obj.MaxSampleAge == nil {
 		obj.MaxSampleAge = &metav1.Duration{Duration: DefaultMaxSampleAge}
 	}
+	if obj.IPSource == nil {
+		obj.IPSource = ptr.To(config.IPSourceAnnotations)
+	}
 	if obj.AmpleFreeIPs == nil {
 		obj.AmpleFreeIPs = ptr.To(DefaultAmpleFreeIPs)
 	}

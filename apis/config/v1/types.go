@@ -88,4 +88,13 @@ type NodeIPsArgs struct {
 	// 0 means no limit. Default 110, the kubelet's default maxPods: a node
 	// with that many pod IPs to spare is not limited by its IPAM.
 	AmpleFreeIPs *int64 `json:"ampleFreeIPs,omitempty"`
+	// IPSource is where the nodes' pod-IP figures come from: "Annotations",
+	// the headroom.dev/ip-* annotations headroom-node-agent writes; or
+	// "CalicoIPAM", Calico's IPAM objects (crd.projectcalico.org/v1
+	// IPAMBlocks, IPPools, IPAMConfigs), which headroom-scheduler then
+	// watches once for the whole cluster (it needs the rights to list and
+	// watch them: manifests/scheduler/calico-ipam). With CalicoIPAM the
+	// figures are live, so maxSampleAge does not apply. Default
+	// "Annotations".
+	IPSource *string `json:"ipSource,omitempty"`
 }

@@ -81,6 +81,9 @@ func autoConvert_v1_NodeIPsArgs_To_config_NodeIPsArgs(in *NodeIPsArgs, out *conf
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.AmpleFreeIPs, &out.AmpleFreeIPs, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_string_To_string(&in.IPSource, &out.IPSource, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -100,6 +103,9 @@ func autoConvert_config_NodeIPsArgs_To_v1_NodeIPsArgs(in *config.NodeIPsArgs, ou
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.AmpleFreeIPs, &out.AmpleFreeIPs, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_string_To_Pointer_string(&in.IPSource, &out.IPSource, s); err != nil {
 		return err
 	}
 	return nil

@@ -50,6 +50,11 @@ func (in *NodeIPsArgs) DeepCopyInto(out *NodeIPsArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.IPSource != nil {
+		in, out := &in.IPSource, &out.IPSource
+		*out = new(string)
+		**out = **in
+	}
 	return
 }
 

@@ -34,7 +34,17 @@ func ValidateNodeIPsArgs(path *field.Path, args *config.NodeIPsArgs) error {
 	errs = append(errs, inRange(path.Child("ampleFreeIPs"), args.AmpleFreeIPs, 0, ipstats.MaxCount)...)
 	errs = append(errs, inRange(path.Child("unknownNodeScore"), args.UnknownNodeScore, config.UnknownNodeScoreMeanOfKnown, 100)...)
 	errs = append(errs, notNegative(path.Child("maxSampleAge"), args.MaxSampleAge.Duration)...)
+	errs = append(errs, ValidateIPSource(path.Child("ipSource"), args.IPSource)...)
 	return errs.ToAggregate()
+}
+
+// ValidateIPSource checks a plugin's ipSource.
+func ValidateIPSource(path *field.Path, source string) field.ErrorList {
+	switch source {
+	case config.IPSourceAnnotations, config.IPSourceCalicoIPAM:
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(path, source, []string{config.IPSourceAnnotations, config.IPSourceCalicoIPAM})}
 }
 
 // ValidateOOMRiskArgs validates OOMRiskArgs; path is the args' field path.

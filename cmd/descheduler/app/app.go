@@ -6,9 +6,13 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/version/verflag"
 	deschedulerapp "sigs.k8s.io/descheduler/cmd/descheduler/app"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
 )
 
 // Plugin is an out-of-tree plugin for the descheduler's registry.
@@ -33,6 +37,12 @@ func NewCommand(out io.Writer, plugins ...Plugin) *cobra.Command {
 			}
 		}
 		Register(pluginregistry.PluginRegistry, plugins...)
+		// RelieveNodePressure's ipSource CalicoIPAM watches Calico's
+		// objects with the descheduler's own connection.
+		calicoipam.SetDefaultConfig(func() (*rest.Config, error) {
+			kubeconfig, _ := c.Flags().GetString("client-connection-kubeconfig")
+			return clientcmd.BuildConfigFromFlags("", kubeconfig)
+		})
 		return nil
 	}
 	cmd.Use = "headroom-descheduler"

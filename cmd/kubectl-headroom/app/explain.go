@@ -88,7 +88,7 @@ decision.`,
 				c = c.without(pod)
 			}
 			// The PID and pod-IP figures as nodes shows them.
-			h := nodeRows(&cluster{nodes: []*corev1.Node{node}, pods: c.pods}, pidArgs, ipArgs, oomArgs, now)[0].api(now)
+			h := nodeRows(&cluster{nodes: []*corev1.Node{node}, pods: c.pods}, pidArgs, ipArgs, p.ipSource(), oomArgs, now)[0].api(now)
 			x := &v1alpha1.NodeExplanation{
 				TypeMeta:               metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeExplanation"},
 				ObjectMeta:             metav1.ObjectMeta{Name: name},
@@ -168,7 +168,7 @@ func writePIDs(out io.Writer, node *corev1.Node, pods []*corev1.Pod, args *confi
 // writeIPs prints the node's pod-IP figures as NodeIPs reads them.
 func writeIPs(out io.Writer, node *corev1.Node, pods []*corev1.Pod, args *config.NodeIPsArgs, p *profile, now time.Time) {
 	fmt.Fprintf(out, "\n%s", section(p, nodeips.Name, "pod IPs"))
-	s, err := ipstats.ParseNode(node.Annotations, now, args.MaxSampleAge.Duration)
+	s, err := p.ipSource().Read(node, now, args.MaxSampleAge.Duration)
 	if err != nil && !sample.IsStale(err) {
 		fmt.Fprintf(out, "unknown: %v\n", err)
 		return

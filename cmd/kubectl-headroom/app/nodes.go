@@ -337,7 +337,7 @@ gauge) and the verdicts; -o name prints node/NAME, in the order of --sort-by.`,
 				c = c.without(pod)
 			}
 			now := time.Now()
-			rows := nodeRows(c, pidArgs, ipArgs, oomArgs, now)
+			rows := nodeRows(c, pidArgs, ipArgs, p.ipSource(), oomArgs, now)
 			if pod != nil && len(rows) > 0 {
 				d, err := decide(cmd.Context(), p, c, pod)
 				if err != nil {
@@ -377,7 +377,7 @@ func sortColumn(key string, withPod bool) (*column, error) {
 }
 
 // nodeRows computes every node's figures with the plugins' models and args.
-func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, ipArgs *config.NodeIPsArgs, oomArgs *config.OOMRiskArgs, now time.Time) []*nodeRow {
+func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, ipArgs *config.NodeIPsArgs, ips ipstats.Source, oomArgs *config.OOMRiskArgs, now time.Time) []*nodeRow {
 	est := oomkill.Estimate{
 		RequestMultiplierPercent:      oomArgs.NoLimitRequestPercent,
 		FractionOfAllocatablePermille: oomArgs.NoLimitAllocatablePermille,
@@ -390,7 +390,7 @@ func nodeRows(c *cluster, pidArgs *config.NodePIDsArgs, ipArgs *config.NodeIPsAr
 		if r.pidKnown() {
 			r.estUsed = pidstats.EstimateUsed(r.pid, pods, pidArgs.DefaultPodPIDs)
 		}
-		r.ip, r.ipErr = ipstats.ParseNode(n.Annotations, now, ipArgs.MaxSampleAge.Duration)
+		r.ip, r.ipErr = ips.Read(n, now, ipArgs.MaxSampleAge.Duration)
 		if r.ipKnown() {
 			r.ipEstUsed = ipstats.EstimateUsed(r.ip, slices.Values(pods))
 		}

@@ -19,7 +19,9 @@ import (
 	headroomconfig "github.com/headroom-k8s/headroom/apis/config"
 	_ "github.com/headroom-k8s/headroom/apis/config/scheme"
 	configv1 "github.com/headroom-k8s/headroom/apis/config/v1"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/plugins"
+	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/plugins/oomrisk"
 )
 
@@ -30,6 +32,17 @@ type profile struct {
 	cfg    *config.KubeSchedulerProfile
 	// weights are the Score weights of Headroom's score plugins.
 	weights map[string]int64
+	// ips is where NodeIPs' figures come from: nil for the nodes'
+	// annotations; Calico's objects, listed once, for ipSource CalicoIPAM.
+	ips ipstats.Source
+}
+
+// ipSource is NodeIPs' source of pod-IP figures.
+func (p *profile) ipSource() ipstats.Source {
+	if p.ips == nil {
+		return ipstats.Annotations{}
+	}
+	return p.ips
 }
 
 // loadProfile decodes the KubeSchedulerConfiguration in data (read from
@@ -197,6 +210,9 @@ func (p *profile) newFramework(ctx context.Context, snapshot fwk.SharedLister) (
 	inTreeRegistry := inTree.NewInTreeRegistry()
 	for _, name := range []string{names.PrioritySort, names.DefaultBinder} {
 		registry[name] = inTreeRegistry[name]
+	}
+	if p.ips != nil {
+		registry[nodeips.Name] = nodeips.WithSource(p.ips)
 	}
 	fw, err := frameworkruntime.NewFramework(ctx, registry, p.cfg, frameworkruntime.WithSnapshotSharedLister(snapshot))
 	if err != nil {

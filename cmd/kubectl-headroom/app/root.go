@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/version/verflag"
 )
@@ -26,6 +27,8 @@ type options struct {
 	schedulerName string
 	// newClient connects to the API server; tests replace it.
 	newClient func() (kubernetes.Interface, error)
+	// newDynamicClient connects for Calico's objects; tests replace it.
+	newDynamicClient func() (dynamic.Interface, error)
 }
 
 // NewCommand returns the kubectl-headroom command.
@@ -37,6 +40,13 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			return nil, err
 		}
 		return kubernetes.NewForConfig(cfg)
+	}
+	o.newDynamicClient = func() (dynamic.Interface, error) {
+		cfg, err := o.config.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		return dynamic.NewForConfig(cfg)
 	}
 	return newCommand(o)
 }

@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	headroomconfig "github.com/headroom-k8s/headroom/apis/config"
 	"github.com/headroom-k8s/headroom/manifests"
+	"github.com/headroom-k8s/headroom/pkg/calicoipam"
+	"github.com/headroom-k8s/headroom/pkg/ipstats"
 	"github.com/headroom-k8s/headroom/plugins/nodeips"
 	"github.com/headroom-k8s/headroom/plugins/nodepids"
 )
@@ -73,8 +78,33 @@ func (o *options) setup(ctx context.Context) (*session, error) {
 	}
 	s.pidArgs, _ = s.figureArgs[nodepids.Name].(*headroomconfig.NodePIDsArgs)
 	s.ipArgs, _ = s.figureArgs[nodeips.Name].(*headroomconfig.NodeIPsArgs)
+	if s.ipArgs != nil && s.ipArgs.IPSource == headroomconfig.IPSourceCalicoIPAM {
+		p.ips = o.listCalico(ctx)
+	}
 	if s.oomArgs, err = p.oomRiskArgs(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// listCalico lists Calico's IPAM objects once, for NodeIPs' ipSource
+// CalicoIPAM; where they cannot be read, every node's pod-IP figures are
+// unknown, with the reason.
+func (o *options) listCalico(ctx context.Context) ipstats.Source {
+	client, err := o.newDynamicClient()
+	if err == nil {
+		var c *calicoipam.Cluster
+		if c, err = calicoipam.List(ctx, client); err == nil {
+			return c
+		}
+	}
+	fmt.Fprintf(o.streams.ErrOut, "Note: NodeIPs reads Calico's IPAM objects (ipSource CalicoIPAM), which could not be listed (%v): pod-IP figures unknown\n", err)
+	return unknownIPs{err}
+}
+
+// unknownIPs is a pod-IP source that tells no node's figures.
+type unknownIPs struct{ err error }
+
+func (u unknownIPs) Read(*corev1.Node, time.Time, time.Duration) (ipstats.NodeStats, error) {
+	return ipstats.NodeStats{}, &ipstats.UnknownError{Reason: u.err}
 }

@@ -178,7 +178,10 @@ type NodeState struct {
 func CheckNodeStates[A any, S figure.Sample](t *testing.T, d *figure.Definition[A, S], args *A, pod *corev1.Pod,
 	sampled func(name string, sampledAt time.Time) *corev1.Node, own ...NodeState) {
 	t.Helper()
-	settings, _ := d.Configure(args)
+	settings, _, err := d.Configure(args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	maxAge := settings.MaxSampleAge
 	if maxAge <= 0 {
 		t.Fatalf("%s args without a sample age limit", d.Name())
