@@ -236,17 +236,7 @@ func parallel(n, workers int, f func(i int)) {
 // It takes many minutes, so it is built only with the agentload tag (make
 // bench-agent).
 func TestAgentWriteLoad(t *testing.T) {
-	sizes := []int{5000, 15000}
-	if s := os.Getenv("HEADROOM_AGENT_LOAD_NODES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				t.Fatalf("HEADROOM_AGENT_LOAD_NODES=%q: want a comma-separated list of node counts", s)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes, _ := countsFromEnv(t, "HEADROOM_AGENT_LOAD_NODES", 5000, 15000)
 	for _, n := range sizes {
 		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) { measure(t, n) })
 	}
@@ -446,6 +436,23 @@ func controlPlanePIDs(t testing.TB, cp *controlplane.ControlPlane) (apiServer, e
 // patches for nodes, as every kubelet makes one per
 // nodeStatusReportFrequency when nothing changed (each condition's
 // heartbeat moved to now), through client, whose requests m counts.
+// countsFromEnv reads the environment variable name as comma-separated
+// positive counts, or gives def when it is unset; set says which.
+func countsFromEnv(t testing.TB, name string, def ...int) (counts []int, set bool) {
+	s := os.Getenv(name)
+	if s == "" {
+		return def, false
+	}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: want comma-separated positive counts", name, s)
+		}
+		counts = append(counts, n)
+	}
+	return counts, true
+}
+
 func kubeletStatusRound(t testing.TB, m *meter, client kubernetes.Interface, nodes []*corev1.Node, now time.Time, workers int) result {
 	heartbeat := metav1.NewTime(now)
 	m.start()

@@ -11,10 +11,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,27 +102,12 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // net of the same churn with no watcher. Built with the agentload tag
 // (make bench-agent).
 func TestWatchLoad(t *testing.T) {
-	nodes := 5000
-	if s := os.Getenv("HEADROOM_WATCH_LOAD_NODES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			t.Fatalf("HEADROOM_WATCH_LOAD_NODES=%q: want a node count", s)
-		}
-		nodes = n
+	nodeCounts, _ := countsFromEnv(t, "HEADROOM_WATCH_LOAD_NODES", 5000)
+	if len(nodeCounts) != 1 {
+		t.Fatalf("HEADROOM_WATCH_LOAD_NODES=%v: want one node count", nodeCounts)
 	}
-	watcherCounts := []int{2}
-	extrapolate := false
-	if s := os.Getenv("HEADROOM_WATCH_LOAD_WATCHERS"); s != "" {
-		extrapolate = true
-		watcherCounts = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				t.Fatalf("HEADROOM_WATCH_LOAD_WATCHERS=%q: want comma-separated watcher counts", s)
-			}
-			watcherCounts = append(watcherCounts, n)
-		}
-	}
+	nodes := nodeCounts[0]
+	watcherCounts, extrapolate := countsFromEnv(t, "HEADROOM_WATCH_LOAD_WATCHERS", 2)
 	stretch := 30 * time.Second
 
 	cp := controlplane.StartForTest(t, controlplane.Options{})
