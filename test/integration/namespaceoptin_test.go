@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -269,10 +269,14 @@ func TestChartNamespaceOptIn(t *testing.T) {
 	}
 
 	other := renderChart(t, "--set", "namespaceOptIn.enabled=true", "--namespace", "headroom-elsewhere")
-	// Read through the v1beta1 type, whose fields v1 kept: k8s.io/api has
-	// no v1 type before 1.36, and this test builds for every minor.
-	policy := decodeTyped[*admissionregistrationv1beta1.MutatingAdmissionPolicy](t, other, policyKey)
-	excluded := policy.Spec.MatchConstraints.NamespaceSelector.MatchExpressions[0].Values
+	// Read unstructured: the chart renders v1 or v1beta1 by the cluster's
+	// minor (the fields are the same), and k8s.io/api has no v1 type
+	// before 1.36, while this test builds for every minor.
+	expressions, _, err := unstructured.NestedSlice(other[policyKey], "spec", "matchConstraints", "namespaceSelector", "matchExpressions")
+	if err != nil || len(expressions) == 0 {
+		t.Fatalf("%s: no namespaceSelector.matchExpressions (%v)", policyKey, err)
+	}
+	excluded, _, _ := unstructured.NestedStringSlice(expressions[0].(map[string]any), "values")
 	if len(excluded) != 2 || excluded[0] != metav1.NamespaceSystem || excluded[1] != "headroom-elsewhere" {
 		t.Errorf("policy of a release in headroom-elsewhere excludes namespaces %v, want [kube-system headroom-elsewhere]", excluded)
 	}
