@@ -32,22 +32,12 @@ func ParseMinorTag(tag string) (minor, headroom string, err error) {
 // ParseMinors reads a comma-separated list of minors (1.35,1.36); "" is
 // none.
 func ParseMinors(s string) ([]string, error) {
-	var minors []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return parseList(s, func(f string) error {
 		if _, _, err := ParseMinorTag("v" + f + ".0-headroom.0.0.0"); err != nil {
-			return nil, fmt.Errorf("%q is not a minor such as 1.35", f)
+			return fmt.Errorf("%q is not a minor such as 1.35", f)
 		}
-		if slices.Contains(minors, f) {
-			return nil, fmt.Errorf("%s given twice", f)
-		}
-		minors = append(minors, f)
-	}
-	slices.Sort(minors)
-	return minors, nil
+		return nil
+	})
 }
 
 // CheckMinors holds a release's images to the per-minor layout: each

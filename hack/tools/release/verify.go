@@ -110,23 +110,34 @@ func verifyMain(args []string) error {
 
 // ParsePlatforms reads a comma-separated list of OS/ARCH; "" is none.
 func ParsePlatforms(s string) ([]string, error) {
-	var ps []string
+	return parseList(s, func(f string) error {
+		goos, goarch, ok := strings.Cut(f, "/")
+		if !ok || goos == "" || goarch == "" || strings.Contains(goarch, "/") {
+			return fmt.Errorf("%q is not OS/ARCH", f)
+		}
+		return nil
+	})
+}
+
+// parseList reads a comma-separated list ("" is none), each entry checked
+// by valid and given once, sorted.
+func parseList(s string, valid func(string) error) ([]string, error) {
+	var list []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
-		goos, goarch, ok := strings.Cut(f, "/")
-		if !ok || goos == "" || goarch == "" || strings.Contains(goarch, "/") {
-			return nil, fmt.Errorf("%q is not OS/ARCH", f)
+		if err := valid(f); err != nil {
+			return nil, err
 		}
-		if slices.Contains(ps, f) {
+		if slices.Contains(list, f) {
 			return nil, fmt.Errorf("%s given twice", f)
 		}
-		ps = append(ps, f)
+		list = append(list, f)
 	}
-	slices.Sort(ps)
-	return ps, nil
+	slices.Sort(list)
+	return list, nil
 }
 
 // Release is what Verify found in a release directory.
