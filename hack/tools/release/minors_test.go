@@ -46,6 +46,18 @@ func TestParseMinors(t *testing.T) {
 	}
 }
 
+func TestParsePlatforms(t *testing.T) {
+	got, err := ParsePlatforms("linux/arm64, linux/amd64")
+	if err != nil || strings.Join(got, " ") != "linux/amd64 linux/arm64" {
+		t.Errorf("ParsePlatforms = %v, %v", got, err)
+	}
+	for _, s := range []string{"linux/amd64,linux/amd64", "linux", "/amd64", "linux/", "linux/arm/v7"} {
+		if _, err := ParsePlatforms(s); err == nil {
+			t.Errorf("ParsePlatforms(%q): want an error", s)
+		}
+	}
+}
+
 func TestCheckMinors(t *testing.T) {
 	image := func(file, tag string) ArchivedImage {
 		n := strings.TrimSuffix(file[strings.LastIndex(file, "/")+1:], ".oci.tar")
