@@ -159,7 +159,13 @@ func (cp *ControlPlane) StartProcessAs(logName, bin string, args ...string) (*Pr
 // StartProcessEnv is StartProcessAs with env added to the process's
 // environment.
 func (cp *ControlPlane) StartProcessEnv(logName, bin string, env []string, args ...string) (*Process, error) {
-	p, err := startProcessEnv(cp.Dir, logName, filepath.Join(cp.BinDir, bin), cp.opts.Detached, env, args...)
+	return cp.StartProcessIn(cp.Dir, logName, bin, env, args...)
+}
+
+// StartProcessIn is StartProcessEnv with workDir as the process's working
+// directory instead of Dir (its log and pid file stay in Dir).
+func (cp *ControlPlane) StartProcessIn(workDir, logName, bin string, env []string, args ...string) (*Process, error) {
+	p, err := startProcess(cp.Dir, workDir, logName, filepath.Join(cp.BinDir, bin), cp.opts.Detached, env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +185,7 @@ func (cp *ControlPlane) Restart(p *Process) (*Process, error) {
 	if cp.stopped {
 		return nil, errors.New("control plane stopped")
 	}
-	np, err := startProcess(cp.Dir, p.Name, p.cmd.Path, cp.opts.Detached, p.cmd.Args[1:]...)
+	np, err := startProcess(cp.Dir, p.cmd.Dir, p.Name, p.cmd.Path, cp.opts.Detached, p.env, p.cmd.Args[1:]...)
 	if err != nil {
 		return nil, err
 	}

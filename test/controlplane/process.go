@@ -20,6 +20,7 @@ type Process struct {
 	// Port is the secure port a Headroom binary serves on, when known.
 	Port int
 	cmd  *exec.Cmd
+	env  []string // added to the environment, kept for Restart
 	done chan struct{}
 	err  error
 }
@@ -27,19 +28,16 @@ type Process struct {
 // startProcess starts bin with args in its own process group. Unless detached,
 // the kernel kills it (SIGKILL) when the process that started it dies, so a
 // test binary that panics, times out or is killed leaves nothing behind.
-func startProcess(dir, name, bin string, detached bool, args ...string) (*Process, error) {
-	return startProcessEnv(dir, name, bin, detached, nil, args...)
-}
-
-// startProcessEnv is startProcess with env added to the environment.
-func startProcessEnv(dir, name, bin string, detached bool, env []string, args ...string) (*Process, error) {
+// Its log and pid file go to dir; it runs in workDir with env added to
+// the environment.
+func startProcess(dir, workDir, name, bin string, detached bool, env []string, args ...string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
+	cmd.Dir = workDir
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -55,7 +53,7 @@ func startProcessEnv(dir, name, bin string, detached bool, env []string, args ..
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, env: env, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()

@@ -79,6 +79,30 @@ var hostPaths = []string{
 	netnsDir,
 }
 
+// cadvisorSocket is where the kubelet's cAdvisor looks for containerd, for
+// the containers' process figures (the Summary API's process_stats). From
+// 1.37 the kubelet has no flag that moves it (--containerd is gone), so a
+// symlink there into /proc/self/cwd leads each kubelet, started in its
+// node's directory, to its own node's containerd (socketPath).
+const (
+	cadvisorSocket       = "/run/containerd/containerd.sock"
+	cadvisorSocketTarget = "/proc/self/cwd/run-containerd/containerd.sock"
+)
+
+// linkCadvisorSocket makes cadvisorSocket, refusing where something else
+// is there (a containerd of the machine's own).
+func linkCadvisorSocket() error {
+	if target, err := os.Readlink(cadvisorSocket); err == nil && target == cadvisorSocketTarget {
+		return nil
+	} else if _, err := os.Lstat(cadvisorSocket); err == nil {
+		return fmt.Errorf("%s exists: a containerd of this machine's own runs there, and real nodes need that path (the kubelet's cAdvisor finds each node's containerd through it)", cadvisorSocket)
+	}
+	if err := os.MkdirAll(filepath.Dir(cadvisorSocket), 0o711); err != nil {
+		return err
+	}
+	return os.Symlink(cadvisorSocketTarget, cadvisorSocket)
+}
+
 // machineMu serialises the claims of nodes started at once.
 var machineMu sync.Mutex
 
@@ -115,6 +139,10 @@ func claimHost(dir, name string) (*hostState, error) {
 				m.Created = append(m.Created, top)
 			}
 		}
+		if err := linkCadvisorSocket(); err != nil {
+			return nil, err
+		}
+		m.Created = append(m.Created, cadvisorSocket)
 	} else if err != nil {
 		return nil, err
 	}

@@ -540,16 +540,15 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 	if err := os.WriteFile(n.KubeletConfig, data, 0o644); err != nil {
 		return err
 	}
-	p, err := n.cp.StartProcessAs(processName("kubelet", n.Name), "kubelet",
+	// In the node's directory: cAdvisor reaches the node's containerd
+	// through cadvisorSocket, relative to the kubelet's working directory.
+	p, err := n.cp.StartProcessIn(n.Dir, processName("kubelet", n.Name), "kubelet", nil,
 		"--config="+n.KubeletConfig,
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet-pki"),
 		"--hostname-override="+n.Name,
 		"--node-ip="+n.IP,
-		// cAdvisor reads containers' process figures (the Summary API's
-		// process_stats) only when told where containerd is.
-		"--containerd="+n.Socket,
 		"--v=1",
 	)
 	if err != nil {
