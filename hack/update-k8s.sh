@@ -8,7 +8,8 @@
 #    newest sigs.k8s.io/descheduler v0.MINOR.x, where one is served (else it
 #    keeps the one it has: no v0.37 exists yet); -pinned skips this step;
 # 2. writes each minor's go.mod from that file: the default minor's are the
-#    root go.mod and hack/tools/go.mod; every other minor's are
+#    root go.mod, hack/tools/go.mod and the test modules that build
+#    Headroom's packages (test/cilium, test/awsipamd); every other minor's are
 #    hack/minors/MINOR/headroom.mod (the root go.mod's direct requirements
 #    with that minor's pins, at Kubernetes' versions where it requires them
 #    too; built through go's -modfile) and
@@ -63,7 +64,12 @@ pin() {
     sed -n 's/^replace k8s.io\/kube-openapi => k8s.io\/kube-openapi \(.*\)$/\1/p' "$(gomod "sigs.k8s.io/descheduler@$desched")") | sort | tail -1)
   args=(-require="k8s.io/kubernetes@$version" -replace="k8s.io/kube-openapi=k8s.io/kube-openapi@$openapi")
   [[ -n $tools ]] || args+=(-require="sigs.k8s.io/descheduler@$desched")
-  for m in $modules; do args+=(-replace="$m=$m@$staging"); done
+  for m in $modules; do
+    args+=(-replace="$m=$m@$staging")
+    # A staging module required directly is required at the version it is
+    # replaced to, so that the file reads as what is built.
+    if grep -qE "^[[:space:]]*(require[[:space:]]+)?${m//./\\.} v[^ ]+[[:space:]]*$" "$file"; then args+=(-require="$m@$staging"); fi
+  done
   (
     cd "$(dirname "$file")"
     go mod edit -modfile="$(basename "$file")" "${args[@]}"
@@ -77,6 +83,9 @@ while read -r minor version desched mark; do
   if [[ $mark == default ]]; then
     pin go.mod "$version" "$desched"
     pin hack/tools/go.mod "$version" "$desched" tools
+    # The test modules that import Headroom's packages (replaced with the
+    # root) build on the default minor's modules too.
+    for m in test/cilium/go.mod test/awsipamd/go.mod; do pin "$m" "$version" "$desched" tools; done
     continue
   fi
   dir=hack/minors/$minor

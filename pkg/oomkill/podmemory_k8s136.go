@@ -1,4 +1,4 @@
-//go:build !k8s1.37 && !k8s1.38
+//go:build k8s1.35 || k8s1.36
 
 // The per-container figures through component-helpers' ContainerFn hook
 // (k8s.io/component-helpers v0.35, v0.36). k8s1.MINOR is the build tag of

@@ -1,4 +1,4 @@
-//go:build k8s1.37 || k8s1.38
+//go:build !k8s1.35 && !k8s1.36
 
 // The per-container figures without component-helpers' ContainerFn hook,
 // which k8s.io/component-helpers v0.37 removed. k8s1.MINOR is the build tag

@@ -9,10 +9,10 @@ go 1.26.0
 
 require (
 	github.com/headroom-k8s/headroom v0.0.0
-	k8s.io/api v0.36.4
-	k8s.io/apiextensions-apiserver v0.36.4
-	k8s.io/apimachinery v0.36.4
-	k8s.io/client-go v0.36.4
+	k8s.io/api v0.37.2
+	k8s.io/apiextensions-apiserver v0.37.2
+	k8s.io/apimachinery v0.37.2
+	k8s.io/client-go v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -26,34 +26,37 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
-	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/go-openapi/swag/pools v0.27.1 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/cel-go v0.28.1 // indirect
+	github.com/google/cel-go v0.29.2 // indirect
+	github.com/google/nftables v0.3.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
-	github.com/grpc-ecosystem/grpc-gateway/v2 v2.28.0 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
-	go.etcd.io/etcd/api/v3 v3.6.12 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.6.12 // indirect
-	go.etcd.io/etcd/client/v3 v3.6.12 // indirect
-	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.67.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.43.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.43.0 // indirect
+	github.com/mdlayher/netlink v1.11.2 // indirect
+	github.com/mdlayher/socket v0.6.1 // indirect
+	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.0 // indirect
+	go.etcd.io/etcd/client/v3 v3.7.0 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.44.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.44.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.44.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.10.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
-	golang.org/x/crypto v0.53.0 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/exp v0.0.0-20260611194520-c48552f49976 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	k8s.io/component-helpers v0.36.3 // indirect
-	k8s.io/cri-client v0.0.0 // indirect
-	k8s.io/dynamic-resource-allocation v0.36.3 // indirect
-	k8s.io/kms v0.36.3 // indirect
-	k8s.io/kube-scheduler v0.0.0 // indirect
-	k8s.io/streaming v0.36.4 // indirect
-	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
+	k8s.io/component-helpers v0.37.2 // indirect
+	k8s.io/cri-client v0.37.2 // indirect
+	k8s.io/dynamic-resource-allocation v0.37.2 // indirect
+	k8s.io/kms v0.37.2 // indirect
+	k8s.io/kube-scheduler v0.37.2 // indirect
+	k8s.io/streaming v0.37.2 // indirect
+	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 )
 
 require (
@@ -78,25 +81,25 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/analysis v0.25.2 // indirect
 	github.com/go-openapi/errors v0.22.8 // indirect
-	github.com/go-openapi/jsonpointer v0.23.1 // indirect
-	github.com/go-openapi/jsonreference v0.21.6 // indirect
+	github.com/go-openapi/jsonpointer v1.0.0 // indirect
+	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/loads v0.24.0
 	github.com/go-openapi/runtime v0.32.4
 	github.com/go-openapi/runtime/server-middleware v0.30.0 // indirect
 	github.com/go-openapi/spec v0.22.6 // indirect
 	github.com/go-openapi/strfmt v0.26.3 // indirect
-	github.com/go-openapi/swag v0.26.1 // indirect
-	github.com/go-openapi/swag/cmdutils v0.26.1 // indirect
-	github.com/go-openapi/swag/conv v0.26.1 // indirect
-	github.com/go-openapi/swag/fileutils v0.26.1 // indirect
+	github.com/go-openapi/swag v0.27.1 // indirect
+	github.com/go-openapi/swag/cmdutils v0.27.1 // indirect
+	github.com/go-openapi/swag/conv v0.27.1 // indirect
+	github.com/go-openapi/swag/fileutils v0.27.1 // indirect
 	github.com/go-openapi/swag/jsonname v0.26.1 // indirect
-	github.com/go-openapi/swag/jsonutils v0.26.1 // indirect
-	github.com/go-openapi/swag/loading v0.26.1 // indirect
-	github.com/go-openapi/swag/mangling v0.26.1 // indirect
-	github.com/go-openapi/swag/netutils v0.26.1 // indirect
-	github.com/go-openapi/swag/stringutils v0.26.1 // indirect
-	github.com/go-openapi/swag/typeutils v0.26.1 // indirect
-	github.com/go-openapi/swag/yamlutils v0.26.1 // indirect
+	github.com/go-openapi/swag/jsonutils v0.27.1 // indirect
+	github.com/go-openapi/swag/loading v0.27.1 // indirect
+	github.com/go-openapi/swag/mangling v0.27.1 // indirect
+	github.com/go-openapi/swag/netutils v0.27.1 // indirect
+	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
+	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
+	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
 	github.com/go-openapi/validate v0.26.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
@@ -117,10 +120,10 @@ require (
 	github.com/petermattis/goid v0.0.0-20250813065127-a731cc31b4fe // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_golang v1.23.2 // indirect
+	github.com/prometheus/client_golang v1.24.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.69.0 // indirect
-	github.com/prometheus/procfs v0.20.1 // indirect
+	github.com/prometheus/common v0.70.0 // indirect
+	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/safchain/ethtool v0.6.2 // indirect
 	github.com/sagikazarmark/locafero v0.11.0 // indirect
 	github.com/sasha-s/go-deadlock v0.3.9 // indirect
@@ -135,7 +138,7 @@ require (
 	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
-	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.65.0 // indirect
+	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
@@ -143,12 +146,12 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
-	golang.org/x/net v0.56.0 // indirect
+	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
-	golang.org/x/sync v0.21.0 // indirect
-	golang.org/x/sys v0.46.0 // indirect
-	golang.org/x/term v0.44.0 // indirect
-	golang.org/x/text v0.39.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/term v0.45.0 // indirect
+	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.47.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260622175928-b703f567277d // indirect
@@ -156,87 +159,87 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	k8s.io/apiserver v0.36.4 // indirect
-	k8s.io/component-base v0.36.4 // indirect
-	k8s.io/controller-manager v0.36.3 // indirect
-	k8s.io/cri-api v0.36.3 // indirect
+	k8s.io/apiserver v0.37.2 // indirect
+	k8s.io/component-base v0.37.2 // indirect
+	k8s.io/controller-manager v0.37.2 // indirect
+	k8s.io/cri-api v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.31.0 // indirect
-	k8s.io/kubelet v0.36.3 // indirect
-	k8s.io/kubernetes v1.36.3 // indirect
+	k8s.io/kubelet v0.37.2 // indirect
+	k8s.io/kubernetes v1.37.2 // indirect
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
-	sigs.k8s.io/knftables v0.0.21 // indirect
+	sigs.k8s.io/knftables v0.0.22 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
-	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect
+	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
 replace github.com/headroom-k8s/headroom => ../..
 
-replace k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260512234627-ef417d054102
+replace k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad
 
-replace k8s.io/api => k8s.io/api v0.36.3
+replace k8s.io/api => k8s.io/api v0.37.2
 
-replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.2
 
-replace k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.37.2
 
-replace k8s.io/apiserver => k8s.io/apiserver v0.36.3
+replace k8s.io/apiserver => k8s.io/apiserver v0.37.2
 
-replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.36.3
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.37.2
 
-replace k8s.io/client-go => k8s.io/client-go v0.36.3
+replace k8s.io/client-go => k8s.io/client-go v0.37.2
 
-replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.36.3
+replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.37.2
 
-replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.36.3
+replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.37.2
 
-replace k8s.io/code-generator => k8s.io/code-generator v0.36.3
+replace k8s.io/code-generator => k8s.io/code-generator v0.37.2
 
-replace k8s.io/component-base => k8s.io/component-base v0.36.3
+replace k8s.io/component-base => k8s.io/component-base v0.37.2
 
-replace k8s.io/component-helpers => k8s.io/component-helpers v0.36.3
+replace k8s.io/component-helpers => k8s.io/component-helpers v0.37.2
 
-replace k8s.io/controller-manager => k8s.io/controller-manager v0.36.3
+replace k8s.io/controller-manager => k8s.io/controller-manager v0.37.2
 
-replace k8s.io/cri-api => k8s.io/cri-api v0.36.3
+replace k8s.io/cri-api => k8s.io/cri-api v0.37.2
 
-replace k8s.io/cri-client => k8s.io/cri-client v0.36.3
+replace k8s.io/cri-client => k8s.io/cri-client v0.37.2
 
-replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.3
+replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.37.2
 
-replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.36.3
+replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.37.2
 
-replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.3
+replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.37.2
 
-replace k8s.io/endpointslice => k8s.io/endpointslice v0.36.3
+replace k8s.io/endpointslice => k8s.io/endpointslice v0.37.2
 
-replace k8s.io/externaljwt => k8s.io/externaljwt v0.36.3
+replace k8s.io/externaljwt => k8s.io/externaljwt v0.37.2
 
-replace k8s.io/kms => k8s.io/kms v0.36.3
+replace k8s.io/kms => k8s.io/kms v0.37.2
 
-replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.36.3
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.37.2
 
-replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.36.3
+replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.37.2
 
-replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.36.3
+replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.37.2
 
-replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.3
+replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.37.2
 
-replace k8s.io/kubectl => k8s.io/kubectl v0.36.3
+replace k8s.io/kubectl => k8s.io/kubectl v0.37.2
 
-replace k8s.io/kubelet => k8s.io/kubelet v0.36.3
+replace k8s.io/kubelet => k8s.io/kubelet v0.37.2
 
-replace k8s.io/metrics => k8s.io/metrics v0.36.3
+replace k8s.io/metrics => k8s.io/metrics v0.37.2
 
-replace k8s.io/mount-utils => k8s.io/mount-utils v0.36.3
+replace k8s.io/mount-utils => k8s.io/mount-utils v0.37.2
 
-replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.36.3
+replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.37.2
 
-replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.36.3
+replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.2
 
-replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.36.3
+replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.37.2
 
-replace k8s.io/sample-controller => k8s.io/sample-controller v0.36.3
+replace k8s.io/sample-controller => k8s.io/sample-controller v0.37.2
 
-replace k8s.io/streaming => k8s.io/streaming v0.36.3
+replace k8s.io/streaming => k8s.io/streaming v0.37.2

@@ -18,20 +18,20 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	google.golang.org/grpc v1.79.1
-	k8s.io/api v0.36.3
-	k8s.io/apimachinery v0.36.3
-	k8s.io/apiserver v0.36.3
-	k8s.io/cli-runtime v0.36.3
-	k8s.io/client-go v0.36.3
-	k8s.io/component-base v0.36.3
-	k8s.io/component-helpers v0.36.3
-	k8s.io/cri-api v0.36.3
-	k8s.io/cri-client v0.0.0
+	k8s.io/api v0.35.4
+	k8s.io/apimachinery v0.35.4
+	k8s.io/apiserver v0.35.4
+	k8s.io/cli-runtime v0.35.4
+	k8s.io/client-go v0.35.4
+	k8s.io/component-base v0.35.4
+	k8s.io/component-helpers v0.35.4
+	k8s.io/cri-api v0.35.4
+	k8s.io/cri-client v0.35.4
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kube-scheduler v0.0.0
-	k8s.io/kubelet v0.36.3
+	k8s.io/kube-scheduler v0.35.4
+	k8s.io/kubelet v0.35.4
 	k8s.io/kubernetes v1.35.4
-	k8s.io/utils v0.0.0-20260507154919-ff6756f316d2
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/descheduler v0.35.1
 	sigs.k8s.io/yaml v1.6.0
 )
