@@ -52,7 +52,7 @@ bench: ## micro-benchmarks (allocations reported) with ratios to in-run baseline
 e2e-bench: tools images ## the same PID storm, slow leak and memory hog on a real node, pod-IP exhaustion on two, default stack vs Headroom, each part on fresh nodes, RUNS times each (default 3; about 130 min): docs/e2e-bench.md
 	go test -tags e2ebench -count=1 -timeout 200m -v ./test/e2ebench -args -table $(CURDIR)/docs/e2e-bench.md $(if $(RUNS),-runs $(RUNS))
 
-perf: ## scheduler_perf: the Headroom profile's scheduling cycle against the default profile's, in one scheduler (needs bin/etcd)
+perf: ## scheduler_perf: the Headroom profile's scheduling cycle against the default profile's, in one scheduler (needs bin/etcd); MINOR=1.35 runs that minor's scheduler and harness
 	hack/perf.sh
 
 bench-agent: ## the node agent's writes at 5,000 and 15,000 nodes, and the Calico block watches and the descheduler's Event informer at 5,000, against a real kube-apiserver, beside the kubelets' own (needs bin/etcd, bin/kube-apiserver, bin/kubectl)

@@ -21,6 +21,9 @@
 #   PERF_BENCH      a -bench regexp instead of PERF_WORKLOADS
 #   PERF_DATA_DIR   keep the harness's data items there: a JSON file with every
 #                   metric per label (each extension point, each plugin) and run
+#   MINOR           a Kubernetes minor of hack/k8s-minors.txt (default: the default
+#                   build's): the scheduler, its framework and the harness's API server
+#                   are that minor's (its go.mod and build tag, hack/lib.sh)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$HEADROOM_ROOT"
@@ -72,14 +75,14 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "interrupted: stopping the harness and its etcd" >&2; exit 130' INT TERM
-echo "load before: $(uptime)"
+echo "Kubernetes $K8S_VERSION (minor $BUILD_MINOR); load before: $(uptime)"
 # The run goes in the background so that this script takes Ctrl-C at once:
 # the harness's etcd dies of it, and the test binary would wait on that etcd
 # for good; cleanup stops both.
 status=$run_tmp/go-test.status
 {
   rc=0
-  go test -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
+  go test "${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" -run '^$' -bench "$bench" -benchtime=1x -timeout 3h ./test/perf/ \
     -perf-runs "${PERF_RUNS:-3}" -perf-profiles "$profiles" -perf-order "${PERF_ORDER:-abba}" \
     -perf-shared="$shared" \
     ${PERF_DATA_DIR:+-data-items-dir "$(realpath -m "$PERF_DATA_DIR")"} || rc=$?
