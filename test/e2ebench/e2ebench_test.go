@@ -12,7 +12,7 @@
 // medians and ranges.
 // make e2e-bench runs it:
 //
-//	go test -tags e2ebench -count=1 -timeout 200m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
+//	go test -tags e2ebench -count=1 -timeout 300m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
 package e2ebench
 
 import (
@@ -840,6 +840,7 @@ The stacks:
     the pods here get their whole %[5]d s), `+"`evictionPressureTransitionPeriod`"+`
     %[6]s (the kubelet's default: it only delays lifting the pressure
     condition and its NoSchedule taint, and decides no eviction).
+
   Each part's section lists the settings its A′ runs used. The kubelet has
   no pod-IP signal: the pod-IP part runs A and B.
 - **B**: headroom-scheduler, headroom-descheduler and the node agent, with
