@@ -272,7 +272,7 @@ func run(t *testing.T, m mode, part pidPart) result {
 	for _, o := range []*realnode.Options{&first, &other} {
 		o.EvictionHard["pid.available"] = strconv.FormatInt(o.ReservedPIDs, 10)
 		if m.tuned {
-			k, err := tunedPIDs(capacity, o.ReservedPIDs, int64(deschedulerLine))
+			k, err := tunedPIDs(capacity, o.ReservedPIDs, int64(shippedPIDThreshold(t)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -111,7 +111,7 @@ func runMemory(t *testing.T, m mode) memResult {
 			opts   *realnode.Options
 			budget int64
 		}{{&first, memBudget}, {&other, otherMemBudget}} {
-			k, err := tunedMemory(o.budget, memLinePercent)
+			k, err := tunedMemory(o.budget, memoryThreshold(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,6 +206,26 @@ func memoryPolicy(policy map[string]any) error {
 	}
 	evictor["minReplicas"] = 1
 	return nil
+}
+
+// memoryThreshold is the memory trigger's thresholdPercent in B's policy
+// (the shipped one as memoryPolicy changes it).
+func memoryThreshold(t *testing.T) int64 {
+	t.Helper()
+	policy := shippedPolicy(t)
+	if err := memoryPolicy(policy); err != nil {
+		t.Fatal(err)
+	}
+	args, err := pluginArgs(policy, "RelieveNodePressure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory, _ := args["memory"].(map[string]any)
+	v, ok := memory["thresholdPercent"].(int)
+	if !ok {
+		t.Fatalf("B's policy has no memory.thresholdPercent: %v", memory)
+	}
+	return int64(v)
 }
 
 // memDeploy makes a Deployment of headroom-stress pods with args that

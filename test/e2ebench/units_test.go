@@ -108,6 +108,21 @@ func TestTunedPIDs(t *testing.T) {
 	}
 }
 
+// TestTunedFromPolicies: A′'s lines are derived from the policies B runs.
+func TestTunedFromPolicies(t *testing.T) {
+	k, err := tunedPIDs(32768, 32768-podBudget, int64(shippedPIDThreshold(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped 95 %: the node's tasks above 1,900 of 2,000.
+	if got := k.evictionSoft["pid.available"]; got != "30868" {
+		t.Errorf("A′'s soft pid.available from the shipped policy: %s, want 30868", got)
+	}
+	if got := memoryThreshold(t); got != memLinePercent {
+		t.Errorf("B's memory threshold %d %%, want the line the bench measures against, %d %%", got, memLinePercent)
+	}
+}
+
 func TestTunedMemory(t *testing.T) {
 	for _, tc := range []struct{ budget, threshold int64 }{
 		{memBudget, memLinePercent},
