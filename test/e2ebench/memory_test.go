@@ -42,7 +42,7 @@ const (
 	memRequest = "64Mi"
 	// The pressure line, in percent of the node's allocatable memory:
 	// Headroom's memory trigger fires above it (thresholdPercent), and
-	// both runs are measured against it.
+	// every stack is measured against it.
 	memLinePercent   = 80
 	memTargetPercent = 75
 	// The other real node, where the hog's replacement goes: a budget that
@@ -395,7 +395,7 @@ all request %[7]s of memory and set no limit (Burstable), one Deployment
 each, started on the first node (the other is cordoned until they run). The line is %[8]d %% of allocatable (%[9]s): Headroom's memory trigger
 fires above it (thresholdPercent %[8]d, targetPercent %[10]d, one sample,
 the node agent sampling every %[11]s and the descheduler running every
-%[12]s), and both runs are measured against it. *Time to relief*: from the
+%[12]s), and every stack is measured against it. *Time to relief*: from the
 pods' working set (kubepods', usage − inactive file, read every second)
 first passing the line to its first return under it; *lasting relief*: to
 its last return under it, where it stayed until the end of the %[13]s
