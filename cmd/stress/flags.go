@@ -22,9 +22,11 @@ type options struct {
 	// memory is in bytes.
 	memory     int64
 	ramp, hold time.Duration
+	// drain is how long a stop signal leaves it holding before it exits.
+	drain time.Duration
 }
 
-const usage = `Usage: headroom-stress [--procs N] [--threads N] [--memory SIZE] [--ramp DURATION] [--hold DURATION]
+const usage = `Usage: headroom-stress [--procs N] [--threads N] [--memory SIZE] [--ramp DURATION] [--hold DURATION] [--drain DURATION]
 
 Holds PIDs and memory, as a test workload for node pressure: N single-threaded
 child processes, N more threads of its own, SIZE bytes allocated and touched.
@@ -35,7 +37,10 @@ Every second it prints one line:
 A fork or clone that fails (the cgroup's pids.max or the kernel's pid_max is
 reached) is counted, not fatal: the missing ones are tried again every second.
 It exits 0 when --hold is over or on SIGTERM or SIGINT (its children are
-killed first), 2 on bad flags.
+killed first), 2 on bad flags. With --drain, a stop signal is a graceful
+shutdown: it prints "stop=SIGTERM drain_ms=<ms>" (or SIGINT), holds what it
+holds for the drain without growing, prints "drained=SIGTERM" and exits 0;
+killed before that, it never prints the second line.
 
 Flags:
 `
@@ -57,6 +62,7 @@ func parseFlags(args []string, machineMemory int64, out io.Writer) (options, err
 	fs.StringVar(&memory, "memory", "0", "memory to allocate and touch, a Kubernetes quantity (e.g. 64Mi, 1.5Gi)")
 	fs.DurationVar(&o.ramp, "ramp", 0, "spread the start of the processes and threads, and the growth of the memory (in 1 MiB steps), evenly over this time (0: all at once)")
 	fs.DurationVar(&o.hold, "hold", 0, "exit 0 this long after the start (0: hold until killed)")
+	fs.DurationVar(&o.drain, "drain", 0, "on SIGTERM or SIGINT, keep holding this long before exiting 0, as a graceful shutdown does, printing a line at its start and end (0: exit at once)")
 	verflag.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -79,7 +85,7 @@ func parseFlags(args []string, machineMemory int64, out io.Writer) (options, err
 	for _, d := range []struct {
 		flag string
 		d    time.Duration
-	}{{"--ramp", o.ramp}, {"--hold", o.hold}} {
+	}{{"--ramp", o.ramp}, {"--hold", o.hold}, {"--drain", o.drain}} {
 		if d.d < 0 {
 			return o, fmt.Errorf("%s %v: must not be negative", d.flag, d.d)
 		}

@@ -74,15 +74,16 @@ package main
 #define STRESS_MEMORY_STEP (1LL << 20)
 
 typedef struct {
-	int64_t procs, threads, memory, ramp_ns, hold_ns;
+	int64_t procs, threads, memory, ramp_ns, hold_ns, drain_ns;
 } stress_spec;
 
 static int stress_stop_r = -1, stress_stop_w = -1;
-static volatile sig_atomic_t stress_stopping;
+static volatile sig_atomic_t stress_stopping, stress_stop_signal;
 
 static void stress_on_stop(int sig) {
 	int saved = errno;
 	char c = (char)sig;
+	if (!stress_stopping) stress_stop_signal = sig;
 	stress_stopping = 1;
 	if (write(stress_stop_w, &c, 1) < 0) {
 		// Full pipe: a wake-up is already pending.
@@ -241,11 +242,18 @@ static int64_t stress_due(int64_t held, int64_t want, int64_t start, int64_t ram
 	return due > retry ? due : retry;
 }
 
+static void stress_write(const char *buf, int n);
+
 static void stress_print(int64_t procs, int64_t threads, int64_t failed, int64_t memory) {
 	char buf[160];
 	int n = snprintf(buf, sizeof buf, "procs=%lld threads=%lld failed=%lld memory=%lld\n",
 		(long long)procs, (long long)threads, (long long)failed, (long long)memory);
-	char *p = buf;
+	stress_write(buf, n);
+}
+
+// stress_write writes n bytes of buf to stdout.
+static void stress_write(const char *buf, int n) {
+	const char *p = buf;
 	while (n > 0) {
 		ssize_t w = write(1, p, (size_t)n);
 		if (w < 0 && errno == EINTR) continue;
@@ -380,6 +388,20 @@ static int stress_run(stress_spec s) {
 		}
 	}
 
+	// A stop signal with a drain: say so, keep holding what is held for
+	// the drain (as a server finishes its requests), say so again. The
+	// lines show whether the signal came and whether the drain was let
+	// run to its end before the process was killed.
+	if (stress_stopping && s.drain_ns > 0) {
+		char buf[96];
+		const char *name = stress_stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+		int n = snprintf(buf, sizeof buf, "stop=%s drain_ms=%lld\n", name, (long long)(s.drain_ns / 1000000));
+		stress_write(buf, n);
+		stress_sleep_until(stress_now() + s.drain_ns);
+		n = snprintf(buf, sizeof buf, "drained=%s\n", name);
+		stress_write(buf, n);
+	}
+
 	// Release: the children go first and are reaped, so that none is left
 	// behind when the process is gone; the threads and the memory go with
 	// the process.
@@ -457,14 +479,16 @@ func warmThreads() error {
 	return nil
 }
 
-// hold runs the holding loop until --hold expires or a stop signal.
+// hold runs the holding loop until --hold expires or a stop signal (and
+// then --drain).
 func hold(o options) error {
 	spec := C.stress_spec{
-		procs:   C.int64_t(o.procs),
-		threads: C.int64_t(o.threads),
-		memory:  C.int64_t(o.memory),
-		ramp_ns: C.int64_t(o.ramp),
-		hold_ns: C.int64_t(o.hold),
+		procs:    C.int64_t(o.procs),
+		threads:  C.int64_t(o.threads),
+		memory:   C.int64_t(o.memory),
+		ramp_ns:  C.int64_t(o.ramp),
+		hold_ns:  C.int64_t(o.hold),
+		drain_ns: C.int64_t(o.drain),
 	}
 	if rc := C.stress_run(spec); rc != 0 {
 		return syscall.Errno(rc)

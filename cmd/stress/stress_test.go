@@ -503,6 +503,71 @@ func TestStopSignals(t *testing.T) {
 	}
 }
 
+// TestDrain: with --drain, a stop signal is announced, what is held stays
+// held for the drain, the end is announced and the exit is 0; a SIGKILL
+// within the drain leaves the announcement without its end, which is how
+// a pod's log tells a graceful shutdown from one cut short.
+func TestDrain(t *testing.T) {
+	const drain = 2 * time.Second
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("killed within the drain %t", cut), func(t *testing.T) {
+			t.Parallel()
+			s := start(t, nil, "--procs", "2", "--threads", "2", "--drain", drain.String())
+			s.waitFor("everything held", 15*time.Second, func(st status) bool { return st.procs == 2 && st.threads == 2 })
+			kids := s.children()
+			sent := time.Now()
+			if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			s.waitLine("stop=SIGTERM drain_ms=2000", 5*time.Second)
+			// Held through the drain: the children are still there.
+			for pid, start := range kids {
+				if st, err := readStat(pid); err != nil || st.start != start {
+					t.Errorf("child %d gone within the drain", pid)
+				}
+			}
+			if cut {
+				if err := s.cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				<-s.done
+				for line := range s.lines {
+					if strings.HasPrefix(line, "drained=") {
+						t.Errorf("%q printed by a process killed within its drain", line)
+					}
+				}
+				return
+			}
+			s.waitLine("drained=SIGTERM", 5*time.Second)
+			if d := time.Since(sent); d < drain {
+				t.Errorf("drained %v after SIGTERM, want at least the drain %v", d, drain)
+			}
+			if code := s.wait(5 * time.Second); code != 0 {
+				t.Errorf("exit code %d after the drain, want 0; stderr:\n%s", code, s.stderr.String())
+			}
+		})
+	}
+}
+
+// waitLine reads lines, status lines among them, until want.
+func (s *stress) waitLine(want string, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-s.lines:
+			if !ok {
+				s.t.Fatalf("output ended without %q", want)
+			}
+			if line == want {
+				return
+			}
+		case <-deadline:
+			s.t.Fatalf("no line %q within %v", want, timeout)
+		}
+	}
+}
+
 func TestHoldExpires(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil, "--procs", "2", "--threads", "2", "--hold", "1500ms")
@@ -692,6 +757,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--memory", "100m"}, options{memory: 1}},
 		{[]string{"--memory", "8Gi"}, options{memory: machine}},
 		{[]string{"--ramp", "2s", "--hold", "1m"}, options{ramp: 2 * time.Second, hold: time.Minute}},
+		{[]string{"--drain", "5s"}, options{drain: 5 * time.Second}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			got, err := parseFlags(tc.args, machine, io.Discard)
@@ -716,6 +782,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--memory", "1e19"}, 0, "--memory 1e19: does not fit"},
 		{[]string{"--memory", "8Gi", "--procs", "1"}, machine - 1, "--memory 8Gi: more than this machine's memory"},
 		{[]string{"--hold", "-1ms"}, machine, "--hold -1ms: must not be negative"},
+		{[]string{"--drain", "-2s"}, machine, "--drain -2s: must not be negative"},
 		{[]string{"--ramp", "x"}, machine, `"--ramp"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

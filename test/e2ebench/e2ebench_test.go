@@ -1,15 +1,18 @@
 //go:build e2ebench
 
 // Package e2ebench runs the same PID storm, the same slow PID leak, the
-// same pod-IP exhaustion on two real nodes (podips_test.go) and the same
-// memory hog (memory_test.go) on a real node,
-// -runs times each with each stack: (A) kube-scheduler's default profile
-// and the kubelet's own eviction, (B) headroom-scheduler,
-// headroom-descheduler and the node agent (the kubelet set up the same),
-// and writes every run side by side with each stack's medians and ranges.
+// same pod-IP exhaustion (podips_test.go) and the same memory hog
+// (memory_test.go) on two fresh real nodes, the pressure on the first and
+// room on the second, -runs times each with each stack: (A)
+// kube-scheduler's default profile and the kubelet's own eviction at the
+// allocatable line, (A′) the same with the kubelet tuned to Headroom's
+// lines (tuned_test.go; not in the pod-IP part: the kubelet has no pod-IP
+// signal), (B) headroom-scheduler, headroom-descheduler and the node agent
+// (the kubelet of A), and writes every run side by side with each stack's
+// medians and ranges.
 // make e2e-bench runs it:
 //
-//	go test -tags e2ebench -count=1 -timeout 200m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
+//	go test -tags e2ebench -count=1 -timeout 300m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
 package e2ebench
 
 import (
@@ -20,6 +23,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,16 +37,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/headroom-k8s/headroom/pkg/nodeagent"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 	"github.com/headroom-k8s/headroom/test/realnode"
 )
 
 var (
 	table    = flag.String("table", "", "Markdown file to write the side-by-side table to")
-	runs     = flag.Int("runs", 3, "runs of each part with each stack")
+	runs     = flag.Int("runs", 3, "runs of each part with each stack (at least 1)")
 	duration = flag.Duration("storm", 150*time.Second, "how long each storm run watches the storm after it starts")
 	slowRamp = flag.Duration("slow-leak-ramp", 3*time.Minute, "how long the slow leak's hogs take to grow to their threads")
 )
@@ -52,6 +58,34 @@ var (
 // that is when the node's tasks pass 2000: the same point Headroom's
 // figures call 100 % of allocatable PIDs.
 const podBudget = 2000
+
+// hogApp is the app of the pods that make the pressure in every part:
+// the cause.
+const hogApp = "hog"
+
+// The other real node, where replacements go. Both nodes count the one
+// kernel's tasks, so a replacement's threads count on the first node's
+// figure (and its kubelet's pid.available) too: the other node's kubelet
+// caps every pod at otherPodPIDs tasks (podPidsLimit), so that a
+// replacement hog, which would grow to its 1,000 threads, cannot take the
+// first node back over its line and decide the results. Its budget is far
+// above the machine's tasks, so that the storm leaves it room in every
+// stack's view.
+const (
+	otherNode      = "real-node-2"
+	otherPIDBudget = 8000
+	otherPodPIDs   = 100
+)
+
+// Every stress pod shuts down gracefully: on SIGTERM it holds what it
+// holds for stressDrain more (headroom-stress --drain) within its
+// terminationGracePeriodSeconds, stressGrace, and exits 0; its log, which
+// the kubelet keeps as the termination message of a failed container
+// (FallbackToLogsOnError), tells a shutdown cut short from one that ran.
+const (
+	stressDrain = 5 * time.Second
+	stressGrace = 10
+)
 
 // storm: three small "web" pods, then two "hog" pods that grow to
 // hogThreads threads each over hogRamp: together more than the budget.
@@ -69,14 +103,29 @@ const (
 type mode struct {
 	name, scheduler string
 	headroom        bool
+	// tuned: the kubelets act at Headroom's lines (A′, tuned_test.go).
+	tuned bool
 }
 
-// stack is the mode's letter, A or B.
+// stack is the mode's letter, A, A′ or B.
 func (m mode) stack() string { return strings.SplitN(m.name, ":", 2)[0] }
 
 var modes = []mode{
-	{"A: kube-scheduler (default profile) + kubelet pid.available eviction", corev1.DefaultSchedulerName, false},
-	{"B: headroom-scheduler + headroom-descheduler + node agent (same kubelet)", "headroom-scheduler", true},
+	{name: "A: kube-scheduler (default profile) + kubelet pid.available eviction at the allocatable line", scheduler: corev1.DefaultSchedulerName},
+	{name: "A′: kube-scheduler (default profile) + kubelet tuned to Headroom's line", scheduler: corev1.DefaultSchedulerName, tuned: true},
+	{name: "B: headroom-scheduler + headroom-descheduler + node agent (the kubelet of A)", scheduler: "headroom-scheduler", headroom: true},
+}
+
+// untuned are the stacks without A′: where the kubelet has no signal to
+// tune (pod IPs), A′ is A.
+func untuned(ms []mode) []mode {
+	var out []mode
+	for _, m := range ms {
+		if !m.tuned {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // pidPart is a PID part of the bench: the hogs grow over ramp, the run
@@ -103,6 +152,12 @@ type result struct {
 	// threshold (95 % of allocatable), from the hogs' start; -1: never.
 	crossedAt     time.Duration
 	hogsRelocated int
+	// kubelet is the first node's kubelet version, from its Node.
+	kubelet string
+	// tuned is A′'s kubelet settings per node ("" in A and B).
+	tuned string
+	// pdb is what the PodDisruptionBudgets of web and hog saw.
+	pdb pdbResult
 	// agentWrites are the node agent's writes to its Node (B only) over
 	// agentWritesOver, from the hogs' start to the end of the watch.
 	agentWrites     int
@@ -117,6 +172,9 @@ type result struct {
 // TestE2EBench/memory/… (the memory hog). The table is written when every
 // run of every part passed; a -run that picks some of them prints theirs.
 func TestE2EBench(t *testing.T) {
+	if *runs < 1 {
+		t.Fatalf("-runs %d: want at least 1", *runs)
+	}
 	if got := shippedPIDThreshold(t); got != deschedulerLine {
 		t.Fatalf("the shipped PID threshold is %d %%, the bench measures at %d %%", got, deschedulerLine)
 	}
@@ -136,7 +194,7 @@ func TestE2EBench(t *testing.T) {
 	var podIPs []stackRun[ipResult]
 	t.Run("podips", func(t *testing.T) {
 		for i := 1; i <= *runs; i++ {
-			for _, m := range modes {
+			for _, m := range untuned(modes) {
 				t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
 					podIPs = append(podIPs, stackRun[ipResult]{m.stack(), i, runPodIPs(t, m)})
 				})
@@ -155,9 +213,9 @@ func TestE2EBench(t *testing.T) {
 	if t.Failed() {
 		t.Fatal("a run failed; no table written")
 	}
-	out := render(pid, podIPs, memory)
+	out := render(time.Now(), hostKernel(), pid, podIPs, memory)
 	fmt.Println(out)
-	complete := len(memory) == *runs*len(memModes) && len(podIPs) == *runs*len(modes)
+	complete := len(memory) == *runs*len(memModes) && len(podIPs) == *runs*len(untuned(modes))
 	for _, part := range pidParts() {
 		complete = complete && len(pid[part.name]) == *runs*len(modes)
 	}
@@ -205,58 +263,99 @@ func checkReliefBound(t *testing.T, runs []stackRun[result]) {
 }
 
 func run(t *testing.T, m mode, part pidPart) result {
-	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{
-		// The same kubelet in both runs: hard eviction on PIDs where the
-		// node's tasks pass the pods' budget.
-		EvictionHard: map[string]string{
-			"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
-			"pid.available": "30768",
-		},
-	})
+	capacity, pidMax := pidCapacity(t)
+	// The same kubelets in A and B: hard eviction on PIDs where the node's
+	// tasks pass its pods' budget (pid.available < systemReserved.pid).
+	first := realnode.Options{ReservedPIDs: pidMax - podBudget, EvictionHard: defaultEvictionHard()}
+	other := realnode.Options{Name: otherNode, ReservedPIDs: pidMax - otherPIDBudget, EvictionHard: defaultEvictionHard(), PodPIDsLimit: otherPodPIDs}
+	var tuned []string
+	for _, o := range []*realnode.Options{&first, &other} {
+		o.EvictionHard["pid.available"] = strconv.FormatInt(o.ReservedPIDs, 10)
+		if m.tuned {
+			k, err := tunedPIDs(capacity, o.ReservedPIDs, int64(shippedPIDThreshold(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.apply(o)
+			tuned = append(tuned, fmt.Sprintf("%s: %s", nodeName(*o), k))
+		}
+	}
+	cp, nodes := realnode.StartNodesForTest(t, controlplane.Options{}, first, other)
+	node := nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if node.PIDBudget != podBudget {
 		t.Fatalf("pods' PID budget %d, want %d (pid_max 32768)", node.PIDBudget, podBudget)
 	}
-	if _, err := cp.CreateNode(ctx, "kwok-node", corev1.ResourceList{
-		corev1.ResourceCPU: mustQ("8"), corev1.ResourceMemory: mustQ("32Gi"), corev1.ResourcePods: mustQ("110"),
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
 	if m.headroom {
-		if _, err := node.DeployShippedNodeAgent(ctx, "--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10)); err != nil {
+		if _, err := realnode.DeployShippedNodeAgentOnNodes(ctx, nodes); err != nil {
 			t.Fatal(err)
 		}
 		startScheduler(ctx, t, cp)
 		startDescheduler(ctx, t, cp, shippedDeschedulingInterval(t), nil)
 	}
+	createPDBs(ctx, t, cp, "web", "hog")
 
 	// Every stress pod is followed from before the first is made.
 	log := followPods(ctx, cp)
-	// The storm's pods start on the real node: the node beside is cordoned
+	// The storm's pods start on the first node: the other is cordoned
 	// until they run there.
-	cordon(ctx, t, cp, "kwok-node", true)
+	cordon(ctx, t, cp, otherNode, true)
 	deploy(ctx, t, cp, "web", m.scheduler, webReplicas, "--threads", strconv.Itoa(webThreads))
 	waitRunning(ctx, t, cp, "app=web", webReplicas)
 	log.restart(time.Now())
 	log.note("hogs made")
 	deploy(ctx, t, cp, "hog", m.scheduler, hogReplicas, "--threads", strconv.Itoa(hogThreads), "--ramp", part.ramp.String())
 	waitRunning(ctx, t, cp, "app=hog", hogReplicas)
-	cordon(ctx, t, cp, "kwok-node", false)
+	cordon(ctx, t, cp, otherNode, false)
 
 	var writes func() (int, time.Duration)
 	if m.headroom {
 		writes = countAgentWrites(ctx, t, cp, node.Name)
 	}
+	pdbs := followPDBs(ctx, cp)
 	w := newWatcher(node, log)
 	w.watch(ctx, cp, part.watch)
 	r := w.result(ctx, cp)
+	r.pdb = pdbs.finish()
+	r.kubelet = kubeletVersion(ctx, t, cp, node.Name)
+	r.tuned = strings.Join(tuned, "; ")
 	if writes != nil {
 		r.agentWrites, r.agentWritesOver = writes()
 	}
 
 	t.Logf("%s, %s: %+v; what happened: %s", part.name, m.name, r, strings.Join(r.log.timeline, "; "))
 	return r
+}
+
+// nodeName is the Node's name of a real node's options.
+func nodeName(o realnode.Options) string {
+	if o.Name == "" {
+		return "real-node"
+	}
+	return o.Name
+}
+
+// pidCapacity is the kernel's PID capacity as the kubelet takes it
+// (MaxPID: min(pid_max, threads-max)), and pid_max, against which the
+// real nodes' systemReserved.pid is set.
+func pidCapacity(t *testing.T) (capacity, pidMax int64) {
+	t.Helper()
+	s, err := nodeagent.ReadProc("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Capacity, s.PIDMax
+}
+
+// kubeletVersion is the kubelet version the Node reports.
+func kubeletVersion(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, node string) string {
+	t.Helper()
+	n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Status.NodeInfo.KubeletVersion
 }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
@@ -443,14 +542,18 @@ func deploy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ap
 	deployWith(ctx, t, cp, app, scheduler, replicas, nil, args...)
 }
 
-// deployWith makes a Deployment of headroom-stress pods, changed by mutate
-// (when not nil) before it is created.
+// deployWith makes a Deployment of headroom-stress pods that shut down
+// gracefully (stressDrain within stressGrace), changed by mutate (when not
+// nil) before it is created.
 func deployWith(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, app, scheduler string, replicas int32, mutate func(*appsv1.Deployment), args ...string) {
 	t.Helper()
-	d, err := realnode.StressDeployment(app, scheduler, replicas, 50, args...)
+	d, err := realnode.StressDeployment(app, scheduler, replicas, 50, append(args, "--drain", stressDrain.String())...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := &d.Spec.Template.Spec
+	spec.TerminationGracePeriodSeconds = ptr.To[int64](stressGrace)
+	spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	if mutate != nil {
 		mutate(d)
 	}
@@ -640,21 +743,33 @@ func pluginArgs(policy map[string]any, name string) (map[string]any, error) {
 	return nil, fmt.Errorf("the policy has no pluginConfig for %s", name)
 }
 
-func render(pid map[string][]stackRun[result], podIPs []stackRun[ipResult], memory []stackRun[memResult]) string {
+// render is docs/e2e-bench.md: made at made on kernel, with the runs of
+// every part.
+func render(made time.Time, kernel string, pid map[string][]stackRun[result], podIPs []stackRun[ipResult], memory []stackRun[memResult]) string {
+	var kubelets []string
+	for _, part := range pidParts() {
+		for _, r := range pid[part.name] {
+			kubelets = append(kubelets, r.r.kubelet)
+		}
+	}
+	for _, r := range podIPs {
+		kubelets = append(kubelets, r.r.kubelet)
+	}
+	for _, r := range memory {
+		kubelets = append(kubelets, r.r.kubelet)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `# Side by side on a real node
+	fmt.Fprintf(&b, `# Side by side on two real nodes
 
-Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storms on a
-real node (kubelet v1.36.3, containerd, runc, CNI bridge + host-local;
-docs/real-node.md), with a kwok node beside it (the pod-IP part: a second
-real node), %d times with each stack:
-(A) kube-scheduler's default profile and the kubelet's own eviction, (B)
-headroom-scheduler, headroom-descheduler and the node agent, the kubelet
-set up the same. Each run starts its nodes afresh (the pod-IP part two
-real nodes), so no part or run inherits another's pods, pressure or
-figures; A and B alternate.
+Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storms on
+two real nodes of one cluster (kubelet %s, as the Nodes report it;
+containerd, runc, CNI bridge + host-local; docs/real-node.md), the
+pressure on the first (`+"`real-node`"+`), room on the second
+(`+"`%s`"+`), where replacements go, %d times with each stack. Each
+run starts its two nodes afresh, so no part or run inherits another's
+pods, pressure or figures; the stacks alternate.
 Every table shows each run, then each stack's median and range.
-`, time.Now().UTC().Format("2 January 2006, 15:04 MST"), hostKernel(), *runs)
+%s`, made.UTC().Format("2 January 2006, 15:04 MST"), kernel, orNone(versions(kubelets)), otherNode, *runs, methodSection())
 	for _, part := range pidParts() {
 		if rs := pid[part.name]; len(rs) > 0 {
 			b.WriteString(renderPID(part, rs))
@@ -669,17 +784,127 @@ Every table shows each run, then each stack's median and range.
 	return b.String()
 }
 
+// versions lists the distinct non-empty versions of vs, in order.
+func versions(vs []string) string {
+	var out []string
+	for _, v := range vs {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// methodSection says what the stacks are, A′'s kubelet exactly, and what
+// the rows that tell A′ from B measure.
+func methodSection() string {
+	return fmt.Sprintf(`
+## Method
+
+The stacks:
+
+- **A**: kube-scheduler's default profile, no Headroom; each kubelet
+  evicts at its hard thresholds, which sit at the allocatable line (PIDs:
+  `+"`pid.available`"+` < `+"`systemReserved.pid`"+`, the node's tasks
+  above its allocatable PIDs; memory: the default `+"`memory.available`"+`
+  100Mi, which the kubelet applies to `+"`allocatableMemory.available`"+`,
+  the pods' budget less their working set), and the kernel's OOM killer acts
+  where the pods reach their budget.
+- **A′**: A with each kubelet tuned to Headroom's line, as an operator can
+  configure today. The bench derives the settings from each node's own
+  figures and Headroom's thresholds (test/e2ebench/tuned_test.go):
+  - PIDs: `+"`evictionSoft: {pid.available: capacity − ⌊allocatable × %[1]d / 100⌋}`"+`,
+    where capacity is the kubelet's MaxPID (min(pid_max, threads-max)),
+    allocatable is capacity − `+"`systemReserved.pid`"+` and %[1]d is the shipped
+    policy's `+"`pids.thresholdPercent`"+`: `+"`pid.available`"+` is capacity − the
+    node's tasks, so the kubelet's soft threshold is met exactly when
+    RelieveNodePressure's trigger fires (tasks × 100 > %[1]d × allocatable).
+    `+"`evictionHard`"+` keeps `+"`pid.available`"+` < `+"`systemReserved.pid`"+` (the
+    allocatable line), as in A and B.
+  - Memory: `+"`evictionSoft: {allocatableMemory.available: budget − ⌊allocatable × %[2]d / 100⌋}`"+`,
+    where budget is kubepods' memory limit (capacity − `+"`systemReserved.memory`"+`),
+    allocatable is the budget less the hard `+"`memory.available`"+` (100Mi) and
+    %[2]d is the memory trigger's `+"`thresholdPercent`"+` of B's policy: met
+    exactly when the pods' working set passes Headroom's memory line. The
+    soft threshold is on `+"`allocatableMemory.available`"+`, a signal the
+    kubelet accepts in `+"`evictionSoft`"+`, because `+"`memory.available`"+` is the
+    whole machine's (capacity − the root cgroup's working set): on this
+    machine, shared with other work, it cannot say when the node's pods pass a
+    line; on a machine that runs nothing but the node the two differ by what
+    the system holds. `+"`evictionHard`"+` keeps `+"`memory.available: 100Mi`"+`
+    (the allocatable line), as in A and B.
+  - For both: `+"`evictionSoftGracePeriod`"+` %[3]s (one look over the line
+    does not evict; the kubelet looks every 10 s), `+"`evictionMaxPodGracePeriod: %[4]d`"+`
+    (a soft eviction gives a pod min(this, its
+    `+"`terminationGracePeriodSeconds`"+`); 30 s is the API's default grace, so
+    the pods here get their whole %[5]d s), `+"`evictionPressureTransitionPeriod`"+`
+    %[6]s (the kubelet's default: it only delays lifting the pressure
+    condition and its NoSchedule taint, and decides no eviction).
+
+  Each part's section lists the settings its A′ runs used. The kubelet has
+  no pod-IP signal: the pod-IP part runs A and B.
+- **B**: headroom-scheduler, headroom-descheduler and the node agent, with
+  the kubelet of A.
+
+The nodes: the first holds the pressure; the second, `+"`%[7]s`"+`, has room
+(PIDs: %[8]d for pods, against the first's %[9]d; memory: its own budget).
+Both count the one kernel's tasks, so a replacement's threads on the
+second count on the first node's figure and its kubelet's
+`+"`pid.available`"+` too; in the PID parts the second node's kubelet caps each
+pod at %[10]d tasks (`+"`podPidsLimit`"+`), so that a replacement hog cannot
+take the first node back over its line (its failed clones there are not
+counted: the rows count the first node's pods). A PodDisruptionBudget
+(`+"`maxUnavailable: 1`"+`) covers each workload, web and hog. Every stress pod
+shuts down gracefully: on SIGTERM it holds what it holds for %[11]s more
+(`+"`headroom-stress --drain`"+`) and exits 0, within its
+`+"`terminationGracePeriodSeconds`"+` of %[5]d s.
+
+The rows that tell A′ from B, measured in every run:
+
+- *first victim, and whether it was the cause*: the first pod evicted, by
+  whom, and whether it was of the workload that made the pressure (the hog).
+- *shut down gracefully*: the evicted pod's container exited 0 after the
+  drain (its SIGTERM handler ran in full); *cut short*: it failed with the
+  drain's first line (`+"`stop=SIGTERM`"+`) in its log, which the kubelet keeps as
+  the termination message; *no SIGTERM seen*: it failed without it.
+- *seconds a PodDisruptionBudget was broken*: read every second, the PDB's
+  `+"`currentHealthy`"+` below its `+"`desiredHealthy`"+`, as the disruption
+  controller counts them.
+- *replacements, by node*: for each evicted pod, the node of the first pod
+  of its workload made at or after the eviction; *eviction → replacement
+  Ready*: from the first eviction asked (its `+"`DisruptionTarget`"+` condition)
+  to that replacement's Ready condition, both as the API server keeps them,
+  to the second.
+- failed forks, OOM kills, seconds above the line and bystanders (pods
+  evicted or killed that were not the hog), as in every table.
+`, deschedulerLine, memLinePercent, tunedSoftGrace, tunedMaxPodGrace, stressGrace, tunedPressureTransition,
+		otherNode, otherPIDBudget, podBudget, otherPodPIDs, stressDrain)
+}
+
+// tunedSettings lists the distinct A′ settings of runs, for a part's
+// section.
+func tunedSettings(settings []string) string {
+	s := versions(settings)
+	if s == "" {
+		return ""
+	}
+	return "\nA′'s kubelets: " + s + ".\n"
+}
+
 func renderPID(part pidPart, rs []stackRun[result]) string {
 	var b strings.Builder
+	var tuned []string
+	for _, r := range rs {
+		tuned = append(tuned, r.r.tuned)
+	}
 	fmt.Fprintf(&b, `
 ## %s
 
-The kubelet is the same in both: a budget of %d PIDs
-for pods (kubepods' pids.max), hard eviction at pid.available < 30768 (the
-node's tasks above %d), 13 pod IPs.
-
+The first node: a budget of %d PIDs for pods (kubepods' pids.max), the
+kubelet's hard eviction at the node's tasks above %d (A, B), 13 pod IPs.
+%s
 %d "web" pods of %d threads, then %d "hog" pods growing to %d
-threads each over %s, watched for %s.`, part.title, podBudget, podBudget, webReplicas, webThreads, hogReplicas, hogThreads, part.ramp, part.watch)
+threads each over %s, on the first node, watched for %s.`, part.title, podBudget, podBudget, tunedSettings(tuned), webReplicas, webThreads, hogReplicas, hogThreads, part.ramp, part.watch)
 	b.WriteString(" *Victims* are the evicted pods in the order seen, by app and by whom.\n\n")
 	rows := []row[result]{
 		countRow("failed forks/clones (all stress pods)", func(r result) int { return int(r.failedForks) }),
@@ -691,6 +916,9 @@ threads each over %s, watched for %s.`, part.title, podBudget, podBudget, webRep
 		countRow("of them not a hog (disrupted, not the cause)", func(r result) int { return r.log.evictions("web", "") }),
 		countRow("containers killed other than by an eviction", func(r result) int { return r.log.kills("") }),
 		textRow("victims", func(r result) string { return orNone(strings.Join(r.log.victims, ", ")) }),
+	)
+	rows = append(rows, evictionRows(hogApp, otherNode, func(r result) *podLog { return r.log }, func(r result) pdbResult { return r.pdb })...)
+	rows = append(rows,
 		row[result]{name: "hogs' creation to the node's tasks above 95 % of allocatable (s)", text: func(r result) string {
 			if r.crossedAt < 0 {
 				return "never"
@@ -700,7 +928,7 @@ threads each over %s, watched for %s.`, part.title, podBudget, podBudget, webRep
 		reactionRow("node's tasks above 95 % to the first eviction asked (s; whole seconds)", func(r result) time.Duration { return r.crossedAt }, func(r result) *podLog { return r.log }),
 		countRow("seconds the node's tasks were above 95 % of allocatable", func(r result) int { return r.secondsAbove }),
 		countRow("seconds the pods' cgroup was at its pids.max", func(r result) int { return r.secondsFull }),
-		countRow("hog replicas running elsewhere at the end", func(r result) int { return r.hogsRelocated }),
+		countRow("hog replicas running on the other real node at the end", func(r result) int { return r.hogsRelocated }),
 		row[result]{name: "node agent's writes to its Node (per hour, over the storm)", text: func(r result) string {
 			if r.agentWritesOver == 0 {
 				return "—"

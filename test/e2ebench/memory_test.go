@@ -42,9 +42,13 @@ const (
 	memRequest = "64Mi"
 	// The pressure line, in percent of the node's allocatable memory:
 	// Headroom's memory trigger fires above it (thresholdPercent), and
-	// both runs are measured against it.
+	// every stack is measured against it.
 	memLinePercent   = 80
 	memTargetPercent = 75
+	// The other real node, where the hog's replacement goes: a budget that
+	// holds the whole hog far under the line, so that no stack's relief
+	// of the first node presses the second.
+	otherMemBudget = 4 << 30
 	// B's sampling chain, scaled to the hog's pace: the agent samples every
 	// second, the descheduler runs every 5 s and acts on one sample above
 	// the line.
@@ -54,8 +58,9 @@ const (
 
 var (
 	memModes = []mode{
-		{"A: kube-scheduler (default profile) + kubelet eviction + kernel OOM killer", corev1.DefaultSchedulerName, false},
-		{"B: headroom-scheduler + headroom-descheduler (memory trigger) + node agent (same kubelet)", "headroom-scheduler", true},
+		{name: "A: kube-scheduler (default profile) + kubelet eviction + kernel OOM killer", scheduler: corev1.DefaultSchedulerName},
+		{name: "A′: kube-scheduler (default profile) + kubelet tuned to Headroom's line + kernel OOM killer", scheduler: corev1.DefaultSchedulerName, tuned: true},
+		{name: "B: headroom-scheduler + headroom-descheduler (memory trigger) + node agent (the kubelet of A)", scheduler: "headroom-scheduler", headroom: true},
 	}
 	memWatch = flag.Duration("memory-watch", 180*time.Second, "how long each memory run watches the node after the hog starts")
 )
@@ -83,6 +88,10 @@ type memResult struct {
 	webAtEnd, hogElsewhere int
 	// relief are the descheduler's lines about its evictions (B).
 	relief []string
+	// kubelet is the first node's kubelet version; tuned A′'s settings per
+	// node ("" in A and B).
+	kubelet, tuned string
+	pdb            pdbResult
 }
 
 func runMemory(t *testing.T, m mode) memResult {
@@ -90,7 +99,28 @@ func runMemory(t *testing.T, m mode) memResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{ReservedMemory: reserved})
+	otherReserved, err := realnode.MemoryReservedFor(otherMemBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := realnode.Options{ReservedMemory: reserved, EvictionHard: defaultEvictionHard()}
+	other := realnode.Options{Name: otherNode, ReservedMemory: otherReserved, EvictionHard: defaultEvictionHard()}
+	var tuned []string
+	if m.tuned {
+		for _, o := range []struct {
+			opts   *realnode.Options
+			budget int64
+		}{{&first, memBudget}, {&other, otherMemBudget}} {
+			k, err := tunedMemory(o.budget, memoryThreshold(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.apply(o.opts)
+			tuned = append(tuned, fmt.Sprintf("%s: %s", nodeName(*o.opts), k))
+		}
+	}
+	cp, nodes := realnode.StartNodesForTest(t, controlplane.Options{}, first, other)
+	node := nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if node.MemoryBudget != memBudget {
@@ -101,20 +131,14 @@ func runMemory(t *testing.T, m mode) memResult {
 		t.Fatal(err)
 	}
 	alloc := n.Status.Allocatable[corev1.ResourceMemory]
-	r := memResult{mode: m.name, budget: node.MemoryBudget, allocatable: alloc.Value()}
-	r.line = r.allocatable * memLinePercent / 100
-	if want := int64(memBudget - 100<<20); r.allocatable != want {
+	r := memResult{mode: m.name, budget: node.MemoryBudget, allocatable: alloc.Value(), kubelet: n.Status.NodeInfo.KubeletVersion, tuned: strings.Join(tuned, "; ")}
+	r.line = lineOf(r.allocatable, memLinePercent)
+	if want := int64(memBudget - memoryHardAvailable); r.allocatable != want {
 		t.Fatalf("allocatable memory %d, want the budget less the kubelet's memory.available threshold (100Mi): %d", r.allocatable, want)
-	}
-	if _, err := cp.CreateNode(ctx, "kwok-node", corev1.ResourceList{
-		corev1.ResourceCPU: mustQ("8"), corev1.ResourceMemory: mustQ("32Gi"), corev1.ResourcePods: mustQ("110"),
-	}, nil); err != nil {
-		t.Fatal(err)
 	}
 	var desched *controlplane.Process
 	if m.headroom {
-		if _, err := node.DeployShippedNodeAgentOnNodeCgroup(ctx,
-			"--reserved-pids="+strconv.FormatInt(node.ReservedPIDs, 10),
+		if _, err := realnode.DeployShippedNodeAgentOnNodes(ctx, nodes,
 			"--interval="+agentInterval,
 			"--memory-hysteresis-bytes="+agentMemHysteresis, "--memory-hysteresis-percent=0"); err != nil {
 			t.Fatal(err)
@@ -124,11 +148,12 @@ func runMemory(t *testing.T, m mode) memResult {
 		desched = startDescheduler(ctx, t, cp, r.deschedulerPeriod, memoryPolicy)
 	}
 
+	createPDBs(ctx, t, cp, "web", "hog")
 	// Every stress pod is followed from before the first is made.
 	r.log = followPods(ctx, cp)
-	// The pods start on the real node: the node beside is cordoned until
-	// they run there.
-	cordon(ctx, t, cp, "kwok-node", true)
+	// The pods start on the first node: the other is cordoned until they
+	// run there.
+	cordon(ctx, t, cp, otherNode, true)
 	memDeploy(ctx, t, cp, "web", m.scheduler, memWebReplicas, "--memory", webMemory)
 	waitRunning(ctx, t, cp, "app=web", memWebReplicas)
 	waitMemoryHeld(ctx, t, cp, node, "app=web", webMemory)
@@ -145,10 +170,12 @@ func runMemory(t *testing.T, m mode) memResult {
 	r.log.restart(start)
 	memDeploy(ctx, t, cp, "hog", m.scheduler, 1, "--memory", hogMemory, "--ramp", hogMemRamp.String())
 	waitRunning(ctx, t, cp, "app=hog", 1)
-	cordon(ctx, t, cp, "kwok-node", false)
+	cordon(ctx, t, cp, otherNode, false)
 
+	pdbs := followPDBs(ctx, cp)
 	w := &memWatcher{node: node, r: &r, start: start}
 	w.watch(ctx, cp, *memWatch)
+	r.pdb = pdbs.finish()
 	if desched != nil {
 		for _, l := range reliefLines(desched) {
 			t.Logf("descheduler: %s", l)
@@ -179,6 +206,26 @@ func memoryPolicy(policy map[string]any) error {
 	}
 	evictor["minReplicas"] = 1
 	return nil
+}
+
+// memoryThreshold is the memory trigger's thresholdPercent in B's policy
+// (the shipped one as memoryPolicy changes it).
+func memoryThreshold(t *testing.T) int64 {
+	t.Helper()
+	policy := shippedPolicy(t)
+	if err := memoryPolicy(policy); err != nil {
+		t.Fatal(err)
+	}
+	args, err := pluginArgs(policy, "RelieveNodePressure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory, _ := args["memory"].(map[string]any)
+	v, ok := memory["thresholdPercent"].(int)
+	if !ok {
+		t.Fatalf("B's policy has no memory.thresholdPercent: %v", memory)
+	}
+	return int64(v)
 }
 
 // memDeploy makes a Deployment of headroom-stress pods with args that
@@ -317,15 +364,17 @@ func renderMemory(rs []stackRun[memResult]) string {
 	var b strings.Builder
 	r0 := rs[0].r
 	deschedulerPeriod := ""
+	var tuned []string
 	for _, r := range rs {
 		if r.r.deschedulerPeriod != "" {
 			deschedulerPeriod = r.r.deschedulerPeriod
 		}
+		tuned = append(tuned, r.r.tuned)
 	}
 	fmt.Fprintf(&b, `
 ## A memory hog
 
-The same real node, made a miniature: the kubelet reserves all of the
+The first real node, made a miniature: the kubelet reserves all of the
 machine's memory but %[1]s for the system (systemReserved.memory), and with
 enforceNodeAllocatable [pods] kubepods' memory limit is those %[1]s (checked
 in kubepods' cgroup): when the pods together reach it, the kernel's OOM
@@ -338,15 +387,15 @@ memory.available is the whole machine's (capacity − the root cgroup's
 working set) and cannot fire here, gigabytes being free;
 allocatableMemory.available (kubepods' limit − kubepods' working set, with
 the same 100Mi) can, and is the one the default stack relies on here, with
-the kernel's OOM killer.
-
+the kernel's OOM killer. The other real node has a budget of %[14]s, which
+holds the whole hog far under the line.
+%[15]s
 %[3]d "web" pods hold %[4]s each, then one "hog" grows to %[5]s over %[6]s;
 all request %[7]s of memory and set no limit (Burstable), one Deployment
-each, started on the real node (the kwok node beside is cordoned until they
-run). The line is %[8]d %% of allocatable (%[9]s): Headroom's memory trigger
+each, started on the first node (the other is cordoned until they run). The line is %[8]d %% of allocatable (%[9]s): Headroom's memory trigger
 fires above it (thresholdPercent %[8]d, targetPercent %[10]d, one sample,
 the node agent sampling every %[11]s and the descheduler running every
-%[12]s), and both runs are measured against it. *Time to relief*: from the
+%[12]s), and every stack is measured against it. *Time to relief*: from the
 pods' working set (kubepods', usage − inactive file, read every second)
 first passing the line to its first return under it; *lasting relief*: to
 its last return under it, where it stayed until the end of the %[13]s
@@ -363,7 +412,7 @@ only pod of its owner (DefaultEvictor minReplicas 2); the hog is one, so
 B's policy sets minReplicas 1.
 
 `, mib(r0.budget), mib(r0.allocatable), memWebReplicas, webMemory, hogMemory, hogMemRamp, memRequest,
-		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, deschedulerPeriod, *memWatch)
+		memLinePercent, mib(r0.line), memTargetPercent, agentInterval, deschedulerPeriod, *memWatch, mib(otherMemBudget), tunedSettings(tuned))
 	secs := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
 	// relief renders a time to relief: -1 for none.
 	relief := func(r memResult, d time.Duration) string {
@@ -383,7 +432,7 @@ B's policy sets minReplicas 1.
 		return row[memResult]{name: name + " (MiB)", text: func(r memResult) string { return strconv.FormatInt(f(r)>>20, 10) },
 			num: func(r memResult) (float64, bool) { return float64(f(r) >> 20), true }}
 	}
-	writeRuns(&b, rs, []row[memResult]{
+	rows := []row[memResult]{
 		mibRow("pods' working set before the hog", func(r memResult) int64 { return r.baseline }),
 		mibRow("peak of the pods' working set", func(r memResult) int64 { return r.peak }),
 		row[memResult]{name: "hog's start to the line", text: func(r memResult) string {
@@ -406,13 +455,17 @@ B's policy sets minReplicas 1.
 		countRow("hog: containers OOM-killed (restarts)", func(r memResult) int { return r.log.killed["hog"]["OOMKilled"] }),
 		countRow("hog: evicted", func(r memResult) int { return r.log.evictions("hog", "") }),
 		countRow("hog: evicted by the kubelet", func(r memResult) int { return r.log.evictions("hog", "kubelet") }),
-		countRow("hog replicas running elsewhere at the end", func(r memResult) int { return r.hogElsewhere }),
+		countRow("hog replicas running on the other real node at the end", func(r memResult) int { return r.hogElsewhere }),
 		countRow("innocent (web) containers killed", func(r memResult) int { return r.log.kills("web") }),
 		countRow("innocent (web) pods evicted", func(r memResult) int { return r.log.evictions("web", "") }),
 		countRow("web pods running on the real node at the end", func(r memResult) int { return r.webAtEnd }),
 		textRow("victims", func(r memResult) string { return orNone(strings.Join(r.log.victims, ", ")) }),
+	}
+	rows = append(rows, evictionRows(hogApp, otherNode, func(r memResult) *podLog { return r.log }, func(r memResult) pdbResult { return r.pdb })...)
+	rows = append(rows,
 		textRow("what happened (seconds from the hog's start)", func(r memResult) string { return strings.Join(r.log.timeline, "; ") }),
-	})
+	)
+	writeRuns(&b, rs, rows)
 	for _, sr := range rs {
 		r := sr.r
 		if len(r.relief) == 0 {

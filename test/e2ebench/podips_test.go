@@ -52,6 +52,8 @@ type ipResult struct {
 	// lateReplicas is the late Deployment's size: the addresses the full
 	// node had left, plus lateStarved.
 	lateReplicas int
+	// kubelet is the first node's kubelet version.
+	kubelet string
 }
 
 // runPodIPs fills the first node's range with pods pinned to it by a
@@ -171,6 +173,7 @@ func runPodIPs(t *testing.T, m mode) ipResult {
 		}
 		time.Sleep(2 * time.Second)
 	}
+	r.kubelet = kubeletVersion(ctx, t, cp, full.Name)
 	t.Logf("pod IPs, %s: %+v%s", m.name, r, realnode.PodSummaries(podsOf(ctx, t, cp)))
 	return r
 }

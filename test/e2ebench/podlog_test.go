@@ -5,6 +5,8 @@ package e2ebench
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +34,10 @@ type podLog struct {
 	// evictions by app and by whom.
 	killed, evicted map[string]map[string]int
 	timeline        []string
-	// victims are the evicted pods in the order seen: "<app> (<by>)".
-	victims []string
+	// victims are the evicted pods in the order seen: "<app> (<by>)";
+	// evicted the same pods.
+	victims     []string
+	evictedSeen []*podSeen
 	// firstEviction is when the first eviction was asked for (the API
 	// server's DisruptionTarget time, to the second, or when it was seen),
 	// from start; -1: none.
@@ -52,6 +56,14 @@ type podSeen struct {
 	terminated map[string]bool
 	evicted    bool
 	node       string
+	// created is its creationTimestamp, ready when its Ready condition
+	// last became true (zero: never seen Ready).
+	created, ready time.Time
+	// by evicted it, at evictedAt; stop is its container's termination
+	// after the eviction or its deletion (nil: not seen).
+	by        string
+	evictedAt time.Time
+	stop      *corev1.ContainerStateTerminated
 }
 
 // followPods starts a pod log of the default namespace's stress pods
@@ -64,8 +76,17 @@ func followPods(ctx context.Context, cp *controlplane.ControlPlane) *podLog {
 		killed: map[string]map[string]int{}, evicted: map[string]map[string]int{},
 		stop: cancel, done: make(chan struct{}), firstEviction: -1,
 	}
+	// A terminating pod's last status, with its containers' exit codes,
+	// may live for less than podLogPeriod before the pod is deleted: a
+	// watch sees every status.
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.watchStops(ctx, cp)
+	}()
 	go func() {
 		defer close(l.done)
+		defer func() { <-watched }()
 		for ctx.Err() == nil {
 			if pods, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{}); err == nil {
 				l.observe(pods.Items)
@@ -77,6 +98,64 @@ func followPods(ctx context.Context, cp *controlplane.ControlPlane) *podLog {
 		}
 	}()
 	return l
+}
+
+// watchStops watches the stress pods until ctx ends and keeps each
+// terminating or failed pod's container termination.
+func (l *podLog) watchStops(ctx context.Context, cp *controlplane.ControlPlane) {
+	for ctx.Err() == nil {
+		w, err := cp.Client.CoreV1().Pods(metav1.NamespaceDefault).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(podLogPeriod):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				l.mu.Lock()
+				if s := l.seen(p); s != nil {
+					s.keepStop(p)
+				}
+				l.mu.Unlock()
+			}
+		}
+		w.Stop()
+	}
+}
+
+// seen is p's entry, made at its first sight; nil for a pod that is not a
+// stress pod. l.mu is held.
+func (l *podLog) seen(p *corev1.Pod) *podSeen {
+	app := p.Labels["app"]
+	if app != "web" && app != "hog" {
+		return nil
+	}
+	s := l.pods[p.UID]
+	if s == nil {
+		s = &podSeen{name: p.Name, app: app, terminated: map[string]bool{}, created: p.CreationTimestamp.Time}
+		l.pods[p.UID] = s
+	}
+	return s
+}
+
+// keepStop keeps p's container's termination once p is terminating or
+// failed, and when p last became Ready.
+func (s *podSeen) keepStop(p *corev1.Pod) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			s.ready = c.LastTransitionTime.Time
+		}
+	}
+	if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+		return
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Terminated != nil {
+			s.stop = c.State.Terminated.DeepCopy()
+		}
+	}
 }
 
 // restart counts the timeline's times from start and drops the set-up's
@@ -118,16 +197,13 @@ func (l *podLog) observe(pods []corev1.Pod) {
 	current := map[types.UID]bool{}
 	for i := range pods {
 		p := &pods[i]
-		app := p.Labels["app"]
-		if app != "web" && app != "hog" {
+		s := l.seen(p)
+		if s == nil {
 			continue
 		}
+		app := s.app
 		current[p.UID] = true
-		s := l.pods[p.UID]
-		if s == nil {
-			s = &podSeen{name: p.Name, app: app, terminated: map[string]bool{}}
-			l.pods[p.UID] = s
-		}
+		s.keepStop(p)
 		if p.Spec.NodeName != "" && s.node != p.Spec.NodeName {
 			if l.looked {
 				l.event("%s placed on %s", p.Name, p.Spec.NodeName)
@@ -137,7 +213,7 @@ func (l *podLog) observe(pods []corev1.Pod) {
 		if !s.evicted {
 			if by, at := evictedBy(p); by != "" {
 				s.evicted = true
-				l.countEviction(s, by)
+				l.countEviction(s, by, at)
 				if l.firstEviction < 0 {
 					l.firstEviction = at.Sub(l.start)
 				}
@@ -163,7 +239,7 @@ func (l *podLog) observe(pods []corev1.Pod) {
 	for uid, s := range l.pods {
 		if !current[uid] && !s.evicted {
 			s.evicted = true
-			l.countEviction(s, "deleted, reason not seen")
+			l.countEviction(s, "deleted, reason not seen", time.Now())
 		}
 	}
 	l.looked = true
@@ -196,7 +272,9 @@ func evictedBy(p *corev1.Pod) (string, time.Time) {
 	return "", at
 }
 
-func (l *podLog) countEviction(s *podSeen, by string) {
+func (l *podLog) countEviction(s *podSeen, by string, at time.Time) {
+	s.by, s.evictedAt = by, at
+	l.evictedSeen = append(l.evictedSeen, s)
 	if l.evicted[s.app] == nil {
 		l.evicted[s.app] = map[string]int{}
 	}
@@ -233,6 +311,102 @@ func (l *podLog) kills(app string) int {
 		for _, c := range m {
 			n += c
 		}
+	}
+	return n
+}
+
+// victim is an evicted pod: its app, who evicted it and when, and its
+// replacement: the node it was placed on ("" for none) and when it was
+// Ready (zero: never).
+type victim struct {
+	app, by          string
+	evictedAt        time.Time
+	replacedOn       string
+	replacementReady time.Time
+}
+
+// evictedPods are the evicted pods in the order seen, each with its
+// replacement: the first pod of its app made at or after its eviction
+// (the API server's times are whole seconds) that replaces no earlier
+// victim.
+func (l *podLog) evictedPods() []victim {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var all []*podSeen
+	for _, s := range l.pods {
+		all = append(all, s)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].created.Equal(all[j].created) {
+			return all[i].created.Before(all[j].created)
+		}
+		return all[i].name < all[j].name
+	})
+	taken := map[*podSeen]bool{}
+	var out []victim
+	for _, s := range l.evictedSeen {
+		v := victim{app: s.app, by: s.by, evictedAt: s.evictedAt}
+		for _, c := range all {
+			if c == s || taken[c] || c.app != s.app || c.created.Before(s.evictedAt.Truncate(time.Second)) {
+				continue
+			}
+			taken[c] = true
+			v.replacedOn, v.replacementReady = c.node, c.ready
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Outcomes of an evicted pod's shutdown, from its container's termination:
+// the drain run to its end (exit 0); SIGTERM seen and the drain cut short
+// (a failed exit whose log, the termination message, has the drain's first
+// line); killed with no SIGTERM seen; OOM-killed; not seen.
+const (
+	shutdownDrained  = "drained (SIGTERM, exit 0)"
+	shutdownCut      = "SIGTERM, drain cut short"
+	shutdownNoTerm   = "killed, no SIGTERM seen"
+	shutdownOOM      = "OOM-killed"
+	shutdownNotSeen  = "not seen"
+	stressDrainStart = "stop=SIGTERM"
+)
+
+// shutdowns counts the evicted pods by the outcome of their shutdown.
+func (l *podLog) shutdowns() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for _, s := range l.evictedSeen {
+		out[shutdownOf(s.stop)]++
+	}
+	return out
+}
+
+// shutdownOf is the outcome of a shutdown that ended in stop.
+func shutdownOf(stop *corev1.ContainerStateTerminated) string {
+	switch {
+	case stop == nil:
+		return shutdownNotSeen
+	case stop.Reason == "OOMKilled":
+		return shutdownOOM
+	case stop.ExitCode == 0:
+		return shutdownDrained
+	case strings.Contains(stop.Message, stressDrainStart):
+		return shutdownCut
+	default:
+		return shutdownNoTerm
+	}
+}
+
+// killedFor counts the containers of every app terminated for reason
+// other than for an eviction or deletion.
+func (l *podLog) killedFor(reason string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.killed {
+		n += m[reason]
 	}
 	return n
 }

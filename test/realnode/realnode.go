@@ -91,6 +91,20 @@ type Options struct {
 	// EvictionHard is the kubelet's evictionHard; default only what keeps
 	// the node from evicting for disk on a busy test machine.
 	EvictionHard map[string]string
+	// EvictionSoft and EvictionSoftGracePeriod are the kubelet's soft
+	// eviction thresholds and their grace periods; default none.
+	EvictionSoft, EvictionSoftGracePeriod map[string]string
+	// EvictionMaxPodGracePeriod is the kubelet's evictionMaxPodGracePeriod
+	// (seconds): a soft eviction gives a pod min(it, the pod's
+	// terminationGracePeriodSeconds); default 0, the kubelet's.
+	EvictionMaxPodGracePeriod int32
+	// EvictionPressureTransitionPeriod is how long the kubelet keeps a
+	// pressure condition after its signal went back under the threshold;
+	// default 30 s, so that a test sees the node's conditions settle.
+	EvictionPressureTransitionPeriod time.Duration
+	// PodPIDsLimit is the kubelet's podPidsLimit: each pod's pids.max;
+	// default 0, none.
+	PodPIDsLimit int64
 	// Images are image tarballs imported into containerd, beside
 	// bin/images/pause.tar; default every other tarball of bin/images.
 	Images []string
@@ -486,6 +500,14 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 	if opts.EvictionHard != nil {
 		evictionHard = opts.EvictionHard
 	}
+	pressureTransition := 30 * time.Second
+	if opts.EvictionPressureTransitionPeriod != 0 {
+		pressureTransition = opts.EvictionPressureTransitionPeriod
+	}
+	var podPIDsLimit *int64
+	if opts.PodPIDsLimit != 0 {
+		podPIDsLimit = &opts.PodPIDsLimit
+	}
 	port, healthz := freePort(), freePort()
 	falseV, trueV := false, true
 	zero := int32(0)
@@ -506,6 +528,11 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 		EnforceNodeAllocatable: []string{"pods"},
 		SystemReserved:         systemReserved(opts),
 		EvictionHard:           evictionHard,
+		EvictionSoft:           opts.EvictionSoft,
+		// Soft thresholds need their grace periods: the kubelet refuses
+		// one without.
+		EvictionSoftGracePeriod:   opts.EvictionSoftGracePeriod,
+		EvictionMaxPodGracePeriod: opts.EvictionMaxPodGracePeriod,
 		Authentication: kubeletconfigv1beta1.KubeletAuthentication{
 			X509:      kubeletconfigv1beta1.KubeletX509Authentication{ClientCAFile: n.cp.PKIFile(controlplane.ClientCAFile)},
 			Webhook:   kubeletconfigv1beta1.KubeletWebhookAuthentication{Enabled: &trueV},
@@ -524,12 +551,13 @@ func (n *Node) startKubelet(ctx context.Context, opts Options) error {
 		NodeStatusUpdateFrequency:        metav1.Duration{Duration: 5 * time.Second},
 		NodeStatusReportFrequency:        metav1.Duration{Duration: 10 * time.Second},
 		SyncFrequency:                    metav1.Duration{Duration: 10 * time.Second},
-		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 30 * time.Second},
+		EvictionPressureTransitionPeriod: metav1.Duration{Duration: pressureTransition},
 		// Imported images are never pulled again: keep them.
 		ImageGCHighThresholdPercent: ptrInt32(100),
 		ImageGCLowThresholdPercent:  ptrInt32(99),
 		ResolverConfig:              ptrString(""),
 		MaxPods:                     110,
+		PodPidsLimit:                podPIDsLimit,
 		SerializeImagePulls:         &falseV,
 	}
 	data, err := yaml.Marshal(cfg)
