@@ -22,6 +22,10 @@ cd "$HEADROOM_ROOT"
 minors=${MINORS:-$(shipped_minors | awk '{ print $1 }')}
 tests=${TESTS:-^TestKubectlHeadroom}
 out=$BIN_DIR/kubectl-minors
+for minor in $minors; do
+  [[ -n $(k8s_minor_field "$minor" 2) ]] ||
+    { echo "MINORS: $minor is not a minor of hack/k8s-minors.txt ($(k8s_minors | paste -sd ' '))" >&2; exit 2; }
+done
 
 # The client under test.
 MINOR= hack/build.sh
@@ -61,7 +65,12 @@ for minor in $minors; do
   while read -r result name took; do
     results+=("$minor $name ${result%:} ${took//[()]/}")
   done < <(grep -E '^--- (PASS|FAIL|SKIP): ' "$log" | cut -c5-)
-  ((${#results[@]} > before)) || results+=("$minor (no-test-ran) $status -")
+  # A pattern that matches no test proves nothing: that fails too.
+  if ((${#results[@]} == before)); then
+    results+=("$minor (no-test-ran) FAIL -")
+    status=FAIL
+    failed=1
+  fi
   echo ">> $minor: $status ($log)"
 done
 
