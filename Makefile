@@ -3,7 +3,7 @@ SHELL := /bin/bash
 NODES ?= 10
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all build images tools release push test unit integration test-minor bench perf bench-agent e2e-bench fuzz run down verify generate clean
+.PHONY: all build images tools release push test unit integration test-minor test-kubectl-minors bench perf bench-agent e2e-bench fuzz run down verify generate clean
 
 all: build
 
@@ -46,6 +46,9 @@ integration: tools build ## integration tests against a real control plane (test
 
 test-minor: tools ## make test-minor MINOR=1.35 [TESTS=regexp] [PKGS=packages]: make test's tests built for that Kubernetes minor of hack/k8s-minors.txt, against its control plane and kubelet (bin/minors/MINOR/); not in make test: docs/compatibility.md
 	MINOR="$(MINOR)" hack/test-minor.sh
+
+test-kubectl-minors: tools ## make test-kubectl-minors [MINORS="1.35 1.36"] [TESTS=regexp]: kubectl-headroom's integration tests with the one released build (the default minor's) against every shipped minor's control plane and that minor's scheduler; not in make test: docs/compatibility.md
+	MINORS="$(MINORS)" TESTS="$(TESTS)" hack/test-kubectl-minors.sh
 
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh

@@ -137,6 +137,9 @@ if [[ -n $images ]]; then
     done
     go run ./hack/images index -out "$out/images/$minor" -version "$tag" \
       -revision "$revision" -created "$created" "${binaries[@]}"
+    # A minor's binaries (about 300 MB per platform) are in its images now;
+    # the default minor's stay for kubectl-headroom's archives below.
+    [[ $minor == "$default_minor" ]] || rm -rf "${build:?}/$minor"
   done
 fi
 

@@ -945,8 +945,9 @@ func TestChartMinors(t *testing.T) {
 		return slices.Compact(got)
 	}
 	for _, m := range minors {
-		// A provider's release of the minor, e.g. v1.35.4-gke.1200, is that minor.
-		for _, v := range []string{m.version, "v" + m.minor + ".0-gke.1200"} {
+		// Any patch of the minor is that minor: its first, one later than the
+		// build's, and a provider's release such as v1.35.4-gke.1200.
+		for _, v := range []string{m.version, "v" + m.minor + ".0", "v" + m.minor + ".99", "v" + m.minor + ".0-gke.1200"} {
 			t.Run(v, func(t *testing.T) {
 				objs := renderChart(t, "--kube-version", v)
 				checkChartImages(t, chartImages(t, objs), func(image string) string { return "ghcr.io/headroom-k8s/" + image + ":" + m.tag + "|" })
