@@ -20,15 +20,27 @@ hack/build.sh images
 "$MINOR_BIN_DIR/kube-apiserver" --version
 
 export HEADROOM_BIN_DIR=$MINOR_BIN_DIR
-flags=("${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" -count=1 -timeout 60m ${TESTS:+-run "$TESTS"})
+flags=("${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" -count=1 -timeout 60m -v ${TESTS:+-run "$TESTS"})
 go vet "${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" ./...
+# Every test's result goes to $log (go test -v) and, summed up at the end,
+# one line per top-level test to $results: what docs/compatibility.md
+# records per minor.
+log=$MINOR_BIN_DIR/test-minor.log results=$MINOR_BIN_DIR/test-minor-results.txt
+: >"$log"
+summarize() {
+  awk '/^--- (PASS|FAIL|SKIP): / { sub(/:$/, "", $2); gsub(/[()]/, "", $4); t[++n] = $3 " " $2 " " $4 }
+    /^(ok|FAIL)[ \t]+[a-z0-9.-]+\// { for (i = 1; i <= n; i++) print $2, t[i]; n = 0 }' "$log" >"$results"
+  echo "$(grep -c ' PASS ' "$results") passed, $(grep -c ' FAIL ' "$results") failed, $(grep -c ' SKIP ' "$results") skipped: $results (every line of go test -v: $log)"
+}
+trap summarize EXIT
+run() { "$@" 2>&1 | tee -a "$log" | grep -v -e '^=== ' -e '^    ' -e '^--- PASS' -e '^PASS$'; return "${PIPESTATUS[0]}"; }
 if [[ -n ${PKGS:-} ]]; then
   # shellcheck disable=SC2086 # PKGS is a list of patterns
-  go test "${flags[@]}" $PKGS
+  run go test "${flags[@]}" $PKGS
   exit
 fi
-go test "${flags[@]}" -race ./pkg/... ./plugins/...
-go test "${flags[@]}" $(go list "${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" ./... | grep -v -e /pkg/ -e /plugins/)
+run go test "${flags[@]}" -race ./pkg/... ./plugins/...
+run go test "${flags[@]}" $(go list "${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" ./... | grep -v -e /pkg/ -e /plugins/)
 for dir in test/cilium test/awsipamd; do
-  (cd "$dir" && go test -count=1 -timeout 60m ${TESTS:+-run "$TESTS"} ./...)
+  (cd "$dir" && run go test -count=1 -timeout 60m -v ${TESTS:+-run "$TESTS"} ./...)
 done
