@@ -22,7 +22,9 @@
 #    of Kubernetes' and the descheduler's own pins (without it the build asks
 #    for a version that is not served). A line whose release needs a newer
 #    Go than the machine's (1.38) is written with GOTOOLCHAIN set to
-#    hack/lib.sh's NEWER_GOTOOLCHAIN, as its builds are;
+#    hack/lib.sh's NEWER_GOTOOLCHAIN, as its builds are. A module the
+#    descheduler's packages need older than a minor's release requires it
+#    is replaced in that minor's headroom.mod (the HELD list below);
 # 3. removes hack/minors/ directories of minors no longer listed, or now the
 #    default.
 set -euo pipefail
@@ -122,6 +124,13 @@ while read -r minor version desched mark; do
     v=$(awk -v m="$m" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$kmod")
     [[ -n $v && $m != k8s.io/* ]] && args+=(-require="$m@$v")
   done
+  # A module the descheduler's packages need older than the release
+  # requires it: replaced for that minor (MINOR MODULE VERSION why).
+  while read -r m mod v _; do
+    [[ $m == "$minor" ]] && args+=(-replace="$mod=$mod@$v")
+  done <<'HELD'
+1.38 github.com/prometheus/client_golang v1.24.1 v1.25.0's API.Query returns 4 values, descheduler v0.36.0's nodeutilization takes 3
+HELD
   ((${#args[@]})) && go mod edit -modfile="$dir/headroom.mod" "${args[@]}"
   pin "$dir/headroom.mod" "$version" "$desched"
   # The control plane and kubelet of this minor, a module of their own.
