@@ -17,12 +17,6 @@ K8S_DEFAULT_MINOR=$(awk '!/^#/ && $4 == "default" { print $1 }' "$K8S_MINORS_FIL
 # kube-controller-manager, kubectl and kubelet are built from.
 minor_modfile() { if [[ $1 == "$K8S_DEFAULT_MINOR" ]]; then echo go.mod; else echo "hack/minors/$1/headroom.mod"; fi; }
 minor_tools_dir() { if [[ $1 == "$K8S_DEFAULT_MINOR" ]]; then echo hack/tools; else echo "hack/minors/$1/tools"; fi; }
-# MINOR (environment, e.g. MINOR=1.35 hack/build.sh) picks the minor that
-# hack/build.sh, hack/build-tools.sh and hack/test-minor.sh build for, into
-# MINOR_BIN_DIR, bin/minors/MINOR/; without it, the default minor into bin/.
-# Every build passes its minor's build tag, MINOR_TAG (k8s1.MINOR), which
-# selects the few files that differ between minors (docs/compatibility.md),
-# and MINOR_GOFLAGS, its go.mod.
 # A minor whose Kubernetes release needs a newer Go than the machine's (the
 # go directive of its go.mod; v1.38.0-beta.0 says go 1.27.0) is built and
 # tested with NEWER_GOTOOLCHAIN, which the go command fetches from the Go
@@ -46,6 +40,12 @@ gotoolchain_for() {
 }
 # gomod_gotoolchain FILE: gotoolchain_for the go directive of the go.mod FILE.
 gomod_gotoolchain() { gotoolchain_for "$(awk '$1 == "go" { print $2; exit }' "$1")"; }
+# MINOR (environment, e.g. MINOR=1.35 hack/build.sh) picks the minor that
+# hack/build.sh, hack/build-tools.sh and hack/test-minor.sh build for, into
+# MINOR_BIN_DIR, bin/minors/MINOR/; without it, the default minor into bin/.
+# Every build passes its minor's build tag, MINOR_TAG (k8s1.MINOR), which
+# selects the few files that differ between minors (docs/compatibility.md),
+# and MINOR_GOFLAGS, its go.mod.
 MINOR=${MINOR:-}
 if [[ -n $MINOR && -z $(k8s_minor_field "$MINOR" 2) ]]; then
   echo "MINOR=$MINOR: not a minor of hack/k8s-minors.txt ($(k8s_minors | paste -sd ' '))" >&2
