@@ -57,7 +57,11 @@ if [[ -n $MINOR ]]; then
     for name in kube-apiserver kube-controller-manager kubectl; do
       build "$name" "k8s.io/kubernetes/cmd/$name" -ldflags "$ldflags"
     done
-    CGO_ENABLED=0 build kubelet k8s.io/kubernetes/cmd/kubelet -ldflags "$ldflags"
+    # A minor whose kubelet cannot be built from the proxy leaves it out of
+    # its tools module (1.38: hack/minors/1.38/tools/go.mod says why).
+    if go mod edit -json | grep -q '"Path": "k8s.io/kubernetes/cmd/kubelet"'; then
+      CGO_ENABLED=0 build kubelet k8s.io/kubernetes/cmd/kubelet -ldflags "$ldflags"
+    fi
   fi
   # Everything else from bin/, linked (relative, so bin/ can move). Never
   # a minor's own binary or Headroom's (hack/build.sh with MINOR builds

@@ -17,6 +17,29 @@ K8S_DEFAULT_MINOR=$(awk '!/^#/ && $4 == "default" { print $1 }' "$K8S_MINORS_FIL
 # kube-controller-manager, kubectl and kubelet are built from.
 minor_modfile() { if [[ $1 == "$K8S_DEFAULT_MINOR" ]]; then echo go.mod; else echo "hack/minors/$1/headroom.mod"; fi; }
 minor_tools_dir() { if [[ $1 == "$K8S_DEFAULT_MINOR" ]]; then echo hack/tools; else echo "hack/minors/$1/tools"; fi; }
+# A minor whose Kubernetes release needs a newer Go than the machine's (the
+# go directive of its go.mod; v1.38.0-beta.0 says go 1.27.0) is built and
+# tested with NEWER_GOTOOLCHAIN, which the go command fetches from the Go
+# module proxy; every other minor with the machine's own Go. A go.mod's
+# go directive never says which patch release to fetch, hence one pinned here.
+NEWER_GOTOOLCHAIN=go1.27.3
+MACHINE_GO=$(GOTOOLCHAIN=local go env GOVERSION)
+# gotoolchain_for GOVERSION: the GOTOOLCHAIN for a module whose go directive
+# is GOVERSION (e.g. 1.27.0): empty where the machine's Go is new enough,
+# else NEWER_GOTOOLCHAIN (an error where even that is too old).
+gotoolchain_for() {
+  local want=$1 have
+  have=${MACHINE_GO#go}
+  [[ $(printf '%s\n' "$want" "$have" | sort -V | tail -1) == "$have" ]] && return 0
+  have=${NEWER_GOTOOLCHAIN#go}
+  if [[ $(printf '%s\n' "$want" "$have" | sort -V | tail -1) != "$have" ]]; then
+    echo "go $want is newer than NEWER_GOTOOLCHAIN=$NEWER_GOTOOLCHAIN (hack/lib.sh): raise it" >&2
+    return 1
+  fi
+  echo "$NEWER_GOTOOLCHAIN"
+}
+# gomod_gotoolchain FILE: gotoolchain_for the go directive of the go.mod FILE.
+gomod_gotoolchain() { gotoolchain_for "$(awk '$1 == "go" { print $2; exit }' "$1")"; }
 # MINOR (environment, e.g. MINOR=1.35 hack/build.sh) picks the minor that
 # hack/build.sh, hack/build-tools.sh and hack/test-minor.sh build for, into
 # MINOR_BIN_DIR, bin/minors/MINOR/; without it, the default minor into bin/.
@@ -33,6 +56,10 @@ BUILD_MINOR=${MINOR:-$K8S_DEFAULT_MINOR}
 MINOR_TAG=k8s$BUILD_MINOR
 MINOR_GOFLAGS=()
 [[ $(minor_modfile "$BUILD_MINOR") == go.mod ]] || MINOR_GOFLAGS=(-modfile="$HEADROOM_ROOT/$(minor_modfile "$BUILD_MINOR")")
+# The toolchain this minor's builds and tests need, for every go command
+# the scripts start (empty: the machine's own, GOTOOLCHAIN left as it is).
+MINOR_GOTOOLCHAIN=$(gomod_gotoolchain "$HEADROOM_ROOT/$(minor_modfile "$BUILD_MINOR")")
+[[ -z $MINOR_GOTOOLCHAIN ]] || export GOTOOLCHAIN=$MINOR_GOTOOLCHAIN
 # The Kubernetes release Headroom is built on, read from that go.mod so
 # there is one source.
 K8S_VERSION=$(cd "$HEADROOM_ROOT" && go list "${MINOR_GOFLAGS[@]}" -m -f '{{.Version}}' k8s.io/kubernetes)

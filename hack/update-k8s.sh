@@ -20,7 +20,11 @@
 #    modules added or removed upstream are picked up) is replaced to the
 #    published v0.MINOR.PATCH; k8s.io/kube-openapi is replaced to the later
 #    of Kubernetes' and the descheduler's own pins (without it the build asks
-#    for a version that is not served);
+#    for a version that is not served). A line whose release needs a newer
+#    Go than the machine's (1.38) is written with GOTOOLCHAIN set to
+#    hack/lib.sh's NEWER_GOTOOLCHAIN, as its builds are. A module the
+#    descheduler's packages need older than a minor's release requires it
+#    is replaced in that minor's headroom.mod (the HELD list below);
 # 3. removes hack/minors/ directories of minors no longer listed, or now the
 #    default.
 set -euo pipefail
@@ -79,7 +83,16 @@ pin() {
 }
 
 keep=()
+machine_gotoolchain=${GOTOOLCHAIN-}
 while read -r minor version desched mark; do
+  # A release that needs a newer Go than the machine's (1.38's) is pinned
+  # and tidied with the toolchain its builds use (hack/lib.sh), so that
+  # tidy works out the module graph they read; every other line with the
+  # machine's Go. Tidy raises the go directive of the minor's go.mod files
+  # to the release's, from which hack/lib.sh picks that toolchain again.
+  toolchain=$(gotoolchain_for "$(go mod edit -json "$(gomod "k8s.io/kubernetes@$version")" | sed -n 's/^\t"Go": "\(.*\)",$/\1/p')")
+  export GOTOOLCHAIN=${toolchain:-$machine_gotoolchain}
+  [[ -z $toolchain ]] || echo "$minor: k8s.io/kubernetes $version needs a newer Go than $MACHINE_GO: pinned with GOTOOLCHAIN=$toolchain" >&2
   if [[ $mark == default ]]; then
     pin go.mod "$version" "$desched"
     pin hack/tools/go.mod "$version" "$desched" tools
@@ -90,10 +103,6 @@ while read -r minor version desched mark; do
   fi
   dir=hack/minors/$minor
   keep+=("$dir")
-  if [[ $mark == preview && $(go mod edit -json "$(gomod "k8s.io/kubernetes@$version")" | sed -n 's/^\t"Go": "\(.*\)",$/\1/p') > $(go env GOVERSION | sed 's/^go//') ]]; then
-    echo "skipping $minor (preview): k8s.io/kubernetes $version needs a newer Go than $(go env GOVERSION)" >&2
-    continue
-  fi
   mkdir -p "$dir/tools"
   # Headroom's go.mod for this minor: the root's module line, go version
   # and direct requirements (its indirect ones and replaces are the
@@ -115,6 +124,13 @@ while read -r minor version desched mark; do
     v=$(awk -v m="$m" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$kmod")
     [[ -n $v && $m != k8s.io/* ]] && args+=(-require="$m@$v")
   done
+  # A module the descheduler's packages need older than the release
+  # requires it: replaced for that minor (MINOR MODULE VERSION why).
+  while read -r m mod v _; do
+    [[ $m == "$minor" ]] && args+=(-replace="$mod=$mod@$v")
+  done <<'HELD'
+1.38 github.com/prometheus/client_golang v1.24.1 v1.25.0's API.Query returns 4 values, descheduler v0.36.0's nodeutilization takes 3
+HELD
   ((${#args[@]})) && go mod edit -modfile="$dir/headroom.mod" "${args[@]}"
   pin "$dir/headroom.mod" "$version" "$desched"
   # The control plane and kubelet of this minor, a module of their own.

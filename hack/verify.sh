@@ -34,13 +34,15 @@ go vet ./... || fail=1
 go vet -tags e2ebench ./test/e2ebench || fail=1
 go vet -tags agentload ./test/agentload || fail=1
 
+# Each with the toolchain its builds use (hack/lib.sh: 1.38's needs a newer Go).
 for dir in . hack/tools hack/tools/helm hack/tools/release hack/tools/mdcheck hack/tools/actionlint hack/tools/prometheus hack/tools/containerd hack/tools/runc hack/tools/cni hack/minors/*/tools test/cilium test/awsipamd; do
-  (cd "$dir" && go mod tidy &&
+  (cd "$dir" && toolchain=$(gomod_gotoolchain go.mod) && export GOTOOLCHAIN=${toolchain:-${GOTOOLCHAIN-}} && go mod tidy &&
     if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes $dir/go.mod or go.sum"; git diff --stat -- go.mod go.sum; exit 1; fi) || fail=1
 done
 # Headroom's go.mod of each other Kubernetes minor (hack/update-k8s.sh).
 for mod in hack/minors/*/headroom.mod; do
-  go mod tidy -modfile="$mod" || fail=1
+  toolchain=$(gomod_gotoolchain "$mod") || fail=1
+  GOTOOLCHAIN=${toolchain:-${GOTOOLCHAIN-}} go mod tidy -modfile="$mod" || fail=1
   if ! git diff --quiet -- "$mod" "${mod%.mod}.sum"; then echo "go mod tidy changes $mod: run hack/update-k8s.sh -pinned"; fail=1; fi
 done
 

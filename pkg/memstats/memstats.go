@@ -177,7 +177,7 @@ func ParseNode(annotations map[string]string, now time.Time, maxAge time.Duratio
 // pod's memory declarations reads them with these options.
 func ResourceOptions() resourcehelper.PodResourcesOptions {
 	return resourcehelper.PodResourcesOptions{
-		UseStatusResources: utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling),
+		UseStatusResources: statusResourcesCounted(),
 		InPlacePodLevelResourcesVerticalScalingEnabled: utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodLevelResourcesVerticalScaling),
 		SkipPodLevelResources:                          !utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
 	}
