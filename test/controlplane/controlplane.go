@@ -16,9 +16,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -607,4 +609,20 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// APIServerMinor is the Kubernetes minor ("1.35") of DefaultBinDir's
+// kube-apiserver, from its --version: which minor a test runs against
+// (make test-minor puts another minor's binaries there).
+func APIServerMinor() (string, error) {
+	out, err := exec.Command(filepath.Join(DefaultBinDir(), "kube-apiserver"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("kube-apiserver --version: %w", err)
+	}
+	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return "", fmt.Errorf("kube-apiserver --version: %q is not Kubernetes vMAJOR.MINOR…", out)
+	}
+	return parts[0] + "." + parts[1], nil
 }

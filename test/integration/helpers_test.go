@@ -172,3 +172,9 @@ func nodeIdentity(ctx context.Context, t *testing.T, cp *controlplane.ControlPla
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
 	return kubernetes.NewForConfigOrDie(cfg)
 }
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

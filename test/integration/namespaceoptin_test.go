@@ -34,7 +34,20 @@ const optInLabel = "headroom.dev/scheduler"
 // unlabelled namespace, and pods in kube-system and headroom-system even
 // when labelled, are left alone.
 func TestNamespaceOptIn(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{Kwok: true})
+	// A minor that serves the policy only in v1beta1, behind its feature
+	// gate, has an overlay of its own (docs/compatibility.md, "Installing
+	// per minor"): its API server gets the flags it needs, and the overlay
+	// is applied.
+	minor, err := controlplane.APIServerMinor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	optIn, opts := "namespace-opt-in", controlplane.Options{Kwok: true}
+	if overlay := filepath.Join("minors", minor, "namespace-opt-in"); fileExists(filepath.Join(controlplane.RepoDir(), "manifests", overlay, "kustomization.yaml")) {
+		optIn = overlay
+		opts.APIServerArgs = []string{"--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"}
+	}
+	cp := controlplane.StartForTest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -44,7 +57,7 @@ func TestNamespaceOptIn(t *testing.T) {
 	if _, err := cp.StartScheduler(ctx, repoFile(t, "manifests/scheduler/scheduler-config.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	applyManifests(ctx, t, cp, "namespace-opt-in")
+	applyManifests(ctx, t, cp, optIn)
 
 	// headroom-system exists (the scheduler's identity lives there); label it
 	// and kube-system as an operator might by mistake.
@@ -184,8 +197,14 @@ func TestNamespaceOptInOn135(t *testing.T) {
 		}
 	})
 	t.Run("feature gate and runtime-config", func(t *testing.T) {
-		cp := controlplane.StartForTest(t, controlplane.Options{APIServerArgs: []string{"--emulated-version=1.35",
-			"--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true", "--emulation-forward-compatible=true"}})
+		args := []string{"--emulated-version=1.35", "--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"}
+		// Only a newer binary emulates: 1.35's own refuses the flag.
+		if minor, err := controlplane.APIServerMinor(); err != nil {
+			t.Fatal(err)
+		} else if minor != "1.35" {
+			args = append(args, "--emulation-forward-compatible=true")
+		}
+		cp := controlplane.StartForTest(t, controlplane.Options{APIServerArgs: args})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if gvs := served(ctx, cp); !slices.Contains(gvs, "admissionregistration.k8s.io/v1beta1") {

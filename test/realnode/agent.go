@@ -226,30 +226,41 @@ func (n *Node) deployShippedNodeAgent(ctx context.Context, components []string, 
 }
 
 // renderShipped is kubectl kustomize manifests/, with components of
-// manifests/ added by a kustomization of its own, as an operator adds them.
+// manifests/ added by a kustomization of its own, as an operator adds them,
+// and Headroom's images at the tag the node imported (ImageTag: the
+// default minor's is manifests/'s own; another minor's, its overlay's,
+// manifests/minors/<minor>).
 func renderShipped(ctx context.Context, kubectl string, components []string) ([]byte, error) {
 	manifests := filepath.Join(controlplane.RepoDir(), "manifests")
-	dir := manifests
-	if len(components) > 0 {
-		tmp, err := os.MkdirTemp("", "headroom-kustomization-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		// kustomize takes bases and components by relative path only.
-		rel, err := filepath.Rel(tmp, manifests)
-		if err != nil {
-			return nil, err
-		}
-		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + rel + "\ncomponents:\n"
-		for _, c := range components {
-			k += "- " + filepath.Join(rel, c) + "\n"
-		}
-		if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-			return nil, err
-		}
-		dir = tmp
+	tag, err := ImageTag()
+	if err != nil {
+		return nil, err
 	}
+	tmp, err := os.MkdirTemp("", "headroom-kustomization-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	// kustomize takes bases and components by relative path only.
+	rel, err := filepath.Rel(tmp, manifests)
+	if err != nil {
+		return nil, err
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + rel + "\n"
+	if len(components) > 0 {
+		k += "components:\n"
+	}
+	for _, c := range components {
+		k += "- " + filepath.Join(rel, c) + "\n"
+	}
+	k += "images:\n"
+	for _, name := range []string{"headroom-scheduler", "headroom-descheduler", "headroom-node-agent"} {
+		k += "- name: ghcr.io/headroom-k8s/" + name + "\n  newTag: " + tag + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		return nil, err
+	}
+	dir := tmp
 	out, err := exec.CommandContext(ctx, kubectl, "kustomize", dir).Output()
 	if err != nil {
 		var stderr []byte

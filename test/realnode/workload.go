@@ -1,8 +1,11 @@
 package realnode
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,34 +14,46 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
 )
 
-// ImageTag is the tag of the images block of manifests/kustomization.yaml,
-// which make images tags every image with.
+// ImageTag is the tag of the images a real node imports: the one
+// <bin dir>/images/headroom-node-agent.tar carries (make images tags every
+// image with manifests/kustomization.yaml's; hack/build.sh images for
+// another minor, with that minor's, as manifests/minors/<minor> does).
 func ImageTag() (string, error) {
-	data, err := os.ReadFile(filepath.Join(controlplane.RepoDir(), "manifests", "kustomization.yaml"))
+	path := filepath.Join(controlplane.DefaultBinDir(), "images", "headroom-node-agent.tar")
+	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
-	var k struct {
-		Images []struct {
-			Name   string `json:"name"`
-			NewTag string `json:"newTag"`
-		} `json:"images"`
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		return "", err
-	}
-	for _, img := range k.Images {
-		if img.Name == "ghcr.io/headroom-k8s/headroom-node-agent" {
-			return img.NewTag, nil
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return "", fmt.Errorf("%s: no manifest.json", path)
+		} else if err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
 		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var manifest []struct{ RepoTags []string }
+		if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+			return "", fmt.Errorf("%s: manifest.json: %w", path, err)
+		}
+		for _, m := range manifest {
+			for _, ref := range m.RepoTags {
+				if i := strings.LastIndex(ref, ":"); i > 0 && strings.HasPrefix(ref, "ghcr.io/headroom-k8s/headroom-node-agent:") {
+					return ref[i+1:], nil
+				}
+			}
+		}
+		return "", fmt.Errorf("%s: no tag of ghcr.io/headroom-k8s/headroom-node-agent in manifest.json", path)
 	}
-	return "", fmt.Errorf("manifests/kustomization.yaml: no image tag for the node agent")
 }
 
 // StressPod is a pod of the headroom-stress workload with args, bound to
