@@ -3,6 +3,7 @@
 package e2ebench
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
@@ -54,6 +55,23 @@ func met(ths []evictionapi.Threshold, signal evictionapi.Signal, available, capa
 }
 
 // headroomFires is Headroom's trigger: used × 100 > threshold × allocatable.
+// checkLines: around Headroom's line and allocatable, the kubelet's soft
+// threshold on signal is met exactly where Headroom's trigger fires, the
+// hard one exactly above allocatable (available = total − used).
+func checkLines(t *testing.T, what string, ths []evictionapi.Threshold, signal evictionapi.Signal, total, alloc, threshold int64) {
+	t.Helper()
+	line := lineOf(alloc, threshold)
+	for _, used := range []int64{line - 1, line, line + 1, alloc, alloc + 1} {
+		hard, soft := met(ths, signal, total-used, total)
+		if fires := headroomFires(used, alloc, threshold); soft != fires {
+			t.Errorf("%s %d: soft threshold met %t, Headroom's trigger fires %t", what, used, soft, fires)
+		}
+		if hard != (used > alloc) {
+			t.Errorf("%s %d: hard threshold met %t, want %t (allocatable %d)", what, used, hard, used > alloc, alloc)
+		}
+	}
+}
+
 func headroomFires(used, allocatable, threshold int64) bool {
 	return used*100 > threshold*allocatable
 }
@@ -79,18 +97,7 @@ func TestTunedPIDs(t *testing.T) {
 		}
 		ths := kubeletThresholds(t, opts)
 		alloc := tc.capacity - tc.reserved
-		line := lineOf(alloc, tc.threshold)
-		// The soft threshold is met exactly where Headroom's trigger
-		// fires, the hard one exactly above allocatable.
-		for _, used := range []int64{line - 1, line, line + 1, alloc, alloc + 1} {
-			hard, soft := met(ths, evictionapi.SignalPIDAvailable, tc.capacity-used, tc.capacity)
-			if soft != headroomFires(used, alloc, tc.threshold) {
-				t.Errorf("%+v, %d tasks: soft threshold met %t, Headroom's trigger fires %t", tc, used, soft, headroomFires(used, alloc, tc.threshold))
-			}
-			if hard != (used > alloc) {
-				t.Errorf("%+v, %d tasks: hard threshold met %t, want %t (allocatable %d)", tc, used, hard, used > alloc, alloc)
-			}
-		}
+		checkLines(t, fmt.Sprintf("%+v, tasks", tc), ths, evictionapi.SignalPIDAvailable, tc.capacity, alloc, tc.threshold)
 	}
 	for _, tc := range []struct {
 		capacity, reserved, threshold int64
@@ -137,18 +144,9 @@ func TestTunedMemory(t *testing.T) {
 		k.apply(&opts)
 		ths := kubeletThresholds(t, opts)
 		alloc := tc.budget - memoryHardAvailable
-		line := lineOf(alloc, tc.threshold)
 		// allocatableMemory.available is the budget less the pods'
 		// working set.
-		for _, ws := range []int64{line - 1, line, line + 1, alloc, alloc + 1} {
-			hard, soft := met(ths, evictionapi.SignalAllocatableMemoryAvailable, tc.budget-ws, tc.budget)
-			if soft != headroomFires(ws, alloc, tc.threshold) {
-				t.Errorf("%+v, working set %d: soft threshold met %t, Headroom's trigger fires %t", tc, ws, soft, headroomFires(ws, alloc, tc.threshold))
-			}
-			if hard != (ws > alloc) {
-				t.Errorf("%+v, working set %d: hard threshold met %t, want %t (allocatable %d)", tc, ws, hard, ws > alloc, alloc)
-			}
-		}
+		checkLines(t, fmt.Sprintf("%+v, working set", tc), ths, evictionapi.SignalAllocatableMemoryAvailable, tc.budget, alloc, tc.threshold)
 	}
 	if got := lineOf(memBudget-memoryHardAvailable, memLinePercent); got != 989855744 {
 		t.Errorf("the memory line of the first node is %d bytes, want 80 %% of 1180Mi, 989855744", got)
