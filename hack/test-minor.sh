@@ -23,15 +23,23 @@ export HEADROOM_BIN_DIR=$MINOR_BIN_DIR
 flags=("${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" -count=1 -timeout 60m -v ${TESTS:+-run "$TESTS"})
 go vet "${MINOR_GOFLAGS[@]}" -tags "$MINOR_TAG" ./...
 # Every test's result goes to $log (go test -v) and, summed up at the end,
-# one line per top-level test to $results: what docs/compatibility.md
-# records per minor.
+# one line per top-level test to $results and as a Markdown table beside
+# it: what docs/results/MINOR.md records per minor.
 log=$MINOR_BIN_DIR/test-minor.log results=$MINOR_BIN_DIR/test-minor-results.txt
 : >"$log"
 summarize() {
   awk '/^--- (PASS|FAIL|SKIP): / { sub(/:$/, "", $2); gsub(/[()]/, "", $4); t[++n] = $3 " " $2 " " $4 }
     /^(ok|FAIL)[ \t]+[a-z0-9.-]+\// { for (i = 1; i <= n; i++) print $2, t[i]; n = 0 }' "$log" >"$results"
-  echo "$(grep -c ' PASS ' "$results") passed, $(grep -c ' FAIL ' "$results") failed, $(grep -c ' SKIP ' "$results") skipped: $results (every line of go test -v: $log)"
+  # The same as a Markdown table, the body of docs/results/MINOR.md.
+  {
+    echo "| package | test | result | seconds |"
+    echo "|---|---|---|---|"
+    sed 's#^github.com/headroom-k8s/headroom/##' "$results" |
+      awk '{ s = $4; sub(/s$/, "", s); r = $3 == "PASS" ? "pass" : $3 == "FAIL" ? "**fail**" : "skip"; printf "| `%s` | %s | %s | %s |\n", $1, $2, r, s }'
+  } >"${results%.txt}.md"
+  echo "$(grep -c ' PASS ' "$results") passed, $(grep -c ' FAIL ' "$results") failed, $(grep -c ' SKIP ' "$results") skipped (Kubernetes $K8S_VERSION, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ', with changes'), $started to $(date -u +%H:%M) UTC): $results, ${results%.txt}.md (every line of go test -v: $log)"
 }
+started=$(date -u '+%d %B %Y, %H:%M')
 trap summarize EXIT
 run() { "$@" 2>&1 | tee -a "$log" | grep -v -e '^=== ' -e '^    ' -e '^--- PASS' -e '^PASS$'; return "${PIPESTATUS[0]}"; }
 if [[ -n ${PKGS:-} ]]; then
