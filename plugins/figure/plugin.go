@@ -16,6 +16,7 @@ import (
 	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
+	"github.com/headroom-k8s/headroom/plugins/internal/pluginlog"
 )
 
 // Plugin is a PreFilter, Filter, PreScore and Score plugin over one figure
@@ -156,7 +157,7 @@ func (pl *Plugin[S]) Filter(ctx context.Context, state fwk.CycleState, pod *core
 	}
 	sum, ok := pl.known(ctx, ni, s.now)
 	if !ok {
-		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		if v := pluginlog.V(ctx, 4); v.Enabled() {
 			v.Info("Node's "+pl.names.Kind+" headroom is unknown, not filtered", "pod", klog.KObj(pod), "node", klog.KObj(node),
 				"reason", pl.nodes.Get(ctx, ni).unknownReason(pl.names.Kind, s.now, pl.settings.MaxSampleAge))
 		}
@@ -165,7 +166,7 @@ func (pl *Plugin[S]) Filter(ctx context.Context, state fwk.CycleState, pod *core
 	if s.need <= room(sum) {
 		return nil
 	}
-	if v := klog.FromContext(ctx).V(4); v.Enabled() {
+	if v := pluginlog.V(ctx, 4); v.Enabled() {
 		e := pl.nodes.Get(ctx, ni)
 		v.Info("Node has too little "+pl.names.Kind+" headroom for the pod", "pod", klog.KObj(pod), "node", klog.KObj(node),
 			"need", s.need, "estimatedFree", e.free, "floor", e.floor, "estimatedUsed", e.used,
@@ -202,7 +203,7 @@ func (pl *Plugin[S]) Score(ctx context.Context, state fwk.CycleState, pod *corev
 	s := pl.cycleOf(state, pl.preScore, pod)
 	sum, ok := pl.known(ctx, ni, s.now)
 	if !ok {
-		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+		if v := pluginlog.V(ctx, 4); v.Enabled() {
 			v.Info("Node's "+pl.names.Kind+" headroom is unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(node),
 				"reason", pl.nodes.Get(ctx, ni).unknownReason(pl.names.Kind, s.now, pl.settings.MaxSampleAge), "score", pl.settings.UnknownScore)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/headroom-k8s/headroom/plugins/internal/cyclestate"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodecache"
 	"github.com/headroom-k8s/headroom/plugins/internal/nodestate"
+	"github.com/headroom-k8s/headroom/plugins/internal/pluginlog"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -199,16 +200,15 @@ func (pl *OOMRisk) Score(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if ni.Node() == nil {
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
-	logger := klog.FromContext(ctx)
+	v := pluginlog.V(ctx, 4)
 	sum, note := pl.cache.SummaryNote(ctx, ni)
 	if sum[sumCapacity] == unknownMemory {
-		if v := logger.V(4); v.Enabled() {
+		if v.Enabled() {
 			v.Info("OOMRisk: node memory unknown, neutral score", "pod", klog.KObj(pod), "node", klog.KObj(ni.Node()), "err", pl.cache.Get(ctx, ni).err, "score", neutralScore)
 		}
 		return neutralScore, nil
 	}
 	podWorst := s.podWorst(sum, pl.est)
-	v := logger.V(4)
 	if podWorst <= sum[sumSlack] && !v.Enabled() {
 		// No shortfall even with the pod: Assess would find no risk and no
 		// collateral, a cost of 0.
