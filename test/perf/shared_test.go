@@ -175,7 +175,7 @@ func turns(sharing []profile, run int) string {
 	}
 	var expr strings.Builder
 	for i, name := range order {
-		fmt.Fprintf(&expr, "{{if eq (Mod .Index %d) %d}}%s{{end}}", n, i, name)
+		fmt.Fprintf(&expr, "{{if eq (%s .Index %d) %d}}%s{{end}}", templateMod, n, i, name)
 	}
 	return expr.String()
 }
@@ -375,7 +375,7 @@ func TestSharedConfigClocksEveryProfile(t *testing.T) {
 	}
 	// Pod i goes to the (i mod 3)th profile of the run's order: the
 	// profiles' order turned by one more each run, backwards in even runs.
-	mod := template.FuncMap{"Mod": func(a, b int) int { return a % b }}
+	mod := template.FuncMap{templateMod: func(a, b int) int { return a % b }}
 	for run, want := range [][]string{
 		{"default", "headroom", "defaultagain"},
 		{"default", "defaultagain", "headroom"},
