@@ -53,8 +53,8 @@ test-kubectl-minors: tools ## make test-kubectl-minors [MINORS="1.35 1.36"] [TES
 bench: ## micro-benchmarks (allocations reported) with ratios to in-run baselines
 	hack/bench.sh
 
-e2e-bench: tools images ## the same PID storm, slow leak, memory hog and pod-IP exhaustion on two real nodes, the default stack (A), it with the kubelet tuned to Headroom's lines (A′; not for pod IPs) and Headroom (B), each run on fresh nodes, RUNS times each (default 3; about 150–180 min): docs/e2e-bench.md
-	go test -tags e2ebench -count=1 -timeout 300m -v ./test/e2ebench -args -table $(CURDIR)/docs/e2e-bench.md $(if $(RUNS),-runs $(RUNS))
+e2e-bench: tools images ## the same PID storm, slow leak, memory hog and pod-IP exhaustion on two real nodes, the default stack (A), it with the kubelet tuned to Headroom's lines (A′; not for pod IPs) and Headroom (B), each run on fresh nodes, RUNS times each (default 3; about 180 min), PARTS=storm,slowleak,podips,memory (default all) measures those parts and keeps the other parts' sections: docs/e2e-bench.md
+	go test -tags e2ebench -count=1 -timeout 300m -v ./test/e2ebench -args -table $(CURDIR)/docs/e2e-bench.md $(if $(RUNS),-runs $(RUNS)) $(if $(PARTS),-parts $(PARTS))
 
 perf: ## scheduler_perf: the Headroom profile's scheduling cycle against the default profile's, in one scheduler (needs bin/etcd); MINOR=1.35 runs that minor's scheduler and harness
 	hack/perf.sh

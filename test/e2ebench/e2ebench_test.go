@@ -12,7 +12,7 @@
 // medians and ranges.
 // make e2e-bench runs it:
 //
-//	go test -tags e2ebench -count=1 -timeout 300m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N]
+//	go test -tags e2ebench -count=1 -timeout 300m -v ./test/e2ebench -args -table docs/e2e-bench.md [-runs N] [-parts storm,slowleak,podips,memory]
 package e2ebench
 
 import (
@@ -166,22 +166,33 @@ type result struct {
 	log *podLog
 }
 
-// TestE2EBench runs each part runs times per stack, A then B in each
-// round: TestE2EBench/storm/A1, /B1, /A2 … (the PID storm and the pod-IP
-// exhaustion), TestE2EBench/slowleak/… (a slow PID leak),
-// TestE2EBench/memory/… (the memory hog). The table is written when every
-// run of every part passed; a -run that picks some of them prints theirs.
+// TestE2EBench runs each part of -parts runs times per stack, the
+// stacks alternating in each round: TestE2EBench/storm/A1, /A′1, /B1, /A2
+// … (the PID storm), TestE2EBench/slowleak/… (a slow PID leak),
+// TestE2EBench/podips/… (pod IPs running out; A and B), and
+// TestE2EBench/memory/… (the memory hog). Each part whose every run
+// passed gets its section of the table, written even when another part
+// failed; the file keeps its sections of the parts not measured.
 func TestE2EBench(t *testing.T) {
 	if *runs < 1 {
 		t.Fatalf("-runs %d: want at least 1", *runs)
 	}
+	selected, err := selectParts(*partsFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := shippedPIDThreshold(t); got != deschedulerLine {
 		t.Fatalf("the shipped PID threshold is %d %%, the bench measures at %d %%", got, deschedulerLine)
 	}
+	// failed are the parts with a run that failed: they get no section.
+	failed := map[string]bool{}
 	pid := map[string][]stackRun[result]{}
 	var memory []stackRun[memResult]
 	for _, part := range pidParts() {
-		t.Run(part.name, func(t *testing.T) {
+		if !selected[part.name] {
+			continue
+		}
+		failed[part.name] = !t.Run(part.name, func(t *testing.T) {
 			for i := 1; i <= *runs; i++ {
 				for _, m := range modes {
 					t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
@@ -192,43 +203,59 @@ func TestE2EBench(t *testing.T) {
 		})
 	}
 	var podIPs []stackRun[ipResult]
-	t.Run("podips", func(t *testing.T) {
-		for i := 1; i <= *runs; i++ {
-			for _, m := range untuned(modes) {
-				t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
-					podIPs = append(podIPs, stackRun[ipResult]{m.stack(), i, runPodIPs(t, m)})
-				})
+	if selected[podIPsPart] {
+		failed[podIPsPart] = !t.Run(podIPsPart, func(t *testing.T) {
+			for i := 1; i <= *runs; i++ {
+				for _, m := range untuned(modes) {
+					t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
+						podIPs = append(podIPs, stackRun[ipResult]{m.stack(), i, runPodIPs(t, m)})
+					})
+				}
 			}
-		}
-	})
-	t.Run("memory", func(t *testing.T) {
-		for i := 1; i <= *runs; i++ {
-			for _, m := range memModes {
-				t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
-					memory = append(memory, stackRun[memResult]{m.stack(), i, runMemory(t, m)})
-				})
-			}
-		}
-	})
-	if t.Failed() {
-		t.Fatal("a run failed; no table written")
+		})
 	}
-	out := render(time.Now(), hostKernel(), pid, podIPs, memory)
+	if selected[memoryPart] {
+		failed[memoryPart] = !t.Run(memoryPart, func(t *testing.T) {
+			for i := 1; i <= *runs; i++ {
+				for _, m := range memModes {
+					t.Run(fmt.Sprintf("%s%d", m.stack(), i), func(t *testing.T) {
+						memory = append(memory, stackRun[memResult]{m.stack(), i, runMemory(t, m)})
+					})
+				}
+			}
+		})
+	}
+	for part, f := range failed {
+		if f {
+			delete(pid, part)
+			if part == podIPsPart {
+				podIPs = nil
+			}
+			if part == memoryPart {
+				memory = nil
+			}
+		}
+	}
+	doc := ""
+	if *table != "" {
+		if doc, err = readTable(*table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, measured := render(measurement{made: time.Now(), commit: headCommit(*table), kernel: hostKernel()}, pid, podIPs, memory, doc)
 	fmt.Println(out)
-	complete := len(memory) == *runs*len(memModes) && len(podIPs) == *runs*len(untuned(modes))
-	for _, part := range pidParts() {
-		complete = complete && len(pid[part.name]) == *runs*len(modes)
-	}
-	if !complete {
-		t.Log("not every run ran (-run): the table above is not written")
-		return
+	if len(measured) == 0 {
+		t.Fatal("no part had every run pass (a -run that picks some runs measures no part whole): the table is not written")
 	}
 	if *table != "" {
 		if err := os.WriteFile(*table, []byte(out), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s: the sections of %s written", *table, strings.Join(measured, ", "))
 	}
-	checkReliefBound(t, pid["storm"])
+	if rs := pid["storm"]; len(rs) > 0 {
+		checkReliefBound(t, rs)
+	}
 }
 
 // reliefMedianBound bounds Headroom's median reaction in the PID storm,
@@ -743,45 +770,54 @@ func pluginArgs(policy map[string]any, name string) (map[string]any, error) {
 	return nil, fmt.Errorf("the policy has no pluginConfig for %s", name)
 }
 
-// render is docs/e2e-bench.md: made at made on kernel, with the runs of
-// every part.
-func render(made time.Time, kernel string, pid map[string][]stackRun[result], podIPs []stackRun[ipResult], memory []stackRun[memResult]) string {
-	var kubelets []string
-	for _, part := range pidParts() {
-		for _, r := range pid[part.name] {
-			kubelets = append(kubelets, r.r.kubelet)
+// render is docs/e2e-bench.md: the header and method, then a section per
+// part, fresh (at m, with the kubelets its runs saw) for each part with
+// every run given, else as doc (the file as it was) has it; measured
+// names the fresh parts.
+func render(m measurement, pid map[string][]stackRun[result], podIPs []stackRun[ipResult], memory []stackRun[memResult], doc string) (out string, measured []string) {
+	fresh := map[string]string{}
+	add := func(part string, n, stacks int, kubelets []string, body func() string) {
+		if n == 0 || n != *runs*stacks {
+			return
 		}
+		pm := m
+		pm.kubelets = kubelets
+		fresh[part] = section(part, pm, body())
+		measured = append(measured, part)
 	}
+	for _, part := range pidParts() {
+		rs := pid[part.name]
+		var ks []string
+		for _, r := range rs {
+			ks = append(ks, r.r.kubelet)
+		}
+		add(part.name, len(rs), len(modes), ks, func() string { return renderPID(part, rs) })
+	}
+	var ks []string
 	for _, r := range podIPs {
-		kubelets = append(kubelets, r.r.kubelet)
+		ks = append(ks, r.r.kubelet)
 	}
+	add(podIPsPart, len(podIPs), len(untuned(modes)), ks, func() string { return renderPodIPs(podIPs) })
+	ks = nil
 	for _, r := range memory {
-		kubelets = append(kubelets, r.r.kubelet)
+		ks = append(ks, r.r.kubelet)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `# Side by side on two real nodes
+	add(memoryPart, len(memory), len(memModes), ks, func() string { return renderMemory(memory) })
 
-Made by `+"`make e2e-bench`"+` on %s (%s, 2 cores): the same storms on
-two real nodes of one cluster (kubelet %s, as the Nodes report it;
-containerd, runc, CNI bridge + host-local; docs/real-node.md), the
-pressure on the first (`+"`real-node`"+`), room on the second
-(`+"`%s`"+`), where replacements go, %d times with each stack. Each
-run starts its two nodes afresh, so no part or run inherits another's
-pods, pressure or figures; the stacks alternate.
-Every table shows each run, then each stack's median and range.
-%s`, made.UTC().Format("2 January 2006, 15:04 MST"), kernel, orNone(versions(kubelets)), otherNode, *runs, methodSection())
-	for _, part := range pidParts() {
-		if rs := pid[part.name]; len(rs) > 0 {
-			b.WriteString(renderPID(part, rs))
-		}
-	}
-	if len(podIPs) > 0 {
-		b.WriteString(renderPodIPs(podIPs))
-	}
-	if len(memory) > 0 {
-		b.WriteString(renderMemory(memory))
-	}
-	return b.String()
+	header := `# Side by side on two real nodes
+
+Made by ` + "`make e2e-bench`" + `: the same storms on two real nodes of one
+cluster (containerd, runc, CNI bridge + host-local; docs/real-node.md),
+the pressure on the first (` + "`real-node`" + `), room on the second
+(` + "`" + otherNode + "`" + `), where replacements go, ` + "`RUNS`" + ` times with each stack.
+Each run starts its two nodes afresh, so no part or run inherits another's
+pods, pressure or figures; the stacks alternate. Each part's section says
+when, from which commit and on which kubelet it was measured:
+` + "`make e2e-bench PARTS=storm,memory`" + ` measures those parts again and keeps
+the other sections. Every table shows each run, then each stack's median
+and range.
+` + methodSection()
+	return assemble(header, fresh, doc), measured
 }
 
 // versions lists the distinct non-empty versions of vs, in order.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -317,9 +318,12 @@ func TestRender(t *testing.T) {
 			ips = append(ips, stackRun[ipResult]{m.stack(), i, ipResult{kubelet: "v1.37.2", firstMovedRunning: -1}})
 		}
 	}
-	out := render(t0, "Linux 6.18", pid, ips, memory)
+	out, measured := render(measurement{made: t0, commit: "abc", kernel: "Linux 6.18"}, pid, ips, memory, "")
+	if want := partNames(); !slices.Equal(measured, want) {
+		t.Errorf("measured %v, want %v", measured, want)
+	}
 	for _, want := range []string{
-		"(kubelet v1.37.2, as the Nodes report it;",
+		"Measured by `make e2e-bench PARTS=storm` on 6 December 2026, 06:00 UTC from commit abc (Linux 6.18, 2 cores; kubelet v1.37.2, as the Nodes report it), 3 runs with each stack.",
 		"## Method",
 		"evictionSoft: {pid.available: capacity − ⌊allocatable × 95 / 100⌋}",
 		"evictionSoft: {allocatableMemory.available: budget − ⌊allocatable × 80 / 100⌋}",
@@ -357,5 +361,57 @@ func TestRender(t *testing.T) {
 	ip = ip[:strings.Index(ip, "\n## ")]
 	if strings.Contains(ip, "A′,") || !strings.Contains(ip, "| | A, run 1 | B, run 1 | A, run 2 |") {
 		t.Errorf("the pod-IP part's table is not A and B alone:\n%s", ip)
+	}
+}
+
+// A part measured again replaces its own section alone: the others stay as
+// the file had them, and a part never measured says so.
+func TestRenderKeepsTheOtherParts(t *testing.T) {
+	old := *runs
+	*runs = 1
+	t.Cleanup(func() { *runs = old })
+	doc := "# Side by side, an older header\n\nold method\n\n" +
+		sectionMarker("storm") + "\n## A PID storm\n\nthe storm's old runs\n\n" +
+		sectionMarker("podips") + "\n## Pod IPs running out, on two fresh real nodes\n\nthe pod IPs' old runs\n"
+	ips := []stackRun[ipResult]{{"A", 1, ipResult{kubelet: "v1.37.2", firstMovedRunning: -1}}, {"B", 1, ipResult{kubelet: "v1.37.2", firstMovedRunning: -1}}}
+	out, measured := render(measurement{made: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC), commit: "def", kernel: "Linux 6.18"}, nil, ips, nil, doc)
+	if !slices.Equal(measured, []string{podIPsPart}) {
+		t.Errorf("measured %v, want [podips]", measured)
+	}
+	got := existingSections(out)
+	if len(got) != len(partNames()) {
+		t.Fatalf("%d sections, want one per part (%v):\n%s", len(got), partNames(), out)
+	}
+	for part, want := range map[string]string{
+		"storm":    "the storm's old runs",
+		"slowleak": "Not measured yet: `make e2e-bench PARTS=slowleak`.",
+		"podips":   "PARTS=podips` on 6 December 2026, 10:00 UTC from commit def",
+		"memory":   "## A memory hog\n\nNot measured yet",
+	} {
+		if !strings.Contains(got[part], want) {
+			t.Errorf("section %s has no %q:\n%s", part, want, got[part])
+		}
+	}
+	if strings.Contains(got["podips"], "old runs") {
+		t.Errorf("the pod-IP part's old runs were kept beside its new ones:\n%s", got["podips"])
+	}
+	if strings.Contains(out, "older header") || !strings.Contains(out, "## Method") {
+		t.Errorf("the header and method are not written afresh:\n%s", out[:200])
+	}
+	// Written again with nothing new, the table is unchanged.
+	again, _ := render(measurement{}, nil, nil, nil, out)
+	if again != out {
+		t.Errorf("rendering the table again changed it:\n%s\nwant:\n%s", again, out)
+	}
+}
+
+func TestSelectParts(t *testing.T) {
+	if got, err := selectParts("memory, storm"); err != nil || len(got) != 2 || !got["memory"] || !got["storm"] {
+		t.Errorf(`selectParts("memory, storm") = %v, %v`, got, err)
+	}
+	for _, bad := range []string{"", "storm,storm", "pids"} {
+		if _, err := selectParts(bad); err == nil || !strings.Contains(err.Error(), "-parts") {
+			t.Errorf("selectParts(%q): error %v, want one naming -parts", bad, err)
+		}
 	}
 }
