@@ -66,7 +66,14 @@ type ipResult struct {
 // descheduler (the shipped policy: ipStarved after 2 min) evicts them and
 // headroom-scheduler places the replacements on the other real node.
 func runPodIPs(t *testing.T, m mode) ipResult {
-	cp, nodes := realnode.StartNodesForTest(t, controlplane.Options{}, realnode.Options{}, realnode.Options{Name: "real-node-2"})
+	// Pod IPs alone decide here: with the PID parts' budget of 2,000, the
+	// fill pods a PID sample has not seen yet (100 PIDs each to NodePIDs)
+	// would keep some Pending for want of PIDs.
+	reserved, err := realnode.ReservedForBudget(realnode.AmplePIDBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, nodes := realnode.StartNodesForTest(t, controlplane.Options{}, realnode.Options{ReservedPIDs: reserved}, realnode.Options{Name: otherNode, ReservedPIDs: reserved})
 	full, other := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -246,7 +253,10 @@ func renderPodIPs(rs []stackRun[ipResult]) string {
 ## Pod IPs running out, on two fresh real nodes
 
 Two real nodes of their own, nothing else on them: 13 pod IPs each
-(host-local, 10.244.0.0/28 and 10.244.1.0/28). %d pause pods pinned to
+(host-local, 10.244.0.0/28 and 10.244.1.0/28) and a budget of %d PIDs
+for pods each, far above what they hold, so that pod IPs alone decide
+(NodePIDs counts 100 PIDs for a pod its node's last sample has not seen).
+%d pause pods pinned to
 the first by a nodeSelector, three more than its pod IPs, seen 30 s
 later. Then, with the stack's scheduler stopped, a "late" Deployment's
 pods (no nodeSelector; as many as the first node has addresses left, plus
@@ -255,7 +265,7 @@ and the scheduler is started again; watched for 4 min (the shipped
 ipStarved grace is 2 min). The kubelet has no pod-IP signal: A′ (the
 kubelet tuned to Headroom's lines) is A here.
 
-`, fillPods, lateStarved)
+`, realnode.AmplePIDBudget, fillPods, lateStarved)
 	rows := []row[ipResult]{
 		countRow("pinned pods stuck without an IP (ContainerCreating)", func(r ipResult) int { return r.stuckNoIP }),
 		countRow("pinned pods kept Pending for want of a pod IP", func(r ipResult) int { return r.pendingNoIP }),

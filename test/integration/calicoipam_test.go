@@ -107,9 +107,13 @@ func TestNodeIPsCalicoIPAMSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := cp.Client.CoreV1().Pods(metav1.NamespaceDefault)
+	// kwok leaves the pods' status alone (Pending, nothing started), as a
+	// real node leaves a bound pod's until its sandbox has an address: a
+	// pod kwok made Running would count as in Calico's blocks, where no CNI
+	// here ever writes it, and its address would be counted free.
 	create := func(name string) {
 		t.Helper()
-		p := newPod(name, "headroom-scheduler", nil, nil, nil)
+		p := newPod(name, "headroom-scheduler", map[string]string{controlplane.KwokCustomStatusAnnotation: "custom"}, nil, nil)
 		p.Spec.Affinity = preferNode("node-a")
 		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -294,7 +294,13 @@ func pausePod(name, node, schedulerName string) *corev1.Pod {
 // NodeIPs' reason; without the node selector its pod goes to the kwok node
 // beside.
 func TestRealNodeIPsRunOut(t *testing.T) {
-	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{})
+	// Pod IPs alone may keep headroom-14 off: 14 pause pods a PID sample
+	// has not seen yet count 100 PIDs each, which a budget of 2,000 would not hold.
+	reserved, err := realnode.ReservedForBudget(realnode.AmplePIDBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, node := realnode.StartForTest(t, controlplane.Options{Kwok: true}, realnode.Options{ReservedPIDs: reserved})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if _, err := cp.CreateNode(ctx, "kwok-node", resources("8", "32Gi", "110"), nil); err != nil {

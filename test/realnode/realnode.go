@@ -178,6 +178,27 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (*N
 // start is Start, calling claimed once the node has its slot among the
 // cluster's real nodes (or has failed before), so that nodes started at
 // once take their slots in order.
+//
+// AmplePIDBudget is a pods' PID budget for a node whose test is not about
+// PIDs: far above what its pods and the machine's other tasks hold, so that
+// NodePIDs' estimate, which counts the default PIDs of a pod (100) for
+// every pod its node's last sample has not seen yet, cannot decide where
+// pods go. The default budget (2,000) is the PID tests' small, real one.
+const AmplePIDBudget = 8000
+
+// ReservedForBudget is the ReservedPIDs (systemReserved.pid) that leaves
+// the pods a budget of budget PIDs on this machine: pid_max − budget.
+func ReservedForBudget(budget int64) (int64, error) {
+	pidMax, err := ReadInt("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0, err
+	}
+	if budget <= 0 || budget >= pidMax {
+		return 0, fmt.Errorf("a PID budget of %d: want 0 < budget < pid_max (%d)", budget, pidMax)
+	}
+	return pidMax - budget, nil
+}
+
 func start(ctx context.Context, cp *controlplane.ControlPlane, opts Options, claimed func()) (_ *Node, err error) {
 	claimedOnce := sync.OnceFunc(claimed)
 	defer claimedOnce()
