@@ -371,9 +371,8 @@ func renderMemory(rs []stackRun[memResult]) string {
 		}
 		tuned = append(tuned, r.r.tuned)
 	}
+	b.WriteString("\n## " + memoryTitle + "\n")
 	fmt.Fprintf(&b, `
-## A memory hog
-
 The first real node, made a miniature: the kubelet reserves all of the
 machine's memory but %[1]s for the system (systemReserved.memory), and with
 enforceNodeAllocatable [pods] kubepods' memory limit is those %[1]s (checked

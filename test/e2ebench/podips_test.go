@@ -250,7 +250,7 @@ func fillDeployment(name, scheduler string, replicas int32, labels, nodeSelector
 func renderPodIPs(rs []stackRun[ipResult]) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-## Pod IPs running out, on two fresh real nodes
+## %s
 
 Two real nodes of their own, nothing else on them: 13 pod IPs each
 (host-local, 10.244.0.0/28 and 10.244.1.0/28) and a budget of %d PIDs
@@ -265,7 +265,7 @@ and the scheduler is started again; watched for 4 min (the shipped
 ipStarved grace is 2 min). The kubelet has no pod-IP signal: A′ (the
 kubelet tuned to Headroom's lines) is A here.
 
-`, realnode.AmplePIDBudget, fillPods, lateStarved)
+`, podIPsTitle, realnode.AmplePIDBudget, fillPods, lateStarved)
 	rows := []row[ipResult]{
 		countRow("pinned pods stuck without an IP (ContainerCreating)", func(r ipResult) int { return r.stuckNoIP }),
 		countRow("pinned pods kept Pending for want of a pod IP", func(r ipResult) int { return r.pendingNoIP }),

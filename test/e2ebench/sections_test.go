@@ -32,6 +32,10 @@ func partNames() []string {
 const (
 	podIPsPart = "podips"
 	memoryPart = "memory"
+	// The parts' headings, which their render functions write and an
+	// unmeasured part's note repeats.
+	podIPsTitle = "Pod IPs running out, on two fresh real nodes"
+	memoryTitle = "A memory hog"
 )
 
 // selectParts parses -parts: known names, no repeats, at least one.
@@ -100,7 +104,7 @@ func unmeasured(part, title string) string {
 // else a note that the part has no runs yet.
 func assemble(header string, fresh map[string]string, doc string) string {
 	old := existingSections(doc)
-	titles := map[string]string{podIPsPart: "Pod IPs running out, on two fresh real nodes", memoryPart: "A memory hog"}
+	titles := map[string]string{podIPsPart: podIPsTitle, memoryPart: memoryTitle}
 	for _, p := range pidParts() {
 		titles[p.name] = p.title
 	}
