@@ -5,14 +5,16 @@
 # profile's scheduling cycle is timed: it prints the median of the runs'
 # ratios of the mean cycles (docs/performance.md, "Method: one scheduler
 # for all the profiles"). SchedulingBasic
-# at 5000 and 15000 nodes, TightFleet at 5000 and 15000 nodes, MixedFleet and
-# Churn run PERF_RUNS times (default 3). Needs bin/etcd (make tools).
+# at 5000 and 15000 nodes, TightFleet at 5000 and 15000 nodes, MixedFleet,
+# Churn and OnePodPerNode run PERF_RUNS times (default 3). Needs bin/etcd (make tools).
 #
 #   PERF_WORKLOADS  a regexp of the workloads to run, e.g. 'SchedulingBasic-5000Nodes_'
 #                   or '(SchedulingBasic|TightFleet)-15000Nodes_'
 #                   (the unmeasured warm-up workload always runs first)
 #   PERF_PROFILES   the profiles, the baseline first (default Default,Headroom; the
-#                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs)
+#                   variants are listed in test/perf/perf_test.go, e.g. HeadroomNoNodeIPs,
+#                   or HeadroomNoSpread and HeadroomNoSpreadUnbatched for opportunistic
+#                   batching, which only PERF_SHARED=0 compares)
 #   PERF_SHARED     1 (default): the shared method (test/perf/shared_test.go); 0: each
 #                   profile in runs of its own, interleaved, printing pods/s of each, their
 #                   ratio and the process heap
@@ -93,9 +95,20 @@ go_status=$(cat "$status" 2>/dev/null || echo 1)
 echo "load after: $(uptime)"
 [[ $go_status == 0 ]] || exit "$go_status"
 echo
+# Opportunistic batching, per run and profile (test/perf/batching_test.go;
+# from 1.37, whose harness lets the counters be read): attempts by result,
+# the 1.37 rescores and the reasons its state was dropped.
+print_batching() {
+  if grep -q '^batching: ' "$out"; then
+    echo
+    echo "opportunistic batching, per run and profile:"
+    sed -n 's/^batching: /  /p' "$out"
+  fi
+}
 if [[ $shared == true ]]; then
   # The benchmark printed the shared runs' table; again, at the end.
   sed -n '/^shared scheduler:/,/^\(PASS\|FAIL\|ok\|---\)/{/^\(PASS\|FAIL\|ok\|---\)/!p}' "$out"
+  print_batching
   exit 0
 fi
 summarize() {
@@ -135,4 +148,5 @@ echo "median over runs. ratio: median pods/s over median base pods/s; pair: the 
 echo "(a pair ran back to back, so drift of the machine between pairs cancels out in it)."
 echo "heap is the harness's heap_memory_usage/Max of the whole test process (kube-apiserver included)"
 summarize "$out"
+print_batching
 rm -f "$out"

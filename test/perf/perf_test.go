@@ -30,10 +30,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	benchmark "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
@@ -85,6 +87,10 @@ type profile struct {
 	Name          string // in the test case names: Default, Headroom, ...
 	Config        string // KubeSchedulerConfiguration file
 	SchedulerName string // the profile's schedulerName, set on the pods
+	// Unbatched runs the profile with the scheduler's opportunistic
+	// batching off (the OpportunisticBatching feature gate), to measure
+	// what batching gives it.
+	Unbatched bool
 	// turns is, for the shared method's profile, the pods' schedulerName
 	// per run (turns[run-1]): an expression of the harness's pod template
 	// that hands the pods to the shared profiles in turn.
@@ -103,6 +109,11 @@ type variant struct {
 	// Headroom's Filter before the default plugins': they run after them,
 	// in multiPoint's order.
 	filterLast bool
+	// noSpread turns PodTopologySpread's system default constraints off
+	// (defaultingType: List, none listed): with them, no pod is signed and
+	// opportunistic batching never applies (batching_test.go).
+	noSpread  bool
+	unbatched bool // opportunistic batching off (profile.Unbatched)
 }
 
 // variants are the shipped profile with some of Headroom's plugins left
@@ -110,7 +121,8 @@ type variant struct {
 // HeadroomNone, for every plugin of the registry), its plugins replaced by
 // stand-ins, its Filter order changed, and a second copy of the default
 // profile (an A/A comparison shows what the method itself does to the
-// ratio).
+// ratio), and both profiles with opportunistic batching off or made
+// possible.
 func variants() map[string]variant {
 	var all []string
 	for name := range plugins.Registry() {
@@ -125,6 +137,13 @@ func variants() map[string]variant {
 		"DefaultAgain":        {base: "Default"},
 		"HeadroomFilterLast":  {base: "Headroom", filterLast: true},
 		"HeadroomNone":        {base: "Headroom", remove: all},
+	}
+	// Opportunistic batching: off, and made possible by turning the
+	// default spreading off (batching_test.go).
+	for _, base := range []string{"Default", "Headroom"} {
+		v[base+"Unbatched"] = variant{base: base, unbatched: true}
+		v[base+"NoSpread"] = variant{base: base, noSpread: true}
+		v[base+"NoSpreadUnbatched"] = variant{base: base, noSpread: true, unbatched: true}
 	}
 	for _, name := range all {
 		v["HeadroomNo"+name] = variant{base: "Headroom", remove: []string{name}}
@@ -160,22 +179,25 @@ func profiles(t testing.TB, dir string, names []string) []profile {
 			t.Fatalf("-perf-profiles: unknown profile %q", name)
 		}
 		p := base[v.base]
-		p.Name = name
-		if len(v.remove) > 0 || v.standIn != "" || v.filterLast {
-			p.Config = withoutPlugins(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v.remove, v.standIn, v.filterLast)
+		p.Name, p.Unbatched = name, v.unbatched
+		if len(v.remove) > 0 || v.standIn != "" || v.filterLast || v.noSpread {
+			p.Config = writeVariant(t, p.Config, filepath.Join(dir, "scheduler-"+name+".yaml"), v)
 		}
 		out = append(out, p)
 	}
 	return out
 }
 
-// withoutPlugins writes the configuration in src, without the named plugins
-// and their pluginConfig, to dst, and returns dst. With a standIn prefix,
-// Headroom's plugins that remain are replaced by those stand-ins. With
-// filterLast, Headroom's plugins leave the filter section, so that their
-// Filter runs in multiPoint's order, after the default plugins'.
-func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn string, filterLast bool) string {
+// writeVariant writes the configuration in src, changed as v says, to dst,
+// and returns dst: without v.remove's plugins and their pluginConfig; with
+// a standIn prefix, Headroom's plugins that remain replaced by those
+// stand-ins; with filterLast, Headroom's plugins out of the filter
+// section, so that their Filter runs in multiPoint's order, after the
+// default plugins'; with noSpread, PodTopologySpread without default
+// constraints.
+func writeVariant(t testing.TB, src, dst string, v variant) string {
 	t.Helper()
+	remove, standIn, filterLast := v.remove, v.standIn, v.filterLast
 	cfg := readConfig(t, src)
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
@@ -200,6 +222,10 @@ func withoutPlugins(t testing.TB, src, dst string, remove []string, standIn stri
 		p.PluginConfig = slices.DeleteFunc(p.PluginConfig, func(pc schedconfigv1.PluginConfig) bool {
 			return slices.Contains(remove, pc.Name) || standIn != "" && plugins.Registry()[pc.Name] != nil
 		})
+		if v.noSpread {
+			p.PluginConfig = append(p.PluginConfig, schedconfigv1.PluginConfig{Name: names.PodTopologySpread,
+				Args: apiruntime.RawExtension{Object: &schedconfigv1.PodTopologySpreadArgs{DefaultingType: schedconfigv1.ListDefaulting}}})
+		}
 	}
 	writeConfig(t, dst, &cfg)
 	return dst
@@ -239,6 +265,9 @@ type testCase struct {
 	// Clocked are the schedulerNames of a shared run's profiles, whose
 	// cycle clock the harness collects.
 	Clocked []string
+	// FeatureGates are the test case's feature gates (an unbatched
+	// profile's).
+	FeatureGates map[string]bool
 }
 
 // render writes performance-config.yaml and the templates into dir, with the
@@ -249,7 +278,8 @@ func render(t testing.TB, dir string, cases []testCase, profs []profile) string 
 		t.Fatal(err)
 	}
 	if err := renderFile("performance-config.yaml", filepath.Join(dir, "performance-config.yaml"),
-		map[string]any{"Dir": dir, "Cases": cases, "Plugins": slices.Sorted(maps.Keys(registry())), "CycleMetric": cycleMetric}); err != nil {
+		map[string]any{"Dir": dir, "Cases": cases, "Plugins": slices.Sorted(maps.Keys(registry())), "CycleMetric": cycleMetric,
+			"SignatureBatchSize": signatureBatchSize}); err != nil {
 		t.Fatal(err)
 	}
 	// The harness writes its data items (every metric per label: each
@@ -380,6 +410,9 @@ func interleave(profs []profile, runs int, w testCase) []testCase {
 		for _, p := range ps {
 			c := w
 			c.Profile, c.SchedulerConfig, c.Run = p.Name, p.Config, run
+			if p.Unbatched {
+				c.FeatureGates = map[string]bool{batchingGate: false}
+			}
 			out = append(out, c)
 		}
 	}
@@ -395,6 +428,11 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	// profiles in one scheduler.
 	runAs, sharing := profs, []profile(nil)
 	if *sharedMethod {
+		// One scheduler has one set of feature gates, and pods handed to
+		// the profiles in turn are never batched anyway.
+		if i := slices.IndexFunc(profs, func(p profile) bool { return p.Unbatched }); i >= 0 {
+			b.Fatalf("-perf-profiles %s: batching is on or off for the whole scheduler, so the shared method cannot compare it; run with -perf-shared=false (PERF_SHARED=0)", profs[i].Name)
+		}
 		var sp profile
 		sp, sharing = writeSharedConfig(b, dir, profs, *runs)
 		runAs = []profile{sp}
@@ -433,6 +471,10 @@ func BenchmarkPerfScheduling(b *testing.B) {
 				"initPods": 500, "measurePods": 3000}}, *runs},
 		{testCase{Name: "Churn", Workload: "1000Nodes", UpdatesPerSecond: 100,
 			Params: map[string]int{"nodes": 1000, "initPods": 500, "measurePods": 5000}}, *runs},
+		// One pod a node: opportunistic batching's best case
+		// (batching_test.go).
+		{testCase{Name: "OnePodPerNode", Workload: "5000Nodes",
+			Params: map[string]int{"nodes": 5000, "measurePods": 5000}}, *runs},
 	} {
 		w.Label = "performance"
 		cases = append(cases, interleave(runAs, w.runs, w.testCase)...)
@@ -444,7 +486,11 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	}
 	config := render(b, dir, cases, profs)
 	stop := keepSamplesFresh(b, dir, profs, sampleRefresh)
-	benchmark.RunBenchmarkPerfScheduling(b, config, "headroom", registry())
+	var opts []benchmark.SchedulerPerfOption
+	if batchingCountable {
+		opts = append(opts, withPrepare(printBatching))
+	}
+	benchmark.RunBenchmarkPerfScheduling(b, config, "headroom", registry(), opts...)
 	stop()
 	if *sharedMethod && !b.Failed() {
 		items, err := newestDataItems(flag.Lookup("data-items-dir").Value.String(), "headroom")
