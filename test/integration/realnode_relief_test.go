@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/headroom-k8s/headroom/pkg/pidstats"
 	"github.com/headroom-k8s/headroom/test/controlplane"
@@ -157,14 +158,27 @@ func reliefCrossing(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 	annotate := map[string]any{"metadata": map[string]any{"annotations": roomBeside()}}
 	patchJSON(ctx, t, cp, "kwok-node", annotate)
 	setUnschedulable(ctx, t, cp, "kwok-node", true)
+	// A storm that passed the kubelet's own line leaves the node with
+	// PIDPressure for the kubelet's evictionPressureTransitionPeriod, and
+	// the kubelet then rejects new pods as Evicted: this storm's would
+	// count as evicted by the kubelet first.
+	if n, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if _, c := nodeutil.GetNodeCondition(&n.Status, corev1.NodePIDPressure); c != nil && c.Status == corev1.ConditionTrue {
+		t.Fatalf("%s: the node has PIDPressure since %s (%s): an earlier storm passed the kubelet's line", name, c.LastTransitionTime.Format(time.RFC3339), c.Message)
+	}
 	rest, err := realnode.HostTasks()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two pods end at 99 % of allocatable together and pass 95 % near
+	// Two pods end at 97 % of allocatable together and pass 95 % near
 	// the end of their ramp; each holds far more than the 5 % between
-	// threshold and target, so one eviction relieves the node.
-	perPod := (allocatable*99/100 - rest) / 2
+	// threshold and target, so one eviction relieves the node. The 3 %
+	// left under the kubelet's line (allocatable) is for the machine's
+	// other tasks, which come and go, and for the ramp's last second
+	// before the eviction: the evicted pod holds its threads through its
+	// graceful shutdown while the other one ramps on.
+	perPod := (allocatable*97/100 - rest) / 2
 	if perPod < allocatable/10 {
 		t.Fatalf("the host holds %d of %d allocatable tasks at rest: no room for a storm", rest, allocatable)
 	}
