@@ -159,6 +159,15 @@ func evictionRows[R any](cause, other string, log func(R) *podLog, pdb func(R) p
 		{name: "evicted pods' shutdown, by outcome", text: func(r R) string {
 			return describe(log(r).shutdowns())
 		}},
+		{name: "the kubelet's evictions, by the threshold quantity it named (the section's A′ settings tell soft from hard)", text: func(r R) string {
+			m := map[string]int{}
+			for _, v := range log(r).evictedPods() {
+				if v.threshold != "" {
+					m[v.threshold]++
+				}
+			}
+			return describe(m)
+		}},
 		{name: "seconds a PodDisruptionBudget (web, hog: maxUnavailable 1) was broken", text: func(r R) string { return pdb(r).String() },
 			num: func(r R) (float64, bool) { return float64(pdb(r).brokenSeconds()), true }},
 		{name: "replacements of the evicted pods, by node", text: func(r R) string {

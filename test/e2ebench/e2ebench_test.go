@@ -903,6 +903,10 @@ The rows that tell A′ from B, measured in every run:
   drain (its SIGTERM handler ran in full); *cut short*: it failed with the
   drain's first line (`+"`stop=SIGTERM`"+`) in its log, which the kubelet keeps as
   the termination message; *no SIGTERM seen*: it failed without it.
+- *the kubelet's evictions, by the threshold quantity it named*: its
+  eviction message ("Threshold quantity: …") reads the same for a soft and
+  a hard threshold but for the quantity; each section lists A′'s values
+  (sections measured before 6 December, 14:00 UTC have no such row).
 - *seconds a PodDisruptionBudget was broken*: read every second, the PDB's
   `+"`currentHealthy`"+` below its `+"`desiredHealthy`"+`, as the disruption
   controller counts them.

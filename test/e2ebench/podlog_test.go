@@ -5,6 +5,7 @@ package e2ebench
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -63,6 +64,10 @@ type podSeen struct {
 	// after the eviction or its deletion (nil: not seen).
 	by        string
 	evictedAt time.Time
+	// threshold is the kubelet's eviction's threshold quantity, as its
+	// message names it ("" for other evictions): which of its thresholds,
+	// soft or hard, it acted on.
+	threshold string
 	stop      *corev1.ContainerStateTerminated
 }
 
@@ -213,6 +218,7 @@ func (l *podLog) observe(pods []corev1.Pod) {
 		if !s.evicted {
 			if by, at := evictedBy(p); by != "" {
 				s.evicted = true
+				s.threshold = kubeletThreshold(p)
 				l.countEviction(s, by, at)
 				if l.firstEviction < 0 {
 					l.firstEviction = at.Sub(l.start)
@@ -272,6 +278,30 @@ func evictedBy(p *corev1.Pod) (string, time.Time) {
 	return "", at
 }
 
+// thresholdQuantity finds the threshold in the kubelet's eviction message
+// ("The node was low on resource: memory. Threshold quantity: 100Mi,
+// available: …"), the same for soft and hard thresholds but for the
+// quantity.
+var thresholdQuantity = regexp.MustCompile(`Threshold quantity: ([^,]+),`)
+
+// kubeletThreshold is the threshold quantity the kubelet's eviction of p
+// names, in its DisruptionTarget condition or the pod's status message;
+// "" where there is none.
+func kubeletThreshold(p *corev1.Pod) string {
+	msgs := []string{p.Status.Message}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			msgs = append(msgs, c.Message)
+		}
+	}
+	for _, m := range msgs {
+		if q := thresholdQuantity.FindStringSubmatch(m); q != nil {
+			return q[1]
+		}
+	}
+	return ""
+}
+
 func (l *podLog) countEviction(s *podSeen, by string, at time.Time) {
 	s.by, s.evictedAt = by, at
 	l.evictedSeen = append(l.evictedSeen, s)
@@ -315,14 +345,14 @@ func (l *podLog) kills(app string) int {
 	return n
 }
 
-// victim is an evicted pod: its app, who evicted it and when, and its
-// replacement: the node it was placed on ("" for none) and when it was
-// Ready (zero: never).
+// victim is an evicted pod: its app, who evicted it and when (and the
+// kubelet's threshold), and its replacement: the node it was placed on
+// ("" for none) and when it was Ready (zero: never).
 type victim struct {
-	app, by          string
-	evictedAt        time.Time
-	replacedOn       string
-	replacementReady time.Time
+	app, by, threshold string
+	evictedAt          time.Time
+	replacedOn         string
+	replacementReady   time.Time
 }
 
 // evictedPods are the evicted pods in the order seen, each with its
@@ -345,7 +375,7 @@ func (l *podLog) evictedPods() []victim {
 	taken := map[*podSeen]bool{}
 	var out []victim
 	for _, s := range l.evictedSeen {
-		v := victim{app: s.app, by: s.by, evictedAt: s.evictedAt}
+		v := victim{app: s.app, by: s.by, threshold: s.threshold, evictedAt: s.evictedAt}
 		for _, c := range all {
 			if c == s || taken[c] || c.app != s.app || c.created.Before(s.evictedAt.Truncate(time.Second)) {
 				continue

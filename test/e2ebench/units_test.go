@@ -199,6 +199,7 @@ func TestEvictedPods(t *testing.T) {
 	hog3 := &podSeen{name: "hog-3", app: "hog", created: at(48), node: otherNode, ready: at(52)}
 	web2 := &podSeen{name: "web-2", app: "web", created: at(61), node: otherNode}
 	l := testLog(t0, hog1, hog2, web1, hog3, web2)
+	hog1.threshold, web1.threshold, hog2.threshold = "100Mi", "352321536", "100Mi"
 	l.countEviction(hog1, "kubelet", at(48.6))
 	l.countEviction(web1, "kubelet", at(60))
 	l.countEviction(hog2, "kubelet", at(70))
@@ -221,12 +222,13 @@ func TestEvictedPods(t *testing.T) {
 
 	rows := evictionRows(hogApp, otherNode, func(l *podLog) *podLog { return l }, func(*podLog) pdbResult { return pdbResult{} })
 	want := map[string]string{
-		"first victim, and whether it was the cause":                            "hog (kubelet): the cause",
-		"replacements of the evicted pods, by node":                             "3 (none 1, real-node-2 2)",
-		"evicted pods not replaced on the other real node (by the end)":         "1",
-		"first eviction asked → its replacement Ready (s)":                      "3",
-		"evicted pods' shutdown, by outcome":                                    "3 (not seen 3)",
-		"seconds a PodDisruptionBudget (web, hog: maxUnavailable 1) was broken": "0",
+		"first victim, and whether it was the cause":                                                                  "hog (kubelet): the cause",
+		"replacements of the evicted pods, by node":                                                                   "3 (none 1, real-node-2 2)",
+		"evicted pods not replaced on the other real node (by the end)":                                               "1",
+		"first eviction asked → its replacement Ready (s)":                                                            "3",
+		"evicted pods' shutdown, by outcome":                                                                          "3 (not seen 3)",
+		"seconds a PodDisruptionBudget (web, hog: maxUnavailable 1) was broken":                                       "0",
+		"the kubelet's evictions, by the threshold quantity it named (the section's A′ settings tell soft from hard)": "3 (100Mi 2, 352321536 1)",
 	}
 	for _, r := range rows {
 		if w, ok := want[r.name]; ok {
@@ -412,6 +414,30 @@ func TestSelectParts(t *testing.T) {
 	for _, bad := range []string{"", "storm,storm", "pids"} {
 		if _, err := selectParts(bad); err == nil || !strings.Contains(err.Error(), "-parts") {
 			t.Errorf("selectParts(%q): error %v, want one naming -parts", bad, err)
+		}
+	}
+}
+
+// TestKubeletThreshold: the threshold quantity of a kubelet's eviction is
+// read from its DisruptionTarget condition, or the pod's status message,
+// and is "" for any other pod.
+func TestKubeletThreshold(t *testing.T) {
+	const msg = "The node was low on resource: memory. Threshold quantity: 352321536, available: 301264Ki. Container stress was using 912Mi, request is 64Mi, has larger consumption of memory. "
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want string
+	}{
+		{"condition", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet", Message: msg}}}}, "352321536"},
+		{"status message", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted",
+			Message: "The node was low on resource: pids. Threshold quantity: 30768, available: 30701. "}}, "30768"},
+		{"the Eviction API's", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}}}, ""},
+		{"none", corev1.Pod{}, ""},
+	} {
+		if got := kubeletThreshold(&tc.pod); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
