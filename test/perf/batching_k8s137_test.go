@@ -24,12 +24,8 @@ func TestBatchingAppliesToHeadroom(t *testing.T) {
 	const pods = 20
 	var cases []testCase
 	for _, p := range profs {
-		c := testCase{Name: "OnePodPerNode", Workload: "Smoke20Nodes", Label: "smoke", Profile: p.Name,
-			SchedulerConfig: p.Config, Run: 1, Params: map[string]int{"nodes": pods, "measurePods": pods}}
-		if p.Unbatched {
-			c.FeatureGates = map[string]bool{batchingGate: false}
-		}
-		cases = append(cases, c)
+		cases = append(cases, testCase{Name: "OnePodPerNode", Workload: "Smoke20Nodes", Label: "smoke", Profile: p.Name,
+			SchedulerConfig: p.Config, Run: 1, FeatureGates: p.featureGates(), Params: map[string]int{"nodes": pods, "measurePods": pods}})
 	}
 	config := render(t, dir, cases, profs)
 

@@ -97,6 +97,15 @@ type profile struct {
 	turns []string
 }
 
+// featureGates are the gates the profile's workloads set: none, or
+// batching off.
+func (p profile) featureGates() map[string]bool {
+	if p.Unbatched {
+		return map[string]bool{batchingGate: false}
+	}
+	return nil
+}
+
 // variant is a profile -perf-profiles may name besides Default and
 // Headroom.
 type variant struct {
@@ -409,10 +418,7 @@ func interleave(profs []profile, runs int, w testCase) []testCase {
 		}
 		for _, p := range ps {
 			c := w
-			c.Profile, c.SchedulerConfig, c.Run = p.Name, p.Config, run
-			if p.Unbatched {
-				c.FeatureGates = map[string]bool{batchingGate: false}
-			}
+			c.Profile, c.SchedulerConfig, c.Run, c.FeatureGates = p.Name, p.Config, run, p.featureGates()
 			out = append(out, c)
 		}
 	}
